@@ -1,0 +1,16 @@
+# airlock_add_plugin(<target> KIND <isolation|language|transfer|review> NAME <short> SOURCES ...)
+# Builds a plugin as a MODULE named <kind>-<name>.so in the plugins directory of the build tree
+# (and of the install tree), linked against the SDK only.
+function(airlock_add_plugin target)
+  cmake_parse_arguments(P "" "KIND;NAME" "SOURCES;LIBS" ${ARGN})
+  add_library(${target} MODULE ${P_SOURCES})
+  target_link_libraries(${target} PRIVATE airlock::sdk ${P_LIBS})
+  set_target_properties(${target} PROPERTIES
+    PREFIX ""
+    OUTPUT_NAME "${P_KIND}-${P_NAME}"
+    LIBRARY_OUTPUT_DIRECTORY ${AIRLOCK_PLUGIN_OUTPUT_DIR}
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+  target_link_options(${target} PRIVATE -Wl,--no-undefined -Wl,-z,defs)
+  install(TARGETS ${target} LIBRARY DESTINATION ${AIRLOCK_PLUGIN_INSTALL_DIR})
+endfunction()

@@ -1,0 +1,17 @@
+# airlock_add_test(<target> LABEL <unit|plugin|privileged|e2e|hostile> SOURCES ... [LIBS ...])
+# One GoogleTest executable; every TEST becomes a ctest test carrying the label, so
+# `ctest -L unit` runs only what needs no root.
+find_package(GTest REQUIRED)
+include(GoogleTest)
+function(airlock_add_test target)
+  cmake_parse_arguments(T "" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_executable(${target} ${T_SOURCES})
+  target_link_libraries(${target} PRIVATE GTest::gtest GTest::gmock airlock_test_support ${T_LIBS})
+  set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  gtest_discover_tests(${target}
+    PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT}
+    DISCOVERY_TIMEOUT 60)
+endfunction()

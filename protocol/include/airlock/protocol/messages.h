@@ -1,0 +1,203 @@
+// The agent channel: one framed, versioned byte stream between the supervisor and the
+// airlock-agent that is PID 1 of each sandbox, whatever the backend (socketpair, stdio,
+// virtio-serial).
+//
+// Trust: the agent side is hostile once sandboxed code has run, so the supervisor validates every
+// frame (sizes, tags, counts) before use and never trusts a length it did not bound. The agent
+// validates supervisor frames too, to fail loudly on bugs rather than misbehave.
+//
+// Wire format (all integers little-endian):
+//   frame   := header payload
+//   header  := u32 payload_len | u16 type | u16 flags | u32 request_id          (12 bytes)
+//   payload := field*
+//   field   := u16 tag | u32 len | len bytes
+// A message is decoded from its fields by tag; unknown tags are skipped (forward compatible),
+// a known tag with a wrong size, a missing required field or a payload over kMaxPayload is an
+// error. Repeated tags build lists (argv, env).
+//
+// Type numbers are stable: never renumber, only append.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "airlock/result.h"
+
+namespace airlock::protocol {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr size_t kHeaderSize = 12;
+// Large enough for a 256 KiB output or file chunk plus fields; small enough to bound memory.
+inline constexpr uint32_t kMaxPayload = 1u << 20;
+inline constexpr size_t kMaxChunk = 256 * 1024;
+inline constexpr size_t kMaxListItems = 4096;  // argv/env/rlimit/path entries per message
+
+enum class MsgType : uint16_t {
+  kHello = 1,      // agent → supervisor, first frame: versions
+  kConfigure = 2,  // supervisor → agent: how every execution is confined; answered by kOk
+  kExec = 3,       // supervisor → agent: start a process; answered by kOutput*, kExited
+  kStdin = 4,      // supervisor → agent: bytes for an execution's stdin (eof flag closes it)
+  kSignal = 5,     // supervisor → agent: signal an execution's process group
+  kOutput = 6,     // agent → supervisor: stdout/stderr bytes of an execution
+  kExited = 7,     // agent → supervisor: an execution ended; all its processes are gone
+  kError = 8,      // agent → supervisor: a request failed (request_id names it)
+  kFileWrite = 9,  // supervisor → agent: write a file chunk; last chunk answered by kOk
+  kFileRead = 10,  // supervisor → agent: read a file; answered by kFileData* (last flagged)
+  kFileData = 11,  // agent → supervisor: a chunk of a file being read
+  kShutdown = 12,  // supervisor → agent: kill everything and exit
+  kOk = 13,        // agent → supervisor: the request with this id succeeded
+  // 14..63 reserved for sessions, file listings and stats (supervisor service issue).
+};
+
+const char* msgTypeName(MsgType t);
+
+struct FrameHeader {
+  uint32_t payload_len = 0;
+  MsgType type{};
+  uint16_t flags = 0;
+  uint32_t request_id = 0;
+};
+
+struct Hello {
+  uint32_t protocol_version = kProtocolVersion;
+  std::string agent_version;
+  uint32_t agent_pid = 0;  // pid as the agent sees itself (1 in a pid namespace)
+};
+
+struct Rlimit {
+  uint32_t resource = 0;  // RLIMIT_*
+  uint64_t soft = 0;
+  uint64_t hard = 0;
+};
+
+struct Configure {
+  uint32_t uid = 1000;  // credentials of every process the agent starts
+  uint32_t gid = 1000;
+  uint64_t keep_caps = 0;               // bitmask of capabilities kept (0: none)
+  std::string seccomp_bpf;              // raw struct sock_filter array, installed last
+  std::vector<Rlimit> rlimits;
+  std::vector<std::string> writable_paths;  // Landlock: the only paths writable
+  bool landlock = true;                 // apply Landlock when the kernel has it
+  uint64_t max_output_bytes_total = 0;  // unused by v1 agents; reserved
+};
+
+struct Exec {
+  std::vector<std::string> argv;  // argv[0] absolute
+  std::vector<std::string> env;   // complete environment, "K=V"
+  std::string cwd = "/home/user";
+  uint64_t timeout_ms = 0;        // 0: none (the supervisor still has its own deadline)
+  uint64_t stdout_cap = 0;        // bytes forwarded per stream; the rest is counted, dropped
+  uint64_t stderr_cap = 0;
+  bool stdin_pipe = false;        // false: stdin is /dev/null
+};
+
+struct Stdin {
+  std::string data;
+  bool eof = false;
+};
+
+struct Signal {
+  int32_t signo = 0;
+};
+
+enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };
+
+struct Output {
+  Stream stream = Stream::kStdout;
+  std::string data;
+};
+
+struct Exited {
+  int32_t exit_code = -1;  // valid when signal == 0
+  int32_t signal = 0;      // terminating signal, or 0
+  bool timed_out = false;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  uint64_t stdout_bytes = 0;  // produced, including dropped bytes
+  uint64_t stderr_bytes = 0;
+  uint64_t wall_us = 0;
+  uint64_t user_us = 0;
+  uint64_t sys_us = 0;
+  uint64_t max_rss_kb = 0;
+};
+
+struct ErrorMsg {
+  int32_t errnum = 0;
+  std::string stage;    // "exec", "setuid", "seccomp", "file_write", ...
+  std::string message;  // human-readable, names the subject
+};
+
+struct FileWrite {
+  std::string path;  // absolute sandbox path
+  uint32_t mode = 0644;
+  std::string data;
+  bool first = true;  // create/truncate on the first chunk, append afterwards
+  bool last = true;
+};
+
+struct FileRead {
+  std::string path;
+  uint64_t max_bytes = 0;  // refuse files larger than this (0: no limit)
+};
+
+struct FileData {
+  std::string data;
+  bool last = true;
+  uint64_t size = 0;  // total file size, on the first chunk
+};
+
+struct Shutdown {};
+struct Ok {};
+
+// Encoding appends one whole frame (header + payload) to out.
+void encode(std::string& out, uint32_t request_id, const Hello& m);
+void encode(std::string& out, uint32_t request_id, const Configure& m);
+void encode(std::string& out, uint32_t request_id, const Exec& m);
+void encode(std::string& out, uint32_t request_id, const Stdin& m);
+void encode(std::string& out, uint32_t request_id, const Signal& m);
+void encode(std::string& out, uint32_t request_id, const Output& m);
+void encode(std::string& out, uint32_t request_id, const Exited& m);
+void encode(std::string& out, uint32_t request_id, const ErrorMsg& m);
+void encode(std::string& out, uint32_t request_id, const FileWrite& m);
+void encode(std::string& out, uint32_t request_id, const FileRead& m);
+void encode(std::string& out, uint32_t request_id, const FileData& m);
+void encode(std::string& out, uint32_t request_id, const Shutdown& m);
+void encode(std::string& out, uint32_t request_id, const Ok& m);
+
+// Parses a 12-byte header; rejects unknown types and payloads over kMaxPayload.
+Result<FrameHeader> decodeHeader(std::string_view bytes);
+
+// Decoding checks the payload against the message's schema. Errors name the message type, the
+// field tag and what was wrong ("Exec: field 'argv' (tag 1): 0 items, need at least 1").
+Result<Hello> decodeHello(std::string_view payload);
+Result<Configure> decodeConfigure(std::string_view payload);
+Result<Exec> decodeExec(std::string_view payload);
+Result<Stdin> decodeStdin(std::string_view payload);
+Result<Signal> decodeSignal(std::string_view payload);
+Result<Output> decodeOutput(std::string_view payload);
+Result<Exited> decodeExited(std::string_view payload);
+Result<ErrorMsg> decodeError(std::string_view payload);
+Result<FileWrite> decodeFileWrite(std::string_view payload);
+Result<FileRead> decodeFileRead(std::string_view payload);
+Result<FileData> decodeFileData(std::string_view payload);
+
+// Accumulates bytes read from the channel and yields whole frames. Never buffers more than
+// one frame beyond kMaxPayload; a bad header poisons the reader (the channel must be closed).
+class FrameReader {
+ public:
+  void feed(std::string_view bytes);
+  // A whole frame is available: returns its header and payload; std::nullopt when more bytes
+  // are needed; an error when the stream is corrupt.
+  Result<std::optional<std::pair<FrameHeader, std::string>>> next();
+  size_t buffered() const { return buf_.size() - pos_; }
+
+ private:
+  std::string buf_;
+  size_t pos_ = 0;
+  bool poisoned_ = false;
+};
+
+}  // namespace airlock::protocol

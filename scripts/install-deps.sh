@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything airlock needs to build, test and benchmark, from Debian 12 packages only.
+# Idempotent: packages already present are skipped by apt. Must run as root.
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: run as root (apt-get needs it)" >&2
+  exit 1
+fi
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config clang llvm clang-format
+  # libraries the supervisor links
+  libboost-dev libboost-program-options-dev libboost-filesystem-dev
+  libseccomp-dev libtomlplusplus-dev nlohmann-json3-dev libcap-dev
+  # eBPF toolchain (used from the audit issue on)
+  libbpf-dev bpftool
+  # tests
+  libgtest-dev libgmock-dev iproute2 util-linux procps
+  # sandbox runtimes and the data-science stack the examples use
+  python3 python3-numpy python3-pandas python3-matplotlib python3-reportlab
+  # peers for side-by-side benchmarks
+  bubblewrap firejail runsc hyperfine
+)
+
+export DEBIAN_FRONTEND=noninteractive
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# Node comes from the machine image (NodeSource 20) where present; Debian's nodejs otherwise.
+command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs
+echo "install-deps: all dependencies present"

@@ -1,0 +1,199 @@
+// The airlock plugin SDK for C++: write a class, add one macro, get a plugin.
+//
+//   class Python final : public airlock::sdk::LanguagePlugin {
+//    public:
+//     using LanguagePlugin::LanguagePlugin;
+//     static constexpr const char* kAliases[] = {"py", nullptr};
+//     ...
+//     Command buildCommand(const airlock_code_request_v1& req) override { ... }
+//   };
+//   AIRLOCK_LANGUAGE_PLUGIN(Python, "airlock.language.python", "1.0.0")
+//
+// The macro defines the airlock_plugin_v1 descriptor and exports it through Boost.DLL. Every
+// call from the host goes through a noexcept trampoline that turns exceptions into an
+// airlock_error_v1, so no C++ exception ever crosses the C ABI. Header-only: a plugin links
+// nothing of airlock's.
+#pragma once
+
+#include <airlock/plugin_abi_v1.h>
+
+#include <boost/dll/alias.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace airlock::sdk {
+
+// Throw from plugin code to fail a call with an errno value and a message.
+class PluginError : public std::exception {
+ public:
+  PluginError(int code, std::string message) : code_(code), message_(std::move(message)) {}
+  int code() const { return code_; }
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  int code_;
+  std::string message_;
+};
+
+inline void setError(airlock_error_v1* err, int code, const char* message) noexcept {
+  if (err == nullptr) return;
+  err->code = code;
+  std::snprintf(err->message, sizeof err->message, "%s", message);
+}
+
+class PluginBase {
+ public:
+  PluginBase(const airlock_host_v1* host, std::string_view config_json)
+      : host_(host), config_json_(config_json) {}
+  virtual ~PluginBase() = default;
+  PluginBase(const PluginBase&) = delete;
+  PluginBase& operator=(const PluginBase&) = delete;
+
+  void log(int level, const std::string& message) const noexcept {
+    if (host_ != nullptr && host_->log != nullptr) host_->log(host_->ctx, level, message.c_str());
+  }
+  const std::string& configJson() const { return config_json_; }
+
+ private:
+  const airlock_host_v1* host_;
+  std::string config_json_;
+};
+
+// Isolation backends. start() throws PluginError on failure; release() must not fail.
+class IsolationPlugin : public PluginBase {
+ public:
+  using PluginBase::PluginBase;
+  static constexpr const char* const* kExtraSyscalls = nullptr;
+  virtual void start(const airlock_sandbox_spec_v1& spec, airlock_sandbox_v1& out) = 0;
+  virtual void release(airlock_sandbox_v1& /*sandbox*/) noexcept {}
+};
+
+// Language runtimes. A derived class also defines the static members kAliases, kExtensions,
+// kImagePaths (NULL-terminated arrays) and kMaxInlineBytes.
+class LanguagePlugin : public PluginBase {
+ public:
+  using PluginBase::PluginBase;
+  struct Command {
+    std::vector<std::string> argv;
+    std::vector<std::string> env;
+  };
+  virtual Command buildCommand(const airlock_code_request_v1& request) = 0;
+};
+
+namespace detail {
+
+template <typename Fn>
+int guard(airlock_error_v1* err, Fn&& fn) noexcept {
+  try {
+    fn();
+    return 0;
+  } catch (const PluginError& e) {
+    setError(err, e.code() != 0 ? e.code() : EINVAL, e.what());
+    return e.code() != 0 ? e.code() : EINVAL;
+  } catch (const std::bad_alloc&) {
+    setError(err, ENOMEM, "out of memory");
+    return ENOMEM;
+  } catch (const std::exception& e) {
+    setError(err, EINVAL, e.what());
+    return EINVAL;
+  } catch (...) {
+    setError(err, EINVAL, "unknown exception in plugin");
+    return EINVAL;
+  }
+}
+
+template <typename P>
+void* create(const airlock_host_v1* host, const char* config_json, airlock_error_v1* err) noexcept {
+  P* instance = nullptr;
+  guard(err, [&] { instance = new P(host, config_json != nullptr ? config_json : "{}"); });
+  return instance;
+}
+
+template <typename P>
+void destroy(void* instance) noexcept {
+  delete static_cast<P*>(instance);
+}
+
+template <typename P>
+struct IsolationTrampolines {
+  static int start(void* instance, const airlock_sandbox_spec_v1* spec, airlock_sandbox_v1* out,
+                   airlock_error_v1* err) noexcept {
+    if (spec == nullptr || out == nullptr || spec->struct_size < sizeof(airlock_sandbox_spec_v1)) {
+      setError(err, EINVAL, "start: spec or output missing, or spec struct_size too small");
+      return EINVAL;
+    }
+    return guard(err, [&] { static_cast<P*>(instance)->start(*spec, *out); });
+  }
+  static void release(void* instance, airlock_sandbox_v1* sandbox) noexcept {
+    if (sandbox != nullptr) static_cast<P*>(instance)->release(*sandbox);
+  }
+  static constexpr airlock_isolation_ops_v1 ops = {sizeof(airlock_isolation_ops_v1), &start,
+                                                   &release, P::kExtraSyscalls};
+};
+
+template <typename P>
+struct LanguageTrampolines {
+  // The strings the host reads between build_command() and free_command().
+  struct Owned {
+    LanguagePlugin::Command command;
+    std::vector<const char*> argv;
+    std::vector<const char*> env;
+  };
+  static int build(void* instance, const airlock_code_request_v1* request,
+                   airlock_command_v1* out, airlock_error_v1* err) noexcept {
+    if (request == nullptr || out == nullptr ||
+        request->struct_size < sizeof(airlock_code_request_v1)) {
+      setError(err, EINVAL, "build_command: request or output missing, or struct_size too small");
+      return EINVAL;
+    }
+    return guard(err, [&] {
+      auto owned = std::make_unique<Owned>();
+      owned->command = static_cast<P*>(instance)->buildCommand(*request);
+      for (auto& a : owned->command.argv) owned->argv.push_back(a.c_str());
+      owned->argv.push_back(nullptr);
+      for (auto& e : owned->command.env) owned->env.push_back(e.c_str());
+      owned->env.push_back(nullptr);
+      out->struct_size = sizeof(airlock_command_v1);
+      out->argv = owned->argv.data();
+      out->env = owned->env.data();
+      out->plugin_data = owned.release();
+    });
+  }
+  static void release(void* /*instance*/, airlock_command_v1* command) noexcept {
+    if (command != nullptr) delete static_cast<Owned*>(command->plugin_data);
+  }
+  static constexpr airlock_language_ops_v1 ops = {
+      sizeof(airlock_language_ops_v1), P::kAliases, P::kExtensions, P::kImagePaths,
+      P::kMaxInlineBytes, &build, &release};
+};
+
+}  // namespace detail
+}  // namespace airlock::sdk
+
+// Defines the plugin descriptor and exports the entry point AIRLOCK_PLUGIN_ENTRY_SYMBOL.
+// Use once per shared library, at namespace scope.
+#define AIRLOCK_PLUGIN(Class, kind_value, ops_pointer, plugin_name, plugin_version)          \
+  namespace {                                                                                \
+  const airlock_plugin_v1 airlock_plugin_descriptor_ = {                                     \
+      sizeof(airlock_plugin_v1), AIRLOCK_PLUGIN_ABI_MAJOR, AIRLOCK_PLUGIN_ABI_MINOR,         \
+      plugin_name,               plugin_version,           kind_value,                       \
+      &::airlock::sdk::detail::create<Class>, &::airlock::sdk::detail::destroy<Class>,       \
+      ops_pointer};                                                                          \
+  const airlock_plugin_v1* airlock_plugin_entry_impl_() { return &airlock_plugin_descriptor_; } \
+  }                                                                                          \
+  BOOST_DLL_ALIAS(airlock_plugin_entry_impl_, airlock_plugin_entry_v1)
+
+#define AIRLOCK_ISOLATION_PLUGIN(Class, plugin_name, plugin_version)                      \
+  AIRLOCK_PLUGIN(Class, AIRLOCK_PLUGIN_ISOLATION,                                         \
+                 &::airlock::sdk::detail::IsolationTrampolines<Class>::ops, plugin_name, \
+                 plugin_version)
+
+#define AIRLOCK_LANGUAGE_PLUGIN(Class, plugin_name, plugin_version)                      \
+  AIRLOCK_PLUGIN(Class, AIRLOCK_PLUGIN_LANGUAGE,                                         \
+                 &::airlock::sdk::detail::LanguageTrampolines<Class>::ops, plugin_name, \
+                 plugin_version)

@@ -1,0 +1,205 @@
+/* airlock plugin ABI, version 1.
+ *
+ * The only contract between the airlock supervisor and a plugin shared library. Pure C: no C++
+ * types, no exceptions, no allocation that crosses the boundary without a matching free on the
+ * side that allocated it.
+ *
+ * A plugin .so exports one symbol through Boost.DLL (BOOST_DLL_ALIAS), named
+ * AIRLOCK_PLUGIN_ENTRY_SYMBOL, of type airlock_plugin_entry_v1_fn. The supervisor calls it once
+ * after loading and checks abi_major, struct_size, kind and name before using anything else.
+ *
+ * Conventions on every item below:
+ *   - Strings are NUL-terminated UTF-8 unless typed airlock_str_v1 ({ptr,len}, not terminated).
+ *   - "borrowed" means valid only for the duration of the call; copy what you keep.
+ *   - "static" means valid for as long as the library stays loaded.
+ *   - Functions return 0 on success or a positive errno value on failure; on failure they fill
+ *     *err (a host-owned buffer) with a message naming what failed.
+ *   - Unless said otherwise, every function is called from one supervisor thread at a time per
+ *     instance; different instances may be used from different threads concurrently.
+ *
+ * Changing this file in any way that alters layout or meaning requires bumping
+ * AIRLOCK_PLUGIN_ABI_MAJOR (incompatible) or AIRLOCK_PLUGIN_ABI_MINOR (fields appended at the end
+ * of a struct, guarded by struct_size). tests/unit/abi_version_test.cc enforces this.
+ */
+#ifndef AIRLOCK_PLUGIN_ABI_V1_H
+#define AIRLOCK_PLUGIN_ABI_V1_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AIRLOCK_PLUGIN_ABI_MAJOR 1
+#define AIRLOCK_PLUGIN_ABI_MINOR 0
+#define AIRLOCK_PLUGIN_ENTRY_SYMBOL "airlock_plugin_entry_v1"
+
+/* A borrowed byte string; not NUL-terminated. */
+typedef struct airlock_str_v1 {
+  const char* ptr;
+  size_t len;
+} airlock_str_v1;
+
+/* Host-owned error buffer, filled by a plugin when a call fails. */
+typedef struct airlock_error_v1 {
+  int code;           /* errno value, or EINVAL/ENOTSUP for non-kernel failures */
+  char message[512];  /* NUL-terminated; names the failing operation and its subject */
+} airlock_error_v1;
+
+typedef enum airlock_plugin_kind_v1 {
+  AIRLOCK_PLUGIN_ISOLATION = 1,
+  AIRLOCK_PLUGIN_LANGUAGE = 2,
+  AIRLOCK_PLUGIN_TRANSFER = 3,
+  AIRLOCK_PLUGIN_REVIEW = 4
+} airlock_plugin_kind_v1;
+
+/* Services the supervisor offers to every plugin instance. Owned by the host; valid until the
+ * instance is destroyed. */
+typedef struct airlock_host_v1 {
+  uint32_t struct_size;
+  void* ctx; /* opaque; pass back to the callbacks */
+  /* Logs one line at level 0=debug 1=info 2=warning 3=error, tagged with the plugin name. */
+  void (*log)(void* ctx, int level, const char* message);
+} airlock_host_v1;
+
+/* ---------------------------------------------------------------------------------------------
+ * Isolation plugins: start the sandbox whose PID 1 is airlock-agent.
+ *
+ * Everything every backend needs is prepared by the supervisor and handed over here, so a
+ * backend never re-creates it: the cgroup (a v2 directory fd for CLONE_INTO_CGROUP plus a
+ * callback for v1 hierarchies), the agent executable and its channel, the id mapping. */
+
+typedef struct airlock_mount_v1 {
+  const char* source; /* host path; borrowed */
+  const char* target; /* path inside the sandbox; borrowed */
+  uint32_t flags;     /* AIRLOCK_MOUNT_* */
+} airlock_mount_v1;
+
+#define AIRLOCK_MOUNT_READONLY 1u
+#define AIRLOCK_MOUNT_OPTIONAL 2u /* skip silently when the source does not exist */
+
+typedef struct airlock_sandbox_spec_v1 {
+  uint32_t struct_size;
+  const char* sandbox_id; /* [a-z0-9-]{1,63}; borrowed */
+  const char* hostname;   /* borrowed */
+
+  /* Identity: sandbox uid/gid 0..id_count-1 map to host_uid_base.. / host_gid_base.. */
+  uint32_t host_uid_base;
+  uint32_t host_gid_base;
+  uint32_t id_count;
+  uint32_t user_uid; /* the unprivileged user inside (1000); owns the workspace */
+  uint32_t user_gid;
+
+  /* Filesystem. image_dir NULL: the root is a read-only view of the host's system directories
+   * listed in mounts; otherwise image_dir is bound read-only as the root and mounts add to it. */
+  const char* image_dir;
+  const airlock_mount_v1* mounts;
+  size_t mounts_len;
+  uint64_t workspace_bytes; /* size of the tmpfs at /home/user */
+  uint64_t tmp_bytes;       /* size of the tmpfs at /tmp */
+  const char* scratch_dir;  /* empty host directory the backend may use as a mount point */
+
+  /* Resources owned by the supervisor. */
+  int cgroup_v2_fd; /* directory fd for CLONE_INTO_CGROUP, or -1 */
+  /* Moves pid into the sandbox's v1 hierarchies (hybrid/v1 hosts). Called by the backend
+   * between clone and letting the child run. NULL when there is nothing to do. */
+  int (*attach_cgroups)(void* host_ctx, pid_t pid, airlock_error_v1* err);
+  void* attach_ctx;
+  int agent_exe_fd;     /* O_PATH fd of the static airlock-agent binary */
+  int agent_channel_fd; /* the sandbox's end of the channel; becomes the agent's fd 3 */
+  const char* const* agent_argv; /* NULL-terminated; borrowed */
+  int network_mode;              /* 0 = private namespace with loopback only */
+} airlock_sandbox_spec_v1;
+
+/* A started sandbox. Filled by start(); the host owns pidfd afterwards and closes it. */
+typedef struct airlock_sandbox_v1 {
+  uint32_t struct_size;
+  pid_t pid;    /* host pid of the sandbox's PID 1 (or the backend's monitor process) */
+  int pidfd;    /* pidfd of that process */
+  void* handle; /* backend state, passed back to release() */
+} airlock_sandbox_v1;
+
+typedef struct airlock_isolation_ops_v1 {
+  uint32_t struct_size;
+  /* Starts the sandbox. Returns once the agent has been exec'd (or failed to be). */
+  int (*start)(void* instance, const airlock_sandbox_spec_v1* spec, airlock_sandbox_v1* out,
+               airlock_error_v1* err);
+  /* Called after the supervisor has killed every process of the sandbox and reaped pidfd's
+   * process: frees backend state (files, mounts outside the sandbox). Must not fail. */
+  void (*release)(void* instance, airlock_sandbox_v1* sandbox);
+  /* Extra syscalls this backend needs inside the sandbox, NULL-terminated; static. Logged by
+   * the supervisor as policy relaxations. May be NULL. */
+  const char* const* extra_syscalls;
+} airlock_isolation_ops_v1;
+
+/* ---------------------------------------------------------------------------------------------
+ * Language plugins: turn code into a command the agent runs. */
+
+typedef enum airlock_code_source_v1 {
+  AIRLOCK_CODE_INLINE = 1, /* code holds the program text */
+  AIRLOCK_CODE_FILE = 2    /* path names a program file inside the sandbox */
+} airlock_code_source_v1;
+
+typedef struct airlock_code_request_v1 {
+  uint32_t struct_size;
+  int source;                    /* airlock_code_source_v1 */
+  airlock_str_v1 code;           /* INLINE: the program text; borrowed */
+  const char* path;              /* FILE: sandbox path; borrowed */
+  const char* const* args;       /* program arguments, NULL-terminated; borrowed */
+} airlock_code_request_v1;
+
+/* A command for the agent. Allocated by the plugin in build_command(), released by the plugin
+ * in free_command(); the host only reads it in between. */
+typedef struct airlock_command_v1 {
+  uint32_t struct_size;
+  const char* const* argv; /* NULL-terminated; argv[0] is an absolute path inside the sandbox */
+  const char* const* env;  /* "K=V", NULL-terminated; the runtime's variables */
+  void* plugin_data;       /* for free_command */
+} airlock_command_v1;
+
+typedef struct airlock_language_ops_v1 {
+  uint32_t struct_size;
+  /* Other names the language answers to ("py", "python3"), NULL-terminated; static. */
+  const char* const* aliases;
+  /* File extensions that select this language (".py"), NULL-terminated; static. */
+  const char* const* extensions;
+  /* Host paths the runtime needs inside the sandbox, bound read-only at the same place,
+   * NULL-terminated; static. Missing paths are skipped. */
+  const char* const* image_paths;
+  /* Largest inline program passed on the command line; larger ones are written to a file in
+   * the sandbox first and run as AIRLOCK_CODE_FILE. */
+  size_t max_inline_bytes;
+  int (*build_command)(void* instance, const airlock_code_request_v1* request,
+                       airlock_command_v1* out, airlock_error_v1* err);
+  void (*free_command)(void* instance, airlock_command_v1* command);
+} airlock_language_ops_v1;
+
+/* ---------------------------------------------------------------------------------------------
+ * Transfer and review plugins: declared so the kinds are reserved; their ops tables are
+ * defined in a later minor version. A plugin of these kinds loads, and its ops must be NULL. */
+
+/* ---------------------------------------------------------------------------------------------
+ * The plugin descriptor. Static; returned by the entry point. */
+typedef struct airlock_plugin_v1 {
+  uint32_t struct_size; /* sizeof(airlock_plugin_v1) as the plugin was compiled */
+  uint16_t abi_major;   /* AIRLOCK_PLUGIN_ABI_MAJOR */
+  uint16_t abi_minor;   /* AIRLOCK_PLUGIN_ABI_MINOR */
+  const char* name;     /* dotted, kind first: "airlock.language.python"; static */
+  const char* version;  /* the plugin's own version; static */
+  uint32_t kind;        /* airlock_plugin_kind_v1 */
+  /* Creates an instance. config is the plugin's TOML table re-serialized as JSON ("{}" when the
+   * policy has none); borrowed. Returns NULL and fills *err on failure. */
+  void* (*create)(const airlock_host_v1* host, const char* config_json, airlock_error_v1* err);
+  void (*destroy)(void* instance);
+  const void* ops; /* airlock_isolation_ops_v1* or airlock_language_ops_v1*, by kind; static */
+} airlock_plugin_v1;
+
+typedef const airlock_plugin_v1* (*airlock_plugin_entry_v1_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AIRLOCK_PLUGIN_ABI_V1_H */
