@@ -1,0 +1,194 @@
+// airlock run: flags → RunRequest → runOnce → output and exit code.
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "supervisor/cli/cli.h"
+#include "supervisor/plugin/registry.h"
+#include "supervisor/run/one_shot.h"
+
+namespace po = boost::program_options;
+
+namespace airlock::cli {
+
+namespace {
+
+constexpr const char* kRunUsage = R"(Usage: airlock run [options] [FILE | -] [-- ARGS...]
+
+Runs code once in a fresh sandbox and removes the sandbox afterwards. The code comes from -c,
+from FILE (its extension picks the language), or from standard input (FILE = "-", or no FILE
+when stdin is not a terminal). Otherwise stdin is passed to the program.
+
+Exit code: the program's own; 128+N when it was killed by signal N; 122 when the sandbox hit
+its memory limit; 123 when the policy refused the request; 124 on timeout; 125 when airlock
+itself failed (bad flags, bad policy, sandbox could not start).
+
+Options)";
+
+Result<run::FileCopy> parseCopy(const std::string& spec, bool local_first) {
+  // The sandbox side is the one split off: local paths may contain ':', sandbox ones rarely do.
+  run::FileCopy c;
+  if (local_first) {
+    auto colon = spec.rfind(':');
+    c.local = colon == std::string::npos ? spec : spec.substr(0, colon);
+    c.sandbox = colon == std::string::npos ? std::filesystem::path(spec).filename().string()
+                                           : spec.substr(colon + 1);
+  } else {
+    auto colon = spec.find(':');
+    c.sandbox = colon == std::string::npos ? spec : spec.substr(0, colon);
+    c.local = colon == std::string::npos ? std::filesystem::path(spec).filename().string()
+                                         : spec.substr(colon + 1);
+  }
+  if (c.local.empty() || c.sandbox.empty())
+    return fail("'" + spec + "': expected " +
+                (local_first ? std::string("LOCAL:SANDBOX_PATH") : "SANDBOX_PATH:LOCAL"));
+  return c;
+}
+
+Result<std::string> readAll(std::istream& in, const std::string& what) {
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return fail("cannot read " + what);
+  return ss.str();
+}
+
+}  // namespace
+
+int runCommand(const std::vector<std::string>& args) {
+  run::RunRequest req;
+  std::vector<std::string> env, files, outs, positional;
+  bool json = false, no_stdin = false;
+  uint32_t timeout = 0;
+  uint64_t memory = 0;
+
+  po::options_description opts(kRunUsage);
+  opts.add_options()
+      ("help,h", "show this help")
+      ("lang,l", po::value(&req.language), "language: python, node, shell (or an alias: py, js, sh, bash)")
+      ("code,c", po::value(&req.code), "the program text")
+      ("policy", po::value(&req.policy_file), "policy file (default: the built-in default policy)")
+      ("profile,p", po::value(&req.profile), "profile of the policy (default: its default_profile)")
+      ("timeout,t", po::value(&timeout), "wall-clock limit in seconds (overrides limits.timeout_s)")
+      ("memory,m", po::value(&memory), "memory limit in MiB (overrides limits.memory_mb)")
+      ("env,e", po::value(&env)->composing(), "K=V added to the program's environment (repeatable)")
+      ("file,f", po::value(&files)->composing(), "LOCAL[:SANDBOX_PATH] copied in before the run (repeatable; relative sandbox paths are under /home/user)")
+      ("out,o", po::value(&outs)->composing(), "SANDBOX_PATH[:LOCAL] copied out after the run (repeatable)")
+      ("json", po::bool_switch(&json), "print one JSON result record instead of the program's output")
+      ("no-stdin", po::bool_switch(&no_stdin), "give the program an empty stdin");
+  po::options_description hidden;
+  hidden.add_options()("positional", po::value(&positional)->composing(), "");
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("positional", -1);
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    printError(std::string("run: ") + e.what() + " (see `airlock run --help`)");
+    return run::kExitAirlockError;
+  }
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (vm.count("timeout")) req.timeout_s = timeout;
+  if (vm.count("memory")) req.memory_mb = memory;
+  for (const auto& kv : env) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      printError("run: --env '" + kv + "': expected K=V");
+      return run::kExitAirlockError;
+    }
+    req.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& f : files) {
+    auto c = parseCopy(f, true);
+    if (!c) return printError("run: --file " + c.error().message()), run::kExitAirlockError;
+    req.files_in.push_back(*c);
+  }
+  for (const auto& o : outs) {
+    auto c = parseCopy(o, false);
+    if (!c) return printError("run: --out " + c.error().message()), run::kExitAirlockError;
+    req.files_out.push_back(*c);
+  }
+
+  bool code_from_stdin = false;
+  if (vm.count("code")) {
+    req.inline_code = true;
+    req.args = positional;
+  } else if (!positional.empty() && positional[0] != "-") {
+    req.inline_code = false;
+    req.script = positional[0];
+    req.args.assign(positional.begin() + 1, positional.end());
+    std::ifstream probe(req.script);
+    if (!probe) {
+      printError("run: cannot read '" + req.script + "': " + std::strerror(errno));
+      return run::kExitAirlockError;
+    }
+  } else if (!positional.empty() || !isatty(STDIN_FILENO)) {
+    code_from_stdin = true;
+    if (!positional.empty()) req.args.assign(positional.begin() + 1, positional.end());
+    auto code = readAll(std::cin, "the program from standard input");
+    if (!code) return printError("run: " + code.error().message()), run::kExitAirlockError;
+    req.code = std::move(*code);
+  } else {
+    printError("run: nothing to run: give -c CODE, a FILE, or the program on standard input");
+    return run::kExitAirlockError;
+  }
+  if (!code_from_stdin && !no_stdin && !isatty(STDIN_FILENO)) req.stdin_fd = STDIN_FILENO;
+  if (!json) {
+    req.live_stdout_fd = STDOUT_FILENO;
+    req.live_stderr_fd = STDERR_FILENO;
+  }
+
+  if (geteuid() != 0) {
+    printError(
+        "run: needs root: the supervisor maps each sandbox to its own range of host user ids "
+        "and creates its cgroup (try sudo)");
+    return run::kExitAirlockError;
+  }
+
+  run::RunPaths paths{plugin::defaultPluginDir(), plugin::defaultAgentPath()};
+  auto result = run::runOnce(req, paths);
+  if (!result) {
+    if (json) {
+      nlohmann::json j = {{"schema", run::RunResult::kSchema},
+                          {"status", "error"},
+                          {"airlock_exit_code", run::kExitAirlockError},
+                          {"message", result.error().message()}};
+      std::cout << j.dump() << "\n";
+    } else {
+      printError(result.error().message());
+    }
+    return run::kExitAirlockError;
+  }
+  if (json) {
+    std::cout << result->toJson().dump() << "\n";
+  } else {
+    if (!result->message.empty() && result->status != run::Status::kExited)
+      printError(result->message);
+    else if (!result->message.empty())
+      printError(result->message);
+    if (result->stdout_truncated)
+      printError("stdout truncated: kept " + std::to_string(result->stdout_data.size()) + " of " +
+                 std::to_string(result->stdout_bytes) + " bytes (limits.output_bytes)");
+    if (result->stderr_truncated)
+      printError("stderr truncated: kept " + std::to_string(result->stderr_data.size()) + " of " +
+                 std::to_string(result->stderr_bytes) + " bytes (limits.output_bytes)");
+    for (const auto& f : result->files_out)
+      if (!f.error.empty()) printError("--out " + f.sandbox_path + ": " + f.error);
+  }
+  for (const auto& f : result->files_out)
+    if (!f.error.empty() && result->status == run::Status::kExited && result->exit_code == 0)
+      return run::kExitAirlockError;
+  return result->processExitCode();
+}
+
+}  // namespace airlock::cli

@@ -1,0 +1,240 @@
+#include "supervisor/sandbox/agent_client.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include "airlock/protocol/channel.h"
+
+namespace airlock::sandbox {
+
+namespace {
+
+int msUntil(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  if (left.count() <= 0) return 0;
+  return left.count() > 60'000 ? 60'000 : static_cast<int>(left.count());
+}
+
+Unexpected protocolError(const std::string& what) {
+  return fail("agent protocol violation: " + what);
+}
+
+}  // namespace
+
+Result<> AgentClient::send(const std::string& frame) {
+  auto r = protocol::writeFrame(fd_.get(), frame);
+  if (!r) return Unexpected(std::move(r.error()).wrap("send to agent"));
+  return {};
+}
+
+// Returns the next whole frame from the agent. When extra_fd is given and becomes readable
+// first, returns with *extra_ready = true and an empty frame (type 0).
+Result<AgentClient::Frame> AgentClient::nextFrame(Clock::time_point deadline, int extra_fd,
+                                                  bool* extra_ready) {
+  char buf[64 * 1024];
+  for (;;) {
+    auto ready = reader_.next();
+    if (!ready) return protocolError(ready.error().message());
+    if (ready->has_value()) {
+      auto& [header, payload] = **ready;
+      return Frame{header, std::move(payload)};
+    }
+    pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {extra_fd, POLLIN, 0}};
+    int n = poll(fds, extra_fd >= 0 ? 2 : 1, msUntil(deadline));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sysError("poll", "agent channel");
+    }
+    if (n == 0) return fail("timed out waiting for the sandbox agent");
+    if (extra_fd >= 0 && fds[1].revents != 0) {
+      *extra_ready = true;
+      return Frame{};
+    }
+    ssize_t got = read(fd_.get(), buf, sizeof buf);
+    if (got < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return sysError("read", "agent channel");
+    }
+    if (got == 0) return fail("the sandbox agent closed its channel (it exited or was killed)");
+    reader_.feed(std::string_view(buf, static_cast<size_t>(got)));
+  }
+}
+
+Result<> AgentClient::expectOk(uint32_t id, const char* what, Clock::time_point deadline) {
+  auto frame = nextFrame(deadline);
+  if (!frame) return Unexpected(std::move(frame.error()).wrap(what));
+  if (frame->header.request_id != id)
+    return protocolError(std::string(what) + ": answer for request " +
+                         std::to_string(frame->header.request_id) + ", expected " +
+                         std::to_string(id));
+  if (frame->header.type == protocol::MsgType::kOk) return {};
+  if (frame->header.type == protocol::MsgType::kError) {
+    auto e = protocol::decodeError(frame->payload);
+    if (!e) return protocolError(e.error().message());
+    return Unexpected(Error(e->message, {}, e->errnum).wrap(std::string(what) + " (agent stage " +
+                                                            e->stage + ")"));
+  }
+  return protocolError(std::string(what) + ": unexpected " +
+                       protocol::msgTypeName(frame->header.type));
+}
+
+Result<protocol::Hello> AgentClient::handshake(const protocol::Configure& config,
+                                               Clock::time_point deadline) {
+  auto frame = nextFrame(deadline);
+  if (!frame) return Unexpected(std::move(frame.error()).wrap("waiting for the agent's hello"));
+  if (frame->header.type != protocol::MsgType::kHello)
+    return protocolError(std::string("first frame is ") +
+                         protocol::msgTypeName(frame->header.type) + ", expected Hello");
+  auto hello = protocol::decodeHello(frame->payload);
+  if (!hello) return protocolError(hello.error().message());
+  if (hello->protocol_version != protocol::kProtocolVersion)
+    return fail("agent speaks protocol version " + std::to_string(hello->protocol_version) +
+                ", this supervisor speaks " + std::to_string(protocol::kProtocolVersion));
+  uint32_t id = nextId();
+  std::string out;
+  protocol::encode(out, id, config);
+  if (auto r = send(out); !r) return Unexpected(r.error());
+  if (auto r = expectOk(id, "configure", deadline); !r) return Unexpected(r.error());
+  return *hello;
+}
+
+Result<AgentClient::ExecOutcome> AgentClient::exec(const protocol::Exec& exec,
+                                                   const OutputFn& on_output, int stdin_fd,
+                                                   Clock::time_point deadline) {
+  uint32_t id = nextId();
+  std::string out;
+  protocol::encode(out, id, exec);
+  if (auto r = send(out); !r) return Unexpected(r.error());
+
+  ExecOutcome outcome;
+  bool stdin_open = exec.stdin_pipe && stdin_fd >= 0;
+  std::string chunk;
+  for (;;) {
+    bool stdin_ready = false;
+    auto frame = nextFrame(deadline, stdin_open ? stdin_fd : -1, &stdin_ready);
+    if (!frame) return Unexpected(frame.error());
+    if (stdin_ready) {
+      chunk.resize(protocol::kMaxChunk / 4);
+      ssize_t n = read(stdin_fd, chunk.data(), chunk.size());
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      protocol::Stdin msg;
+      if (n > 0) {
+        msg.data.assign(chunk.data(), static_cast<size_t>(n));
+      } else {
+        msg.eof = true;  // EOF or a read error: either way the program sees end of input
+        stdin_open = false;
+      }
+      std::string f;
+      protocol::encode(f, id, msg);
+      // The program may have exited already; a refused write is then harmless.
+      (void)send(f);
+      continue;
+    }
+    if (frame->header.request_id != id)
+      return protocolError("frame for request " + std::to_string(frame->header.request_id) +
+                           " during execution " + std::to_string(id));
+    switch (frame->header.type) {
+      case protocol::MsgType::kOutput: {
+        auto o = protocol::decodeOutput(frame->payload);
+        if (!o) return protocolError(o.error().message());
+        on_output(o->stream, o->data);
+        break;
+      }
+      case protocol::MsgType::kError: {
+        auto e = protocol::decodeError(frame->payload);
+        if (!e) return protocolError(e.error().message());
+        outcome.error = e->stage + ": " + e->message;
+        break;
+      }
+      case protocol::MsgType::kExited: {
+        auto x = protocol::decodeExited(frame->payload);
+        if (!x) return protocolError(x.error().message());
+        outcome.exited = *x;
+        return outcome;
+      }
+      default:
+        return protocolError(std::string("unexpected ") +
+                             protocol::msgTypeName(frame->header.type) + " during an execution");
+    }
+  }
+}
+
+Result<uint64_t> AgentClient::writeFile(const std::string& path, uint32_t mode, int src_fd,
+                                        Clock::time_point deadline) {
+  uint32_t id = nextId();
+  protocol::FileWrite msg;
+  msg.path = path;
+  msg.mode = mode;
+  uint64_t total = 0;
+  std::string buf(protocol::kMaxChunk, '\0');
+  bool first = true;
+  for (;;) {
+    ssize_t n = read(src_fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sysError("read", "local file for '" + path + "'");
+    }
+    // Look ahead by one read so the last chunk carries the flag; a final empty chunk is fine.
+    msg.data.assign(buf.data(), static_cast<size_t>(n));
+    msg.first = first;
+    msg.last = (n == 0);
+    total += static_cast<uint64_t>(n);
+    std::string f;
+    protocol::encode(f, id, msg);
+    if (auto r = send(f); !r) return Unexpected(r.error());
+    first = false;
+    if (n == 0) break;
+  }
+  if (auto r = expectOk(id, ("write '" + path + "'").c_str(), deadline); !r)
+    return Unexpected(r.error());
+  return total;
+}
+
+Result<uint64_t> AgentClient::readFile(const std::string& path, uint64_t max_bytes, int dst_fd,
+                                       Clock::time_point deadline) {
+  uint32_t id = nextId();
+  protocol::FileRead msg{path, max_bytes};
+  std::string f;
+  protocol::encode(f, id, msg);
+  if (auto r = send(f); !r) return Unexpected(r.error());
+  uint64_t total = 0;
+  for (;;) {
+    auto frame = nextFrame(deadline);
+    if (!frame) return Unexpected(std::move(frame.error()).wrap("read '" + path + "'"));
+    if (frame->header.request_id != id) return protocolError("file data for another request");
+    if (frame->header.type == protocol::MsgType::kError) {
+      auto e = protocol::decodeError(frame->payload);
+      if (!e) return protocolError(e.error().message());
+      return Unexpected(Error(e->message, {}, e->errnum).wrap("read '" + path + "'"));
+    }
+    if (frame->header.type != protocol::MsgType::kFileData)
+      return protocolError(std::string("unexpected ") +
+                           protocol::msgTypeName(frame->header.type) + " while reading a file");
+    auto d = protocol::decodeFileData(frame->payload);
+    if (!d) return protocolError(d.error().message());
+    total += d->data.size();
+    if (max_bytes != 0 && total > max_bytes)
+      return protocolError("agent sent more than the " + std::to_string(max_bytes) +
+                           " bytes allowed for '" + path + "'");
+    size_t off = 0;
+    while (off < d->data.size()) {
+      ssize_t w = write(dst_fd, d->data.data() + off, d->data.size() - off);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return sysError("write", "local copy of '" + path + "'");
+      }
+      off += static_cast<size_t>(w);
+    }
+    if (d->last) return total;
+  }
+}
+
+void AgentClient::shutdown() {
+  if (!fd_) return;
+  std::string f;
+  protocol::encode(f, nextId(), protocol::Shutdown{});
+  // Non-blocking on purpose: a wedged agent must not stall teardown; the cgroup kill follows.
+  (void)::send(fd_.get(), f.data(), f.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+}  // namespace airlock::sandbox

@@ -1,0 +1,24 @@
+// What of the host a sandbox sees: the read-only system view every language shares.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace airlock::sandbox {
+
+struct MountEntry {
+  std::string source;  // host path
+  std::string target;  // sandbox path
+  bool optional = true;
+};
+
+// /usr (which holds the interpreters and libraries) plus the few /etc entries programs read
+// at start. Deliberately not the whole of /etc: no shadow, no host credentials or configs.
+std::vector<MountEntry> systemView();
+
+// The system view plus what the languages need and the profile adds, without duplicates.
+// Every entry is bound read-only.
+std::vector<MountEntry> composeView(const std::vector<std::string>& language_paths,
+                                    const std::vector<std::string>& profile_paths);
+
+}  // namespace airlock::sandbox

@@ -1,0 +1,209 @@
+#include "supervisor/sandbox/sandbox.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "supervisor/sys/capabilities.h"
+#include "supervisor/sys/seccomp_filter.h"
+
+namespace airlock::sandbox {
+
+namespace {
+
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+constexpr auto kCgroupDrainTimeout = std::chrono::seconds(5);
+
+const sys::CgroupHost& cgroupHost() {
+  // The host's cgroup layout does not change while we run; detect it once per process.
+  static const Result<sys::CgroupHost> host = sys::CgroupHost::detect();
+  static const sys::CgroupHost none{};
+  return host ? *host : none;
+}
+
+int attachCgroupsTrampoline(void* ctx, pid_t pid, airlock_error_v1* err) {
+  auto* cg = static_cast<const sys::SandboxCgroup*>(ctx);
+  auto r = cg->attachV1(pid);
+  if (r) return 0;
+  if (err != nullptr) {
+    err->code = r.error().errnum() != 0 ? r.error().errnum() : EIO;
+    std::snprintf(err->message, sizeof err->message, "%s", r.error().message().c_str());
+  }
+  return err != nullptr ? err->code : EIO;
+}
+
+Result<> ensureDir(const std::string& path, mode_t mode) {
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return sysError("mkdir", path);
+  return {};
+}
+
+}  // namespace
+
+std::string newSandboxId() {
+  unsigned char bytes[8];
+  if (getrandom(bytes, sizeof bytes, 0) != sizeof bytes) {
+    auto t = std::chrono::steady_clock::now().time_since_epoch().count();
+    for (size_t i = 0; i < sizeof bytes; ++i) bytes[i] = static_cast<unsigned char>(t >> (i * 8));
+  }
+  char hex[17];
+  for (size_t i = 0; i < sizeof bytes; ++i) std::snprintf(hex + 2 * i, 3, "%02x", bytes[i]);
+  return std::string(hex, 16);
+}
+
+Result<protocol::Configure> configureFor(const policy::Profile& profile,
+                                         const std::vector<std::string>& extra_syscalls) {
+  protocol::Configure c;
+  bool as_root = profile.user == "root";
+  c.uid = as_root ? 0 : kSandboxUid;
+  c.gid = as_root ? 0 : kSandboxGid;
+  if (as_root) {
+    for (const auto& name : profile.capabilities) {
+      auto cap = sys::capabilityNumber(name);
+      if (!cap) return Unexpected(cap.error());
+      c.keep_caps |= 1ull << *cap;
+    }
+  }
+  const auto& l = profile.limits;
+  uint64_t fsize = l.file_size_mb << 20;
+  c.rlimits = {{RLIMIT_FSIZE, fsize, fsize},
+               {RLIMIT_NOFILE, l.open_files, l.open_files},
+               {RLIMIT_NPROC, l.pids, l.pids},
+               {RLIMIT_CORE, 0, 0}};
+  c.landlock = profile.landlock;
+  c.writable_paths = {"/home/user", "/tmp", "/dev"};
+  sys::SeccompOptions opts;
+  opts.allow = profile.seccomp.allow;
+  opts.allow.insert(opts.allow.end(), extra_syscalls.begin(), extra_syscalls.end());
+  opts.deny = profile.seccomp.deny;
+  auto bpf = sys::compileSeccompFilter(opts);
+  if (!bpf) return Unexpected(std::move(bpf.error()).wrap("seccomp profile"));
+  c.seccomp_bpf = std::move(*bpf);
+  return c;
+}
+
+Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
+                                                 const SandboxOptions& options) {
+  auto started_at = Clock::now();
+  const policy::Profile& profile = *options.profile;
+  std::unique_ptr<Sandbox> sb(new Sandbox());
+  sb->id_ = options.id.empty() ? newSandboxId() : options.id;
+  auto ctx = [&](const char* step) { return "sandbox " + sb->id_ + ": " + step; };
+
+  auto backend = plugins.isolation(profile.isolation);
+  if (!backend) return Unexpected(std::move(backend.error()).wrap(ctx("isolation backend")));
+  sb->backend_ = *backend;
+
+  if (auto r = ensureDir(options.state_dir, 0755); !r) return Unexpected(r.error());
+  std::string scratch = options.state_dir + "/rootfs";
+  if (auto r = ensureDir(scratch, 0755); !r) return Unexpected(r.error());
+
+  auto lease = IdRangeLease::acquire(options.state_dir + "/idmap");
+  if (!lease) return Unexpected(std::move(lease.error()).wrap(ctx("uid range")));
+  sb->lease_.emplace(std::move(*lease));
+
+  sys::CgroupLimits limits;
+  limits.memory_bytes = profile.limits.memory_mb << 20;
+  limits.pids = profile.limits.pids;
+  limits.cpu_percent = profile.limits.cpu_percent;
+  auto cg = sys::SandboxCgroup::create(cgroupHost(), sb->id_, limits);
+  if (!cg) return Unexpected(std::move(cg.error()).wrap(ctx("cgroup")));
+  sb->cgroup_.emplace(std::move(*cg));
+
+  auto configure = configureFor(profile, sb->backend_->extraSyscalls());
+  if (!configure) return Unexpected(std::move(configure.error()).wrap(ctx("configure")));
+  sb->configure_ = std::move(*configure);
+
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+    return sysError("socketpair", "agent channel");
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  UniqueFd agent_exe(open(options.agent_path.c_str(), O_PATH | O_CLOEXEC));
+  if (!agent_exe) return sysError("open", options.agent_path);
+
+  std::vector<airlock_mount_v1> mounts;
+  mounts.reserve(options.mounts.size());
+  for (const auto& m : options.mounts) {
+    uint32_t flags = AIRLOCK_MOUNT_READONLY | (m.optional ? AIRLOCK_MOUNT_OPTIONAL : 0u);
+    mounts.push_back({m.source.c_str(), m.target.c_str(), flags});
+  }
+  const char* agent_argv[] = {"airlock-agent", nullptr};
+
+  airlock_sandbox_spec_v1 spec{};
+  spec.struct_size = sizeof spec;
+  spec.sandbox_id = sb->id_.c_str();
+  spec.hostname = profile.hostname.c_str();
+  spec.host_uid_base = sb->lease_->hostBase();
+  spec.host_gid_base = sb->lease_->hostBase();
+  spec.id_count = kIdRangeSize;
+  spec.user_uid = kSandboxUid;
+  spec.user_gid = kSandboxGid;
+  spec.image_dir = profile.filesystem.image.empty() ? nullptr : profile.filesystem.image.c_str();
+  spec.mounts = mounts.data();
+  spec.mounts_len = mounts.size();
+  spec.workspace_bytes = profile.limits.workspace_mb << 20;
+  spec.tmp_bytes = profile.limits.tmp_mb << 20;
+  spec.scratch_dir = scratch.c_str();
+  spec.cgroup_v2_fd = sb->cgroup_->cloneIntoFd();
+  spec.attach_cgroups = &attachCgroupsTrampoline;
+  spec.attach_ctx = &*sb->cgroup_;
+  spec.agent_exe_fd = agent_exe.get();
+  spec.agent_channel_fd = theirs.get();
+  spec.agent_argv = agent_argv;
+  spec.network_mode = 0;
+
+  auto started = sb->backend_->start(spec);
+  if (!started) return Unexpected(std::move(started.error()).wrap(ctx("start")));
+  sb->sandbox_ = *started;
+  sb->started_ = true;
+  theirs.reset();
+
+  sb->agent_ = std::make_unique<AgentClient>(std::move(ours));
+  auto hello = sb->agent_->handshake(sb->configure_, Clock::now() + kHandshakeTimeout);
+  if (!hello) return Unexpected(std::move(hello.error()).wrap(ctx("agent handshake")));
+
+  sb->timings_.create_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - started_at).count();
+  return sb;
+}
+
+Result<> Sandbox::destroy() {
+  Result<> first_error;
+  auto note = [&](Result<> r, const char* step) {
+    if (!r && first_error) first_error = Unexpected(std::move(r.error()).wrap(step));
+  };
+  if (agent_) agent_->shutdown();
+  if (cgroup_) note(cgroup_->killAll(), "kill sandbox processes");
+  if (started_) {
+    if (sandbox_.pidfd >= 0) {
+      // PID 1 is our child: reap it so no zombie outlives the sandbox.
+      siginfo_t info{};
+      while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sandbox_.pidfd), &info,
+                    WEXITED) != 0 &&
+             errno == EINTR) {
+      }
+      close(sandbox_.pidfd);
+      sandbox_.pidfd = -1;
+    }
+    backend_->release(sandbox_);
+    started_ = false;
+  }
+  agent_.reset();
+  if (cgroup_) {
+    note(cgroup_->destroy(std::chrono::duration_cast<std::chrono::milliseconds>(kCgroupDrainTimeout)),
+         "remove cgroup");
+    cgroup_.reset();
+  }
+  lease_.reset();
+  return first_error;
+}
+
+Sandbox::~Sandbox() { (void)destroy(); }
+
+}  // namespace airlock::sandbox

@@ -1,0 +1,82 @@
+// One live sandbox and every host resource it holds.
+//
+// Creation order (each step is undone, in reverse, if a later one fails):
+//   id range lease → cgroup (limits) → agent channel → isolation backend start (clone, maps,
+//   mounts, agent exec) → handshake (Configure: credentials, rlimits, Landlock, seccomp).
+// Teardown: ask the agent to stop, kill the whole cgroup, reap PID 1, let the backend release
+// its state, remove the cgroup, return the id range. Nothing outlives the Sandbox object.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "airlock/plugin_abi_v1.h"
+#include "airlock/policy/policy.h"
+#include "airlock/protocol/messages.h"
+#include "airlock/result.h"
+#include "supervisor/plugin/registry.h"
+#include "supervisor/sandbox/agent_client.h"
+#include "supervisor/sandbox/id_range.h"
+#include "supervisor/sandbox/rootfs_view.h"
+#include "supervisor/sys/cgroup.h"
+
+namespace airlock::sandbox {
+
+inline constexpr uint32_t kSandboxUid = 1000;
+inline constexpr uint32_t kSandboxGid = 1000;
+
+struct SandboxOptions {
+  std::string id;                       // [a-z0-9-]{1,63}; generated when empty
+  const policy::Profile* profile = nullptr;
+  std::vector<MountEntry> mounts;       // read-only view (see rootfs_view.h)
+  std::string agent_path;               // the static airlock-agent
+  std::string state_dir = "/run/airlock";
+};
+
+struct Timings {
+  double create_ms = 0;  // from create() entry to a configured agent
+};
+
+class Sandbox {
+ public:
+  static Result<std::unique_ptr<Sandbox>> create(plugin::Registry& plugins,
+                                                 const SandboxOptions& options);
+  ~Sandbox();
+  Sandbox(const Sandbox&) = delete;
+  Sandbox& operator=(const Sandbox&) = delete;
+
+  const std::string& id() const { return id_; }
+  pid_t pid() const { return sandbox_.pid; }
+  AgentClient& agent() { return *agent_; }
+  const protocol::Configure& configure() const { return configure_; }
+  Result<sys::CgroupStats> cgroupStats() const { return cgroup_->stats(); }
+  const Timings& timings() const { return timings_; }
+
+  // Stops everything; idempotent. Reports the first cleanup step that failed.
+  Result<> destroy();
+
+ private:
+  Sandbox() = default;
+
+  std::string id_;
+  std::optional<IdRangeLease> lease_;
+  std::optional<sys::SandboxCgroup> cgroup_;
+  std::shared_ptr<plugin::IsolationBackend> backend_;
+  airlock_sandbox_v1 sandbox_{sizeof(airlock_sandbox_v1), -1, -1, nullptr};
+  bool started_ = false;
+  std::unique_ptr<AgentClient> agent_;
+  protocol::Configure configure_;
+  Timings timings_;
+};
+
+// Builds the agent Configure message (credentials, rlimits, Landlock paths, seccomp) for a
+// profile. Exposed for tests.
+Result<protocol::Configure> configureFor(const policy::Profile& profile,
+                                         const std::vector<std::string>& extra_syscalls);
+
+// A fresh random sandbox id: 16 lowercase hex digits.
+std::string newSandboxId();
+
+}  // namespace airlock::sandbox
