@@ -1,5 +1,9 @@
 // airlock run: flags → RunRequest → runOnce → output and exit code.
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <boost/program_options.hpp>
 #include <filesystem>
@@ -16,6 +20,33 @@ namespace po = boost::program_options;
 namespace airlock::cli {
 
 namespace {
+
+// Signals that end `airlock run` go through a self-pipe, so the run loop sees them and tears
+// the sandbox down (cgroup, mounts, uid range) before exiting with 128+signal.
+int g_signal_pipe[2] = {-1, -1};
+
+void onTerminatingSignal(int signo) {
+  unsigned char b = static_cast<unsigned char>(signo);
+  int saved = errno;
+  (void)!write(g_signal_pipe[1], &b, 1);
+  errno = saved;
+}
+
+Result<> installSignalPipe() {
+  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return sysError("pipe2", "signal pipe");
+  struct sigaction sa {};
+  sa.sa_handler = &onTerminatingSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP})
+    if (sigaction(s, &sa, nullptr) != 0) return sysError("sigaction", sigabbrev_np(s));
+  signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill us before teardown
+  return {};
+}
+
+int pendingSignal() {
+  unsigned char b = 0;
+  return read(g_signal_pipe[0], &b, 1) == 1 ? b : 0;
+}
 
 constexpr const char* kRunUsage = R"(Usage: airlock run [options] [FILE | -] [-- ARGS...]
 
@@ -155,8 +186,18 @@ int runCommand(const std::vector<std::string>& args) {
     return run::kExitAirlockError;
   }
 
+  if (auto r = installSignalPipe(); !r) {
+    printError("run: " + r.error().message());
+    return run::kExitAirlockError;
+  }
+  req.cancel_fd = g_signal_pipe[0];
   run::RunPaths paths{plugin::defaultPluginDir(), plugin::defaultAgentPath()};
   auto result = run::runOnce(req, paths);
+  if (int sig = pendingSignal(); sig != 0) {
+    printError(std::string("run: stopped by SIG") + sigabbrev_np(sig) +
+               "; the sandbox was removed");
+    return 128 + sig;
+  }
   if (!result) {
     if (json) {
       nlohmann::json j = {{"schema", run::RunResult::kSchema},

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <thread>
 
 #include "airlock/policy/policy.h"
 #include "supervisor/plugin/registry.h"
@@ -96,6 +98,7 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   auto sb = sandbox::Sandbox::create(registry, opts);
   if (!sb) return Unexpected(sb.error());
   sandbox::Sandbox& box = **sb;
+  box.agent().setCancelFd(req.cancel_fd);
   res.sandbox_id = box.id();
   res.create_ms = box.timings().create_ms;
 
@@ -113,7 +116,6 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
     return finish(std::move(res));
   };
 
-  const auto& cfg = box.configure();
   auto mkdirs = [&](const std::string& dir) -> Result<> {
     if (dir == "/home/user" || dir == "/tmp") return {};
     protocol::Exec mk;
@@ -189,7 +191,6 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   exec.timeout_ms = uint64_t{profile.limits.timeout_s} * 1000;
   exec.stdout_cap = exec.stderr_cap = profile.limits.output_bytes;
   exec.stdin_pipe = req.stdin_fd >= 0;
-  (void)cfg;
 
   auto deadline = Clock::now() + std::chrono::seconds(profile.limits.timeout_s) + kAgentGrace;
   auto outcome = box.agent().exec(

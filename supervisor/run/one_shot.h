@@ -26,6 +26,7 @@ struct RunRequest {
   std::vector<FileCopy> files_in;
   std::vector<FileCopy> files_out;
   int stdin_fd = -1;      // forwarded to the program when >= 0
+  int cancel_fd = -1;     // readable when airlock is asked to stop: the run is torn down
 
   std::string policy_file;  // empty: the built-in default policy
   std::string profile;      // empty: the policy's default profile

@@ -1,6 +1,7 @@
 #include "supervisor/sandbox/agent_client.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "airlock/protocol/channel.h"
@@ -39,13 +40,14 @@ Result<AgentClient::Frame> AgentClient::nextFrame(Clock::time_point deadline, in
       auto& [header, payload] = **ready;
       return Frame{header, std::move(payload)};
     }
-    pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {extra_fd, POLLIN, 0}};
-    int n = poll(fds, extra_fd >= 0 ? 2 : 1, msUntil(deadline));
+    pollfd fds[3] = {{fd_.get(), POLLIN, 0}, {extra_fd, POLLIN, 0}, {cancel_fd_, POLLIN, 0}};
+    int n = poll(fds, 3, msUntil(deadline));
     if (n < 0) {
       if (errno == EINTR) continue;
       return sysError("poll", "agent channel");
     }
     if (n == 0) return fail("timed out waiting for the sandbox agent");
+    if (fds[2].revents != 0) return Unexpected(Error("interrupted by a signal", {}, EINTR));
     if (extra_fd >= 0 && fds[1].revents != 0) {
       *extra_ready = true;
       return Frame{};

@@ -47,6 +47,10 @@ class AgentClient {
   // Asks the agent to kill everything and exit; best effort, never blocks long.
   void shutdown();
 
+  // When fd becomes readable (a signal's self-pipe), every wait returns an "interrupted" error
+  // with errnum EINTR, so the caller tears the sandbox down instead of waiting on.
+  void setCancelFd(int fd) { cancel_fd_ = fd; }
+
  private:
   struct Frame {
     protocol::FrameHeader header;
@@ -60,6 +64,7 @@ class AgentClient {
   UniqueFd fd_;
   protocol::FrameReader reader_;
   uint32_t next_id_ = 1;
+  int cancel_fd_ = -1;
 };
 
 }  // namespace airlock::sandbox

@@ -1,0 +1,6 @@
+airlock_add_test(supervisor_unit_tests LABEL unit
+  SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/run_result_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/environment_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/id_range_test.cc
+  LIBS airlock_core)
