@@ -11,7 +11,13 @@ function(airlock_add_test target)
   add_executable(${target} ${T_SOURCES})
   target_link_libraries(${target} PRIVATE GTest::gtest GTest::gmock airlock_test_support ${T_LIBS})
   set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  # Tests that create sandboxes compare host-wide counts (mounts, cgroups, sandbox processes)
+  # before and after, so they must not overlap each other; unit and plugin tests run beside them.
+  set(lock "")
+  if(T_LABEL MATCHES "^(privileged|e2e|hostile)$")
+    set(lock RESOURCE_LOCK airlock_host)
+  endif()
   gtest_discover_tests(${target}
-    PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT}
+    PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT} ${lock}
     DISCOVERY_TIMEOUT 60)
 endfunction()

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "airlock/policy/policy.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/run/environment.h"
+#include "supervisor/sandbox/orphans.h"
 #include "supervisor/sandbox/rootfs_view.h"
 #include "supervisor/sandbox/sandbox.h"
 
@@ -89,6 +91,10 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
     res.total_ms = msSince(t0);
     return res;
   }
+
+  // Leftovers of runs that were killed with -9 are removed before we add one of our own.
+  if (auto r = sandbox::reclaimOrphans(paths.state_dir); !r)
+    std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
 
   sandbox::SandboxOptions opts;
   opts.profile = &profile;

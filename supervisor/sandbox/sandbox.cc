@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "supervisor/sandbox/orphans.h"
 #include "supervisor/sys/capabilities.h"
 #include "supervisor/sys/seccomp_filter.h"
 
@@ -103,6 +104,11 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   if (auto r = ensureDir(options.state_dir, 0755); !r) return Unexpected(r.error());
   std::string scratch = options.state_dir + "/rootfs";
   if (auto r = ensureDir(scratch, 0755); !r) return Unexpected(r.error());
+
+  sb->state_dir_ = options.state_dir;
+  auto lock = lockSandbox(options.state_dir, sb->id_);
+  if (!lock) return Unexpected(std::move(lock.error()).wrap(ctx("lock")));
+  sb->lock_ = std::move(*lock);
 
   auto lease = IdRangeLease::acquire(options.state_dir + "/idmap");
   if (!lease) return Unexpected(std::move(lease.error()).wrap(ctx("uid range")));
@@ -201,6 +207,8 @@ Result<> Sandbox::destroy() {
     cgroup_.reset();
   }
   lease_.reset();
+  // Only a fully torn-down sandbox gives up its lock file; otherwise the next run reclaims it.
+  if (lock_ && first_error) unlockSandbox(state_dir_, id_, std::move(lock_));
   return first_error;
 }
 

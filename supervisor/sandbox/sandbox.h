@@ -61,6 +61,8 @@ class Sandbox {
   Sandbox() = default;
 
   std::string id_;
+  std::string state_dir_;
+  UniqueFd lock_;  // flock on <state_dir>/sandboxes/<id>.lock: orphan detection (orphans.h)
   std::optional<IdRangeLease> lease_;
   std::optional<sys::SandboxCgroup> cgroup_;
   std::shared_ptr<plugin::IsolationBackend> backend_;
