@@ -13,7 +13,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang llvm clang-format
   # libraries the supervisor links
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
-  libseccomp-dev libtomlplusplus-dev nlohmann-json3-dev libcap-dev
+  libseccomp-dev libtomlplusplus-dev nlohmann-json3-dev libcap-dev libssl-dev
   # eBPF toolchain (used from the audit issue on)
   libbpf-dev bpftool
   # tests

@@ -63,10 +63,12 @@ struct Profile {
 struct Policy {
   int64_t schema = kSchemaVersion;
   std::string default_profile = "default";
-  std::map<std::string, Profile> profiles;  // always contains at least "default"
+  std::map<std::string, Profile> profiles;  // always contains default_profile ("default" unless
+                                            // the file names another)
   std::string source;                       // file path, or "<built-in>"
   std::string hash;                         // sha256 hex of the file bytes (or of the built-in)
 
+  // The named profile; "" means default_profile.
   Result<const Profile*> profile(std::string_view name) const;
 };
 

@@ -1,0 +1,33 @@
+// Introspection of the policy schema, for the CLI (`airlock policy explain`, `--set KEY=VALUE`)
+// and for tests that keep policy/examples/reference.toml in step with policy.h.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "airlock/policy/policy.h"
+#include "airlock/result.h"
+
+namespace airlock::policy {
+
+// Every key a [profiles.<name>] table accepts, dotted relative to the profile, in reference.toml
+// order: "description", ..., "env", "extends", "limits.timeout_s", ..., "seccomp.deny".
+std::vector<std::string> profileKeys();
+
+// The profile as a complete `[profiles.<name>]` TOML table (every key, sub-tables included),
+// which parse() reads back into an equal profile.
+std::string profileToToml(const Profile& profile);
+
+// One `KEY=VALUE` override onto a profile, with KEY a dotted profile key ("limits.memory_mb=1024",
+// "languages=[\"python\"]", "hostname=box"). VALUE is TOML; a bare word is taken as a string for
+// string keys. Same type and range checks as the file; run validate() afterwards.
+Result<> applyOverride(Profile& profile, std::string_view assignment);
+
+// The number of a capability name ("CAP_CHOWN" → 0), or -1 when it names no Linux capability.
+int capabilityNumber(std::string_view name);
+
+// sha256 of bytes as 64 lowercase hex digits (the policy hash).
+std::string sha256Hex(std::string_view bytes);
+
+}  // namespace airlock::policy

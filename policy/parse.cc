@@ -1,0 +1,648 @@
+// Policy files: TOML (toml++) → Policy. Phases, each reporting its first error in file order:
+// syntax, schema version, structure (unknown keys, types, ranges), references (extends,
+// default_profile), then validate() of every resolved profile.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+#include <set>
+#include <type_traits>
+
+#include "airlock/policy/keys.h"
+#include "airlock/policy/policy.h"
+#include "airlock/unique_fd.h"
+#include "check.h"
+#include "schema.h"
+
+namespace airlock::policy {
+namespace {
+
+using detail::Field;
+
+constexpr size_t kMaxFileBytes = 4 << 20;  // far above any real policy; refuses /dev/zero
+
+// Where each dotted key's value came from: "limits.memory_mb", "env.HOME", "languages[1]".
+using Where = std::map<std::string, toml::source_region>;
+
+struct Diag {
+  toml::source_position at;
+  std::string message;
+};
+
+// Errors of one phase; the one earliest in the file wins.
+class Diags {
+ public:
+  explicit Diags(std::string source, bool positions = true)
+      : source_(std::move(source)), positions_(positions) {}
+
+  void add(const toml::source_region& where, std::string message) {
+    add(where.begin, std::move(message));
+  }
+  void add(toml::source_position at, std::string message) {
+    diags_.push_back({at, std::move(message)});
+  }
+  bool empty() const { return diags_.empty(); }
+
+  Unexpected first() const {
+    auto it = std::min_element(diags_.begin(), diags_.end(), [](const Diag& a, const Diag& b) {
+      return std::pair(a.at.line, a.at.column) < std::pair(b.at.line, b.at.column);
+    });
+    return fail(format(it->at, it->message));
+  }
+
+  std::string format(toml::source_position at, const std::string& message) const {
+    if (!positions_ || at.line == 0) return source_ + ": " + message;
+    return source_ + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) + ": " +
+           message;
+  }
+
+ private:
+  std::string source_;
+  bool positions_;
+  std::vector<Diag> diags_;
+};
+
+std::string typeName(toml::node_type t) {
+  switch (t) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a floating-point number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::none:
+      break;
+  }
+  return "nothing";
+}
+
+void typeError(Diags& diags, const toml::node& node, const std::string& prefix,
+               const std::string& path, std::string_view expected) {
+  diags.add(node.source(), prefix + path + ": expected " + std::string(expected) + ", got " +
+                               typeName(node.type()));
+}
+
+std::string joinNames(const auto& names) {
+  std::string out;
+  for (const auto& n : names) {
+    if (!out.empty()) out += ", ";
+    out += n;
+  }
+  return out;
+}
+
+std::string listOrNone(const std::vector<std::string>& names) {
+  return names.empty() ? std::string("none") : joinNames(names);
+}
+
+template <typename Int>
+void readInteger(const toml::node& node, Int* target, const std::string& prefix,
+                 const std::string& path, Diags& diags) {
+  const auto* v = node.as_integer();
+  if (v == nullptr) return typeError(diags, node, prefix, path, "an integer");
+  int64_t x = v->get();
+  if (x < 0) {
+    return diags.add(node.source(),
+                     prefix + path + " = " + std::to_string(x) + ": must not be negative");
+  }
+  constexpr uint64_t kMax =
+      std::min<uint64_t>(std::numeric_limits<Int>::max(), std::numeric_limits<int64_t>::max());
+  if (static_cast<uint64_t>(x) > kMax) {
+    return diags.add(node.source(), prefix + path + " = " + std::to_string(x) +
+                                        ": too large (at most " + std::to_string(kMax) + ")");
+  }
+  *target = static_cast<Int>(x);
+}
+
+// Writes one key's value into the profile: type and range checked, location recorded.
+// Lists replace what the profile had; env adds to it (so `extends` merges env).
+void applyField(const Field& field, const toml::node& node, Profile& profile, Where& where,
+                const std::string& prefix, Diags& diags) {
+  const std::string path = field.path();
+  std::visit(
+      [&](auto get) {
+        using T = std::remove_pointer_t<decltype(get(profile))>;
+        T* target = get(profile);
+        if constexpr (std::is_same_v<T, std::string>) {
+          const auto* s = node.as_string();
+          if (s == nullptr) return typeError(diags, node, prefix, path, "a string");
+          *target = s->get();
+        } else if constexpr (std::is_same_v<T, bool>) {
+          const auto* b = node.as_boolean();
+          if (b == nullptr) return typeError(diags, node, prefix, path, "true or false");
+          *target = b->get();
+        } else if constexpr (std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>) {
+          readInteger(node, target, prefix, path, diags);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          const auto* arr = node.as_array();
+          if (arr == nullptr) return typeError(diags, node, prefix, path, "an array of strings");
+          std::vector<std::string> values;
+          for (size_t i = 0; i < arr->size(); ++i) {
+            const toml::node& el = *arr->get(i);
+            std::string el_path = path + "[" + std::to_string(i) + "]";
+            const auto* s = el.as_string();
+            if (s == nullptr) return typeError(diags, el, prefix, el_path, "a string");
+            values.push_back(s->get());
+            where[el_path] = el.source();
+          }
+          *target = std::move(values);
+        } else {
+          static_assert(std::is_same_v<T, std::map<std::string, std::string>>);
+          const auto* tbl = node.as_table();
+          if (tbl == nullptr) return typeError(diags, node, prefix, path, "a table of strings");
+          for (auto&& [k, v] : *tbl) {
+            std::string el_path = path + "." + std::string(k.str());
+            const auto* s = v.as_string();
+            if (s == nullptr) {
+              typeError(diags, v, prefix, el_path, "a string");
+              continue;
+            }
+            (*target)[std::string(k.str())] = s->get();
+            where[el_path] = k.source();
+          }
+        }
+      },
+      field.ref);
+  where[path] = node.source();
+}
+
+std::string didYouMean(std::string_view suggestion) {
+  if (suggestion.empty()) return {};
+  return " (did you mean '" + std::string(suggestion) + "'?)";
+}
+
+// "did you mean" for an unknown key directly in [profiles.<name>]: a sibling key, or a key of a
+// sub-table written one level too high ("memory_mb" → "limits.memory_mb").
+std::string suggestProfileKey(std::string_view key) {
+  std::vector<std::string_view> here;
+  for (const Field& f : detail::fields()) {
+    if (f.table.empty()) here.push_back(f.key);
+  }
+  for (std::string_view t : detail::subTables()) here.push_back(t);
+  here.push_back(detail::kExtendsKey);
+  if (auto s = detail::closest(key, here); !s.empty()) return didYouMean(s);
+  std::vector<std::string_view> nested_keys;
+  for (const Field& f : detail::fields()) {
+    if (!f.table.empty()) nested_keys.push_back(f.key);
+  }
+  if (auto s = detail::closest(key, nested_keys); !s.empty()) {
+    for (const Field& f : detail::fields()) {
+      if (!f.table.empty() && f.key == s) return didYouMean(f.path());
+    }
+  }
+  return {};
+}
+
+struct Extends {
+  std::optional<std::string> name;
+  toml::source_region where;
+};
+
+// Reads one [profiles.<name>] table onto `profile`, which holds the defaults or the base profile.
+void readProfile(const std::string& name, const toml::table& table, Profile& profile, Where& where,
+                 Extends& extends, Diags& diags) {
+  const std::string prefix = "profile '" + name + "': ";
+  const std::string header = "[profiles." + name;
+  for (auto&& [k, v] : table) {
+    const std::string_view key = k.str();
+    if (key == detail::kExtendsKey) {
+      const auto* s = v.as_string();
+      if (s == nullptr) {
+        typeError(diags, v, prefix, "extends", "a profile name");
+        continue;
+      }
+      extends.name = s->get();
+      extends.where = v.source();
+      continue;
+    }
+    if (std::ranges::find(detail::subTables(), key) != detail::subTables().end()) {
+      const auto* sub = v.as_table();
+      if (sub == nullptr) {
+        typeError(diags, v, prefix, std::string(key), "a table");
+        continue;
+      }
+      for (auto&& [k2, v2] : *sub) {
+        if (const Field* f = detail::findField(key, k2.str())) {
+          applyField(*f, v2, profile, where, prefix, diags);
+          continue;
+        }
+        std::vector<std::string_view> candidates;
+        for (const Field& f2 : detail::fields()) {
+          if (f2.table == key) candidates.push_back(f2.key);
+        }
+        diags.add(k2.source(), "unknown key '" + std::string(k2.str()) + "' in " + header + "." +
+                                   std::string(key) + "]" +
+                                   didYouMean(detail::closest(k2.str(), candidates)));
+      }
+      continue;
+    }
+    if (const Field* f = detail::findField("", key)) {
+      applyField(*f, v, profile, where, prefix, diags);
+      continue;
+    }
+    diags.add(k.source(),
+              "unknown key '" + std::string(key) + "' in " + header + "]" + suggestProfileKey(key));
+  }
+}
+
+bool validProfileName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::ranges::all_of(name, [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
+  });
+}
+
+struct RawProfile {
+  const toml::table* table = nullptr;
+  toml::source_region where;  // the profile's name in [profiles.<name>]
+  Extends extends;
+};
+
+struct Resolved {
+  Profile profile;
+  Where where;
+};
+
+// Follows `extends` chains without recursion; every profile is read onto a copy of its base.
+std::map<std::string, Resolved> resolveProfiles(const std::map<std::string, RawProfile>& raws,
+                                                Diags& diags) {
+  std::vector<std::string> names;
+  for (const auto& [n, raw] : raws) names.push_back(n);
+  std::map<std::string, Resolved> resolved;
+  std::set<std::string> failed;
+  for (const auto& [start, unused] : raws) {
+    if (resolved.contains(start) || failed.contains(start)) continue;
+    std::vector<std::string> chain = {start};
+    Resolved base{Profile{}, {}};
+    bool ok = true;
+    for (;;) {
+      const RawProfile& raw = raws.at(chain.back());
+      if (!raw.extends.name) break;
+      const std::string& target = *raw.extends.name;
+      const std::string prefix = "profile '" + chain.back() + "': ";
+      if (!raws.contains(target)) {
+        std::vector<std::string_view> candidates(names.begin(), names.end());
+        std::string_view guess = detail::closest(target, candidates);
+        diags.add(raw.extends.where,
+                  prefix + "extends unknown profile '" + target + "'" +
+                      (guess.empty() ? " (this policy has: " + joinNames(names) + ")"
+                                     : didYouMean(guess)));
+        ok = false;
+        break;
+      }
+      if (auto it = resolved.find(target); it != resolved.end()) {
+        base = it->second;
+        break;
+      }
+      if (failed.contains(target)) {
+        ok = false;
+        break;
+      }
+      if (auto at = std::ranges::find(chain, target); at != chain.end()) {
+        std::string cycle;
+        for (auto i = at; i != chain.end(); ++i) cycle += *i + " -> ";
+        diags.add(raw.extends.where,
+                  prefix + "extends '" + target + "' makes a cycle: " + cycle + target);
+        ok = false;
+        break;
+      }
+      chain.push_back(target);
+    }
+    if (!ok) {
+      failed.insert(chain.begin(), chain.end());
+      continue;
+    }
+    for (auto name = chain.rbegin(); name != chain.rend(); ++name) {
+      Resolved r = base;
+      Extends ignored;
+      r.profile.name = *name;
+      r.where["*"] = raws.at(*name).where;
+      readProfile(*name, *raws.at(*name).table, r.profile, r.where, ignored, diags);
+      base = r;
+      resolved.emplace(*name, std::move(r));
+    }
+  }
+  return resolved;
+}
+
+// The location of a dotted key, or of the nearest enclosing key that has one.
+toml::source_region locate(const Where& where, std::string key) {
+  for (;;) {
+    if (auto it = where.find(key); it != where.end()) return it->second;
+    size_t cut = key.find_last_of(".[");
+    if (cut == std::string::npos) break;
+    key.resize(cut);
+  }
+  if (auto it = where.find("*"); it != where.end()) return it->second;
+  return {};
+}
+
+Result<Policy> parseTable(const toml::table& doc, std::string_view text,
+                          const std::string& source_name) {
+  Diags diags(source_name);
+
+  // Schema first: a file from a newer airlock gets one clear message, not a list of unknowns.
+  const toml::node* schema = doc.get("schema");
+  if (schema == nullptr) {
+    diags.add(toml::source_position{1, 1}, "missing key 'schema'; start the file with 'schema = " +
+                                               std::to_string(kSchemaVersion) + "'");
+    return diags.first();
+  }
+  if (!schema->is_integer()) {
+    typeError(diags, *schema, "", "schema", "an integer");
+    return diags.first();
+  }
+  if (int64_t v = schema->as_integer()->get(); v != kSchemaVersion) {
+    diags.add(schema->source(), "schema = " + std::to_string(v) +
+                                    " is not supported; this airlock reads schema = " +
+                                    std::to_string(kSchemaVersion));
+    return diags.first();
+  }
+
+  Policy policy;
+  policy.source = source_name;
+  policy.hash = sha256Hex(text);
+  std::optional<toml::source_region> default_where;
+  std::map<std::string, RawProfile> raws;
+
+  for (auto&& [k, v] : doc) {
+    const std::string_view key = k.str();
+    if (key == "schema") continue;
+    if (key == "default_profile") {
+      if (const auto* s = v.as_string()) {
+        policy.default_profile = s->get();
+        default_where = v.source();
+      } else {
+        typeError(diags, v, "", "default_profile", "a profile name");
+      }
+      continue;
+    }
+    if (key == "profiles") {
+      const auto* profiles = v.as_table();
+      if (profiles == nullptr) {
+        typeError(diags, v, "", "profiles", "a table of [profiles.<name>] tables");
+        continue;
+      }
+      for (auto&& [name_key, body] : *profiles) {
+        const std::string name(name_key.str());
+        if (!validProfileName(name)) {
+          diags.add(name_key.source(), "profile name '" + name +
+                                           "' is not allowed: use up to 64 letters, digits, "
+                                           "'-' and '_'");
+          continue;
+        }
+        const auto* table = body.as_table();
+        if (table == nullptr) {
+          typeError(diags, body, "", "profiles." + name, "a table");
+          continue;
+        }
+        RawProfile raw{table, name_key.source(), {}};
+        Profile scratch;
+        Where scratch_where;
+        readProfile(name, *table, scratch, scratch_where, raw.extends, diags);
+        raws.emplace(name, std::move(raw));
+      }
+      continue;
+    }
+    std::string hint;
+    if (detail::findField("", key) != nullptr || key == detail::kExtendsKey ||
+        std::ranges::find(detail::subTables(), key) != detail::subTables().end()) {
+      hint = " (profile settings go under [profiles.<name>], e.g. [profiles.default])";
+    } else {
+      hint = didYouMean(detail::closest(key, detail::kTopLevelKeys));
+    }
+    diags.add(k.source(), "unknown key '" + std::string(key) + "' at the top level" + hint);
+  }
+  if (!diags.empty()) return diags.first();
+
+  std::map<std::string, Resolved> resolved = resolveProfiles(raws, diags);
+  if (raws.empty()) {
+    Profile builtin;
+    builtin.name = "default";
+    resolved.emplace("default", Resolved{builtin, {}});
+  }
+  if (!resolved.contains(policy.default_profile) && !raws.contains(policy.default_profile)) {
+    std::vector<std::string> names;
+    for (const auto& [n, raw] : raws) names.push_back(n);
+    if (default_where) {
+      diags.add(*default_where, "default_profile = '" + policy.default_profile +
+                                    "' names no profile (this policy has: " + listOrNone(names) +
+                                    ")");
+    } else {
+      diags.add(
+          toml::source_position{1, 1},
+          "no [profiles.default]: add it, or set default_profile to one of: " + listOrNone(names));
+    }
+  }
+  if (!diags.empty()) return diags.first();
+
+  for (auto& [name, r] : resolved) {
+    if (auto problem = detail::check(r.profile)) {
+      diags.add(locate(r.where, problem->key), detail::profilePrefix(r.profile) + problem->message);
+    }
+    policy.profiles.emplace(name, std::move(r.profile));
+  }
+  if (!diags.empty()) return diags.first();
+  return policy;
+}
+
+std::string quoteToml(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      static const char kHex[] = "0123456789ABCDEF";
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string tomlKey(std::string_view k) {
+  bool bare = !k.empty() && std::ranges::all_of(k, [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
+  });
+  return bare ? std::string(k) : quoteToml(k);
+}
+
+}  // namespace
+
+Result<Policy> parse(std::string_view toml_text, const std::string& source_name) {
+  try {
+    toml::table doc = toml::parse(toml_text, std::string_view(source_name));
+    return parseTable(doc, toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    Diags diags(source_name);
+    diags.add(e.source(), "invalid TOML: " + std::string(e.description()));
+    return diags.first();
+  } catch (const std::exception& e) {
+    return fail(source_name + ": cannot read policy: " + e.what());
+  }
+}
+
+Result<Policy> loadFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return sysError("open policy file", path);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return sysError("fstat policy file", path);
+  if (!S_ISREG(st.st_mode)) return fail("policy file is not a regular file", path);
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sysError("read policy file", path);
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxFileBytes) {
+      return fail("policy file is larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB",
+                  path);
+    }
+  }
+  return parse(text, path);
+}
+
+std::string profileToToml(const Profile& profile) {
+  Profile copy = profile;
+  const std::string header =
+      "[profiles." + tomlKey(profile.name.empty() ? "default" : profile.name);
+  std::string plain, env, sub;
+  std::string_view current_table;
+  for (const Field& f : detail::fields()) {
+    std::string* out = f.table.empty() ? &plain : &sub;
+    if (!f.table.empty() && f.table != current_table) {
+      current_table = f.table;
+      sub += "\n" + header + "." + std::string(f.table) + "]\n";
+    }
+    std::visit(
+        [&](auto get) {
+          using T = std::remove_pointer_t<decltype(get(copy))>;
+          const T& v = *get(copy);
+          if constexpr (std::is_same_v<T, std::string>) {
+            *out += std::string(f.key) + " = " + quoteToml(v) + "\n";
+          } else if constexpr (std::is_same_v<T, bool>) {
+            *out += std::string(f.key) + " = " + (v ? "true" : "false") + "\n";
+          } else if constexpr (std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>) {
+            *out += std::string(f.key) + " = " + std::to_string(v) + "\n";
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            std::string items;
+            for (const auto& s : v) items += (items.empty() ? "" : ", ") + quoteToml(s);
+            *out += std::string(f.key) + " = [" + items + "]\n";
+          } else {
+            env += "\n" + header + "." + std::string(f.key) + "]\n";
+            for (const auto& [k, val] : v) env += tomlKey(k) + " = " + quoteToml(val) + "\n";
+          }
+        },
+        f.ref);
+  }
+  return header + "]\n" + plain + env + sub;
+}
+
+Result<> applyOverride(Profile& profile, std::string_view assignment) {
+  const std::string what = "override '" + std::string(assignment) + "'";
+  size_t eq = assignment.find('=');
+  if (eq == std::string_view::npos) return fail(what + ": expected KEY=VALUE");
+  auto trim = [](std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+  };
+  std::string_view key = trim(assignment.substr(0, eq));
+  std::string_view value = trim(assignment.substr(eq + 1));
+
+  std::string table, name;
+  if (size_t dot = key.find('.'); dot != std::string_view::npos) {
+    table = key.substr(0, dot);
+    name = key.substr(dot + 1);
+  } else {
+    name = key;
+  }
+  if (table == "env") {
+    if (name.empty()) return fail(what + ": expected env.NAME=VALUE");
+    profile.env[name] = std::string(value);
+    return {};
+  }
+  const Field* field = detail::findField(table, name);
+  if (field == nullptr) {
+    std::vector<std::string> paths;
+    std::vector<std::string_view> candidates;
+    for (const Field& f : detail::fields()) paths.push_back(f.path());
+    for (const auto& p : paths) candidates.push_back(p);
+    return fail(what + ": unknown key '" + std::string(key) + "'" +
+                didYouMean(detail::closest(key, candidates)));
+  }
+  const bool is_string = std::holds_alternative<std::string* (*)(Profile&)>(field->ref);
+  toml::table doc;
+  try {
+    doc = toml::parse("v = " + std::string(value));
+  } catch (const toml::parse_error& e) {
+    if (!is_string) return fail(what + ": invalid TOML value: " + std::string(e.description()));
+    doc.insert("v", std::string(value));
+  }
+  Diags diags(what, /*positions=*/false);
+  Where where;
+  Profile updated = profile;
+  const toml::node* node = doc.get("v");
+  if (node == nullptr) return fail(what + ": expected KEY=VALUE");
+  applyField(*field, *node, updated, where, "", diags);
+  if (!diags.empty()) return diags.first();
+  profile = std::move(updated);
+  return {};
+}
+
+Result<const Profile*> Policy::profile(std::string_view name) const {
+  if (name.empty()) name = default_profile;
+  if (auto it = profiles.find(std::string(name)); it != profiles.end()) return &it->second;
+  std::vector<std::string> names;
+  for (const auto& [n, p] : profiles) names.push_back(n);
+  return fail("unknown profile '" + std::string(name) + "' (policy " + source +
+              " has: " + listOrNone(names) + ")");
+}
+
+Policy builtinDefault() {
+  Profile p;
+  p.name = "default";
+  const std::string text = "schema = " + std::to_string(kSchemaVersion) +
+                           "\ndefault_profile = \"default\"\n\n" + profileToToml(p);
+  auto policy = parse(text, "<built-in>");
+  if (!policy) std::abort();  // the defaults in policy.h fail their own validate(); a test says so
+  return std::move(*policy);
+}
+
+std::vector<std::string> profileKeys() {
+  std::vector<std::string> keys;
+  for (const Field& f : detail::fields()) {
+    keys.push_back(f.path());
+    if (f.key == "env") keys.push_back(std::string(detail::kExtendsKey));
+  }
+  return keys;
+}
+
+}  // namespace airlock::policy

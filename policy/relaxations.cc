@@ -1,0 +1,54 @@
+// Every way a profile is looser than the defaults in policy.h, one line each.
+#include <type_traits>
+
+#include "airlock/policy/policy.h"
+#include "check.h"
+#include "schema.h"
+
+namespace airlock::policy {
+
+std::vector<std::string> relaxations(const Profile& profile) {
+  const std::string prefix = detail::profilePrefix(profile);
+  std::vector<std::string> out;
+  auto add = [&](std::string line) { out.push_back(prefix + std::move(line)); };
+
+  if (profile.user == "root") add("user = 'root': code runs as uid 0 inside the sandbox");
+  for (const auto& cap : profile.capabilities) {
+    add("capabilities: " + cap + " is kept inside the sandbox");
+  }
+  for (const auto& sys : profile.seccomp.allow) {
+    add("seccomp.allow: '" + sys + "' is allowed beyond the default seccomp filter");
+  }
+  if (!profile.landlock) add("landlock = false: no Landlock ruleset on top of the namespaces");
+  if (!profile.filesystem.image.empty()) {
+    add("filesystem.image = '" + profile.filesystem.image +
+        "': the sandbox root is this host directory instead of the read-only system view");
+  }
+  for (const auto& path : profile.filesystem.readonly_paths) {
+    add("filesystem.readonly_paths: host path '" + path + "' is visible read-only");
+  }
+  if (profile.network.mode != Network{}.mode) {
+    add("network.mode = '" + profile.network.mode + "': the sandbox has a network beyond loopback");
+  }
+
+  // Limits: every one that is above its default, read through the key table.
+  Profile mine = profile;
+  Profile defaults;
+  for (const detail::Field& f : detail::fields()) {
+    if (f.table != "limits") continue;
+    std::visit(
+        [&](auto get) {
+          using T = std::remove_pointer_t<decltype(get(mine))>;
+          if constexpr (std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>) {
+            if (*get(mine) > *get(defaults)) {
+              add(f.path() + " = " + std::to_string(*get(mine)) + ": above the default " +
+                  std::to_string(*get(defaults)));
+            }
+          }
+        },
+        f.ref);
+  }
+  return out;
+}
+
+}  // namespace airlock::policy

@@ -1,0 +1,102 @@
+#include "schema.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+namespace airlock::policy::detail {
+namespace {
+
+// Captureless lambdas decay to the function pointer whose return type picks the key's type.
+#define AIRLOCK_FIELD(table, key, member)             \
+  Field {                                             \
+    table, key, +[](Profile& p) { return &p.member; } \
+  }
+
+const std::array kFields = {
+    AIRLOCK_FIELD("", "description", description),
+    AIRLOCK_FIELD("", "isolation", isolation),
+    AIRLOCK_FIELD("", "user", user),
+    AIRLOCK_FIELD("", "capabilities", capabilities),
+    AIRLOCK_FIELD("", "hostname", hostname),
+    AIRLOCK_FIELD("", "languages", languages),
+    AIRLOCK_FIELD("", "landlock", landlock),
+    AIRLOCK_FIELD("", "env", env),
+    AIRLOCK_FIELD("limits", "timeout_s", limits.timeout_s),
+    AIRLOCK_FIELD("limits", "memory_mb", limits.memory_mb),
+    AIRLOCK_FIELD("limits", "pids", limits.pids),
+    AIRLOCK_FIELD("limits", "cpu_percent", limits.cpu_percent),
+    AIRLOCK_FIELD("limits", "file_size_mb", limits.file_size_mb),
+    AIRLOCK_FIELD("limits", "open_files", limits.open_files),
+    AIRLOCK_FIELD("limits", "output_bytes", limits.output_bytes),
+    AIRLOCK_FIELD("limits", "workspace_mb", limits.workspace_mb),
+    AIRLOCK_FIELD("limits", "tmp_mb", limits.tmp_mb),
+    AIRLOCK_FIELD("filesystem", "image", filesystem.image),
+    AIRLOCK_FIELD("filesystem", "readonly_paths", filesystem.readonly_paths),
+    AIRLOCK_FIELD("network", "mode", network.mode),
+    AIRLOCK_FIELD("seccomp", "allow", seccomp.allow),
+    AIRLOCK_FIELD("seccomp", "deny", seccomp.deny),
+};
+
+#undef AIRLOCK_FIELD
+
+constexpr std::array<std::string_view, 4> kSubTables = {"limits", "filesystem", "network",
+                                                        "seccomp"};
+
+}  // namespace
+
+std::string Field::path() const {
+  if (table.empty()) return std::string(key);
+  return std::string(table) + "." + std::string(key);
+}
+
+std::span<const Field> fields() { return kFields; }
+
+std::span<const std::string_view> subTables() { return kSubTables; }
+
+const Field* findField(std::string_view table, std::string_view key) {
+  for (const Field& f : kFields) {
+    if (f.table == table && f.key == key) return &f;
+  }
+  return nullptr;
+}
+
+size_t editDistance(std::string_view a, std::string_view b) {
+  const size_t n = a.size(), m = b.size();
+  std::vector<size_t> prev2(m + 1), prev(m + 1), cur(m + 1);
+  for (size_t j = 0; j <= m; ++j) prev[j] = j;
+  for (size_t i = 1; i <= n; ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= m; ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        cur[j] = std::min(cur[j], prev2[j - 2] + 1);
+      }
+    }
+    std::swap(prev2, prev);
+    std::swap(prev, cur);
+  }
+  return prev[m];
+}
+
+std::string_view closest(std::string_view word, std::span<const std::string_view> candidates) {
+  std::string lower(word);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view best;
+  size_t best_distance = SIZE_MAX;
+  for (std::string_view c : candidates) {
+    size_t d = editDistance(lower, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  // Two edits at most, and never more than a third of the word: "cpu" is not a typo of "pids".
+  if (best.empty() || best_distance > 2 || best_distance * 3 > std::max<size_t>(word.size(), 3)) {
+    return {};
+  }
+  return best;
+}
+
+}  // namespace airlock::policy::detail

@@ -1,0 +1,301 @@
+// Cross-field checks of one profile. Each message names the key and says what is allowed.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <set>
+
+#include "airlock/policy/keys.h"
+#include "airlock/policy/policy.h"
+#include "check.h"
+#include "schema.h"
+
+namespace airlock::policy {
+namespace {
+
+// Linux capabilities by number (include/uapi/linux/capability.h, 0 .. CAP_LAST_CAP).
+constexpr std::array<std::string_view, 41> kCapabilities = {
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
+    "CAP_NET_RAW",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_NICE",
+    "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
+};
+
+// Variables the dynamic loader acts on: they would inject host-chosen code into every
+// interpreter the sandbox starts.
+constexpr std::array<std::string_view, 3> kRefusedEnv = {"LD_PRELOAD", "LD_LIBRARY_PATH",
+                                                         "LD_AUDIT"};
+
+constexpr uint64_t kMaxMiB = uint64_t{1} << 24;  // 16 TiB: MiB → bytes never overflows
+
+using detail::Problem;
+using Check = std::optional<Problem>;
+
+std::string q(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+bool allChars(std::string_view s, auto pred) {
+  return std::ranges::all_of(s, [&](char c) { return pred(static_cast<unsigned char>(c)); });
+}
+
+bool isLowerNameChar(unsigned char c) {
+  return std::islower(c) || std::isdigit(c) || c == '_' || c == '-' || c == '.';
+}
+
+bool isSyscallChar(unsigned char c) { return std::islower(c) || std::isdigit(c) || c == '_'; }
+
+std::string suggestCapability(std::string_view name) {
+  std::string norm;
+  for (char c : name) norm += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (!norm.starts_with("CAP_")) norm = "CAP_" + norm;
+  std::string_view best;
+  size_t best_d = 3;
+  for (std::string_view cap : kCapabilities) {
+    if (size_t d = detail::editDistance(norm, cap); d < best_d) {
+      best_d = d;
+      best = cap;
+    }
+  }
+  return best.empty() ? std::string() : " (did you mean " + q(best) + "?)";
+}
+
+Check range(std::string_view key, uint64_t value, uint64_t min, uint64_t max) {
+  const std::string head = std::string(key) + " = " + std::to_string(value) + ": ";
+  if (value < min)
+    return Problem{std::string(key), head + "must be at least " + std::to_string(min)};
+  if (value > max)
+    return Problem{std::string(key), head + "must be at most " + std::to_string(max)};
+  return std::nullopt;
+}
+
+// An absolute path with no ".." component and no NUL byte.
+std::optional<std::string> pathProblem(std::string_view path) {
+  if (path.empty() || path.front() != '/') return "must be an absolute path";
+  if (path.find('\0') != std::string_view::npos) return "contains a NUL byte";
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    if (path.substr(start, end - start) == "..") return "must not contain '..'";
+    start = end + 1;
+  }
+  if (path.find_first_not_of('/') == std::string_view::npos) {
+    return "must not be '/' (that is the whole host)";
+  }
+  return std::nullopt;
+}
+
+bool validHostname(std::string_view h) {
+  if (h.empty() || h.size() > 64) return false;
+  size_t start = 0;
+  while (start <= h.size()) {
+    size_t end = h.find('.', start);
+    if (end == std::string_view::npos) end = h.size();
+    std::string_view label = h.substr(start, end - start);
+    if (label.empty() || label.front() == '-' || label.back() == '-') return false;
+    if (!allChars(label, [](unsigned char c) { return std::isalnum(c) || c == '-'; })) return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+Check checkIdentity(const Profile& p) {
+  if (p.isolation.empty() || p.isolation.size() > 128 || !allChars(p.isolation, isLowerNameChar)) {
+    return Problem{"isolation", "isolation = " + q(p.isolation) +
+                                    ": must be a plugin name of lowercase letters, digits, '.', "
+                                    "'-' and '_' (e.g. 'namespaces')"};
+  }
+  if (p.user != "user" && p.user != "root") {
+    return Problem{"user", "user = " + q(p.user) + ": must be 'user' or 'root'"};
+  }
+  if (!p.capabilities.empty() && p.user != "root") {
+    return Problem{"capabilities",
+                   "capabilities: kept only when user = 'root' (this profile has "
+                   "user = " +
+                       q(p.user) + ")"};
+  }
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < p.capabilities.size(); ++i) {
+    const std::string& cap = p.capabilities[i];
+    const std::string key = "capabilities[" + std::to_string(i) + "]";
+    if (capabilityNumber(cap) < 0) {
+      return Problem{key,
+                     key + " = " + q(cap) + ": not a Linux capability" + suggestCapability(cap)};
+    }
+    if (!seen.insert(cap).second) return Problem{key, key + " = " + q(cap) + ": listed twice"};
+  }
+  if (!validHostname(p.hostname)) {
+    return Problem{"hostname", "hostname = " + q(p.hostname) +
+                                   ": must be 1-64 letters, digits, '-' and '.', with no label "
+                                   "starting or ending in '-'"};
+  }
+  if (p.languages.empty()) {
+    return Problem{"languages", "languages = []: allow at least one language"};
+  }
+  seen.clear();
+  for (size_t i = 0; i < p.languages.size(); ++i) {
+    const std::string& lang = p.languages[i];
+    const std::string key = "languages[" + std::to_string(i) + "]";
+    if (lang.empty() || !allChars(lang, isLowerNameChar)) {
+      return Problem{key, key + " = " + q(lang) +
+                              ": must be a language plugin name of lowercase letters, digits, "
+                              "'.', '-' and '_' (e.g. 'python')"};
+    }
+    if (!seen.insert(lang).second) return Problem{key, key + " = " + q(lang) + ": listed twice"};
+  }
+  return std::nullopt;
+}
+
+Check checkEnv(const Profile& p) {
+  for (const auto& [name, value] : p.env) {
+    const std::string key = "env." + name;
+    bool ident = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                 allChars(name, [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+    if (!ident) {
+      return Problem{key, "env: " + q(name) +
+                              " is not a variable name (letters, digits and '_', not starting "
+                              "with a digit)"};
+    }
+    if (std::ranges::find(kRefusedEnv, name) != kRefusedEnv.end()) {
+      return Problem{key, key +
+                              ": refused: the dynamic loader would inject it into every "
+                              "interpreter in the sandbox"};
+    }
+    if (value.find('\0') != std::string::npos) {
+      return Problem{key, key + ": the value contains a NUL byte"};
+    }
+  }
+  return std::nullopt;
+}
+
+Check checkLimits(const Limits& l) {
+  for (Check c : {
+           range("limits.timeout_s", l.timeout_s, 1, 86400),
+           range("limits.memory_mb", l.memory_mb, 16, kMaxMiB),
+           range("limits.pids", l.pids, 8, 4194304),
+           range("limits.cpu_percent", l.cpu_percent, 1, 100 * 64),
+           range("limits.file_size_mb", l.file_size_mb, 1, kMaxMiB),
+           range("limits.open_files", l.open_files, 16, 1048576),
+           range("limits.output_bytes", l.output_bytes, 1024, uint64_t{1} << 30),
+           range("limits.workspace_mb", l.workspace_mb, 1, kMaxMiB),
+           range("limits.tmp_mb", l.tmp_mb, 1, kMaxMiB),
+       }) {
+    if (c) return c;
+  }
+  return std::nullopt;
+}
+
+Check checkFilesystem(const Filesystem& fs) {
+  if (!fs.image.empty()) {
+    if (auto why = pathProblem(fs.image)) {
+      return Problem{"filesystem.image", "filesystem.image = " + q(fs.image) + ": " + *why};
+    }
+  }
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < fs.readonly_paths.size(); ++i) {
+    const std::string& path = fs.readonly_paths[i];
+    const std::string key = "filesystem.readonly_paths[" + std::to_string(i) + "]";
+    if (auto why = pathProblem(path)) return Problem{key, key + " = " + q(path) + ": " + *why};
+    if (!seen.insert(path).second) return Problem{key, key + " = " + q(path) + ": listed twice"};
+  }
+  return std::nullopt;
+}
+
+Check checkNetwork(const Network& n) {
+  if (n.mode == "none") return std::nullopt;
+  if (n.mode == "allowlist" || n.mode == "open") {
+    return Problem{"network.mode", "network.mode = " + q(n.mode) +
+                                       ": not supported yet; only 'none' works until network "
+                                       "policy support lands ('allowlist' and 'open' arrive "
+                                       "with it)"};
+  }
+  return Problem{"network.mode", "network.mode = " + q(n.mode) + ": must be 'none'"};
+}
+
+Check checkSeccomp(const Seccomp& s) {
+  for (auto [list, name] : {std::pair{&s.allow, "seccomp.allow"}, {&s.deny, "seccomp.deny"}}) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string& sys = (*list)[i];
+      const std::string key = std::string(name) + "[" + std::to_string(i) + "]";
+      if (sys.empty() || sys.size() > 64 || !allChars(sys, isSyscallChar)) {
+        return Problem{key, key + " = " + q(sys) +
+                                ": must be a syscall name of lowercase letters, digits and '_'"};
+      }
+    }
+  }
+  for (size_t i = 0; i < s.deny.size(); ++i) {
+    if (std::ranges::find(s.allow, s.deny[i]) != s.allow.end()) {
+      const std::string key = "seccomp.deny[" + std::to_string(i) + "]";
+      return Problem{key, key + " = " + q(s.deny[i]) + ": also in seccomp.allow; pick one"};
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+namespace detail {
+
+std::string profilePrefix(const Profile& profile) {
+  return profile.name.empty() ? std::string() : "profile '" + profile.name + "': ";
+}
+
+std::optional<Problem> check(const Profile& p) {
+  for (Check c :
+       {checkIdentity(p), checkEnv(p), checkLimits(p.limits), checkFilesystem(p.filesystem),
+        checkNetwork(p.network), checkSeccomp(p.seccomp)}) {
+    if (c) return c;
+  }
+  return std::nullopt;
+}
+
+}  // namespace detail
+
+int capabilityNumber(std::string_view name) {
+  auto it = std::ranges::find(kCapabilities, name);
+  return it == kCapabilities.end() ? -1 : static_cast<int>(it - kCapabilities.begin());
+}
+
+Result<> validate(const Profile& profile) {
+  if (auto problem = detail::check(profile)) {
+    return fail(detail::profilePrefix(profile) + problem->message);
+  }
+  return {};
+}
+
+}  // namespace airlock::policy
