@@ -1,0 +1,168 @@
+#include "supervisor/plugin/instances.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace airlock::plugin {
+namespace {
+
+// A plugin's failure report; the message names what failed, the code is an errno value.
+Error pluginError(const airlock_error_v1& err, std::string_view fallback) {
+  size_t len = strnlen(err.message, sizeof err.message);
+  std::string message(err.message, len);
+  if (message.empty()) message = fallback;
+  return Error(std::move(message), "", err.code > 0 ? err.code : 0);
+}
+
+void logToStderr(void* ctx, int level, const char* message) {
+  static constexpr const char* kLevels[] = {"debug", "info", "warning", "error"};
+  const char* tag = level >= 0 && level <= 3 ? kLevels[level] : "info";
+  auto* name = static_cast<const std::string*>(ctx);
+  std::fprintf(stderr, "[%s] %s: %s\n", name->c_str(), tag, message != nullptr ? message : "");
+}
+
+}  // namespace
+
+std::vector<std::string> copyStringArray(const char* const* array) {
+  std::vector<std::string> out;
+  for (; array != nullptr && *array != nullptr; ++array) out.emplace_back(*array);
+  return out;
+}
+
+Result<std::unique_ptr<Instance>> Instance::create(const PluginHandle& plugin,
+                                                   std::string_view config_json) {
+  std::unique_ptr<Instance> self(new Instance(plugin));
+  self->host_.struct_size = sizeof(airlock_host_v1);
+  self->host_.ctx = const_cast<std::string*>(&self->plugin_.name());
+  self->host_.log = &logToStderr;
+  std::string config(config_json.empty() ? "{}" : config_json);
+  airlock_error_v1 err{};
+  self->instance_ = plugin.descriptor().create(&self->host_, config.c_str(), &err);
+  if (self->instance_ == nullptr)
+    return Unexpected(
+        pluginError(err, "create() returned NULL").wrap("plugin '" + plugin.name() + "': create"));
+  return self;
+}
+
+Instance::~Instance() {
+  if (instance_ != nullptr) plugin_.descriptor().destroy(instance_);
+}
+
+// --- isolation ---------------------------------------------------------------------------------
+
+IsolationBackend::IsolationBackend(std::unique_ptr<Instance> instance)
+    : instance_(std::move(instance)), extra_syscalls_(copyStringArray(ops().extra_syscalls)) {}
+
+const airlock_isolation_ops_v1& IsolationBackend::ops() const {
+  return *static_cast<const airlock_isolation_ops_v1*>(instance_->plugin().descriptor().ops);
+}
+
+Result<airlock_sandbox_v1> IsolationBackend::start(const airlock_sandbox_spec_v1& spec) {
+  airlock_sandbox_v1 out{};
+  out.struct_size = sizeof out;
+  out.pid = -1;
+  out.pidfd = -1;
+  airlock_error_v1 err{};
+  int rc;
+  {
+    std::lock_guard lock(mu_);
+    rc = ops().start(instance_->get(), &spec, &out, &err);
+  }
+  if (rc != 0) {
+    if (err.code == 0) err.code = rc;
+    return Unexpected(
+        pluginError(err, "start failed").wrap("isolation plugin '" + fullName() + "': start"));
+  }
+  if (out.pid <= 0)
+    return fail("isolation plugin '" + fullName() + "': start succeeded without a pid");
+  return out;
+}
+
+void IsolationBackend::release(airlock_sandbox_v1& sandbox) {
+  std::lock_guard lock(mu_);
+  ops().release(instance_->get(), &sandbox);
+}
+
+// --- language ----------------------------------------------------------------------------------
+
+Language::Language(std::unique_ptr<Instance> instance) : instance_(std::move(instance)) {
+  const auto& o = ops();
+  aliases = copyStringArray(o.aliases);
+  extensions = copyStringArray(o.extensions);
+  image_paths = copyStringArray(o.image_paths);
+  max_inline_bytes = o.max_inline_bytes;
+}
+
+const airlock_language_ops_v1& Language::ops() const {
+  return *static_cast<const airlock_language_ops_v1*>(instance_->plugin().descriptor().ops);
+}
+
+bool Language::answersTo(std::string_view name) const {
+  if (name == fullName() || name == this->name()) return true;
+  for (const auto& a : aliases)
+    if (a == name) return true;
+  return false;
+}
+
+bool Language::handlesExtension(std::string_view extension) const {
+  for (const auto& e : extensions)
+    if (e == extension) return true;
+  return false;
+}
+
+Result<Language::Command> Language::build(const airlock_code_request_v1& request) const {
+  std::string context = "language plugin '" + fullName() + "': build_command";
+  airlock_command_v1 out{};
+  airlock_error_v1 err{};
+  std::lock_guard lock(mu_);
+  int rc = ops().build_command(instance_->get(), &request, &out, &err);
+  if (rc != 0) {
+    if (err.code == 0) err.code = rc;
+    return Unexpected(pluginError(err, "failed").wrap(context));
+  }
+  Command command;
+  command.argv = copyStringArray(out.argv);
+  command.env = copyStringArray(out.env);
+  ops().free_command(instance_->get(), &out);
+
+  if (command.argv.empty()) return fail(context + ": empty argv");
+  if (command.argv[0].empty() || command.argv[0][0] != '/')
+    return fail(context + ": argv[0] is not an absolute path", command.argv[0]);
+  for (const auto& e : command.env)
+    if (e.find('=') == std::string::npos || e.front() == '=')
+      return fail(context + ": environment entry is not K=V", e);
+  return command;
+}
+
+namespace {
+std::vector<const char*> cArgs(const std::vector<std::string>& args) {
+  std::vector<const char*> out;
+  for (const auto& a : args) out.push_back(a.c_str());
+  out.push_back(nullptr);
+  return out;
+}
+}  // namespace
+
+Result<Language::Command> Language::buildInline(std::string_view code,
+                                                const std::vector<std::string>& args) const {
+  auto c_args = cArgs(args);
+  airlock_code_request_v1 request{};
+  request.struct_size = sizeof request;
+  request.source = AIRLOCK_CODE_INLINE;
+  request.code = {code.data(), code.size()};
+  request.args = c_args.data();
+  return build(request);
+}
+
+Result<Language::Command> Language::buildFile(const std::string& path,
+                                              const std::vector<std::string>& args) const {
+  auto c_args = cArgs(args);
+  airlock_code_request_v1 request{};
+  request.struct_size = sizeof request;
+  request.source = AIRLOCK_CODE_FILE;
+  request.path = path.c_str();
+  request.args = c_args.data();
+  return build(request);
+}
+
+}  // namespace airlock::plugin

@@ -1,0 +1,94 @@
+// Plugin instances: the C++ face of one create()d instance of an isolation or language plugin.
+// Each keeps its library loaded, serializes calls into the instance (the ABI allows one thread
+// at a time per instance) and turns airlock_error_v1 into Error.
+#pragma once
+
+#include <airlock/plugin_abi_v1.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "airlock/result.h"
+#include "supervisor/plugin/loader.h"
+
+namespace airlock::plugin {
+
+// The instance and the host table it was given, destroyed together (instance first).
+class Instance {
+ public:
+  static Result<std::unique_ptr<Instance>> create(const PluginHandle& plugin,
+                                                  std::string_view config_json);
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  void* get() const { return instance_; }
+  const PluginHandle& plugin() const { return plugin_; }
+
+ private:
+  explicit Instance(PluginHandle plugin) : plugin_(std::move(plugin)) {}
+  PluginHandle plugin_;  // declared first: outlives instance_ and the library it lives in
+  airlock_host_v1 host_{};
+  void* instance_ = nullptr;
+};
+
+class IsolationBackend {
+ public:
+  explicit IsolationBackend(std::unique_ptr<Instance> instance);
+
+  // Starts a sandbox; the caller owns out.pidfd and must call release() once it is reaped.
+  Result<airlock_sandbox_v1> start(const airlock_sandbox_spec_v1& spec);
+  void release(airlock_sandbox_v1& sandbox);
+  const std::vector<std::string>& extraSyscalls() const { return extra_syscalls_; }
+  const std::string& name() const { return instance_->plugin().shortName(); }
+  const std::string& fullName() const { return instance_->plugin().name(); }
+
+ private:
+  const airlock_isolation_ops_v1& ops() const;
+  std::unique_ptr<Instance> instance_;
+  std::vector<std::string> extra_syscalls_;
+  std::mutex mu_;
+};
+
+class Language {
+ public:
+  struct Command {
+    std::vector<std::string> argv;
+    std::vector<std::string> env;
+    bool operator==(const Command&) const = default;
+  };
+
+  explicit Language(std::unique_ptr<Instance> instance);
+
+  Result<Command> build(const airlock_code_request_v1& request) const;
+  Result<Command> buildInline(std::string_view code,
+                              const std::vector<std::string>& args = {}) const;
+  Result<Command> buildFile(const std::string& path,
+                            const std::vector<std::string>& args = {}) const;
+
+  const std::string& name() const { return instance_->plugin().shortName(); }  // "python"
+  const std::string& fullName() const { return instance_->plugin().name(); }
+
+  // Copied from the plugin's ops table when the instance was created.
+  std::vector<std::string> aliases;      // "py", "python3"
+  std::vector<std::string> extensions;   // ".py"
+  std::vector<std::string> image_paths;  // host paths bound read-only at the same place
+  size_t max_inline_bytes = 0;           // larger inline programs go through a file
+
+  // True for the full name, the short name or an alias.
+  bool answersTo(std::string_view name) const;
+  bool handlesExtension(std::string_view extension) const;
+
+ private:
+  const airlock_language_ops_v1& ops() const;
+  std::unique_ptr<Instance> instance_;
+  mutable std::mutex mu_;
+};
+
+// Copies a NULL-terminated C string array; NULL gives an empty vector.
+std::vector<std::string> copyStringArray(const char* const* array);
+
+}  // namespace airlock::plugin
