@@ -17,6 +17,13 @@
 
 #include <airlock/plugin_abi_v1.h>
 
+// BOOST_DLL_ALIAS needs only a section attribute and an exported variable. Without this,
+// boost/dll/config.hpp pulls in Boost.System, whose error categories are default-visibility
+// classes: every plugin would export their vtables and typeinfo, and bind them against the
+// host's copies.
+#ifndef BOOST_DLL_USE_STD_FS
+#define BOOST_DLL_USE_STD_FS
+#endif
 #include <boost/dll/alias.hpp>
 #include <cerrno>
 #include <cstdio>
