@@ -1,0 +1,43 @@
+// airlock.language.node: Node.js from the host's /usr/bin/node.
+#include "common/language_support.h"
+
+namespace {
+
+class Node final : public airlock::sdk::LanguagePlugin {
+ public:
+  static constexpr const char* kName = "airlock.language.node";
+  static constexpr const char* kAliases[] = {"js", "javascript", "nodejs", nullptr};
+  static constexpr const char* kExtensions[] = {".js", ".mjs", ".cjs", nullptr};
+  static constexpr const char* kImagePaths[] = {nullptr};  // everything it needs is under /usr
+  static constexpr size_t kMaxInlineBytes = 100 * 1024;
+
+  Node(const airlock_host_v1* host, std::string_view config_json)
+      : LanguagePlugin(host, config_json),
+        interpreter_(airlock::languages::parseConfig(config_json, kName).interpreter) {
+    if (interpreter_.empty()) interpreter_ = "/usr/bin/node";
+  }
+
+  Command buildCommand(const airlock_code_request_v1& request) override {
+    Command c;
+    c.argv.push_back(interpreter_);
+    if (airlock::languages::isInline(request)) {
+      c.argv.push_back("-e");
+      c.argv.push_back(airlock::languages::inlineCode(request));
+      // "--" so arguments such as "--version" reach process.argv instead of node itself.
+      c.argv.push_back("--");
+    } else {
+      c.argv.push_back(airlock::languages::programPath(request));
+    }
+    for (auto& a : airlock::languages::requestArgs(request)) c.argv.push_back(std::move(a));
+    // No variables of its own: the supervisor's clean environment is all node gets, so nothing
+    // like NODE_OPTIONS or NODE_EXTRA_CA_CERTS leaks in from the host.
+    return c;
+  }
+
+ private:
+  std::string interpreter_;
+};
+
+}  // namespace
+
+AIRLOCK_LANGUAGE_PLUGIN(Node, Node::kName, "1.0.0")
