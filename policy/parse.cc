@@ -506,7 +506,8 @@ Result<Policy> parse(std::string_view toml_text, const std::string& source_name)
 }
 
 Result<Policy> loadFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  // O_NONBLOCK: a FIFO given as the policy must be refused below, not block open().
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd) return sysError("open policy file", path);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return sysError("fstat policy file", path);

@@ -1,5 +1,6 @@
 // Parsing policy files: fixtures with exact messages, extends, defaults, hashing, loading.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <regex>
 #include <string>
@@ -304,6 +305,11 @@ TEST(PolicyLoad, MissingFileDirectoryAndHugeFile) {
   auto directory = loadFile(dir.path());
   ASSERT_FALSE(directory.has_value());
   EXPECT_EQ(directory.error().message(), "policy file is not a regular file '" + dir.path() + "'");
+  ASSERT_EQ(::mkfifo(dir.file("fifo.toml").c_str(), 0600), 0);
+  auto fifo = loadFile(dir.file("fifo.toml"));  // must not block waiting for a writer
+  ASSERT_FALSE(fifo.has_value());
+  EXPECT_EQ(fifo.error().message(),
+            "policy file is not a regular file '" + dir.file("fifo.toml") + "'");
   dir.write("huge.toml", "schema = 1\n" + std::string(5 << 20, '#'));
   auto huge = loadFile(dir.file("huge.toml"));
   ASSERT_FALSE(huge.has_value());
