@@ -1,5 +1,7 @@
 #include "supervisor/sandbox/sandbox.h"
 
+#include "airlock/policy/keys.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/random.h>
@@ -12,7 +14,6 @@
 #include <cstdio>
 
 #include "supervisor/sandbox/orphans.h"
-#include "supervisor/sys/capabilities.h"
 #include "supervisor/sys/seccomp_filter.h"
 
 namespace airlock::sandbox {
@@ -66,9 +67,10 @@ Result<protocol::Configure> configureFor(const policy::Profile& profile,
   c.gid = as_root ? 0 : kSandboxGid;
   if (as_root) {
     for (const auto& name : profile.capabilities) {
-      auto cap = sys::capabilityNumber(name);
-      if (!cap) return Unexpected(cap.error());
-      c.keep_caps |= 1ull << *cap;
+      // validate() has already refused unknown names; a -1 here would be a bug upstream.
+      int cap = policy::capabilityNumber(name);
+      if (cap < 0) return fail("unknown capability", name);
+      c.keep_caps |= 1ull << cap;
     }
   }
   const auto& l = profile.limits;
