@@ -1,0 +1,796 @@
+#include "agent.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/filter.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "airlock/protocol/channel.h"
+#include "airlock/protocol/messages.h"
+#include "caps.h"
+#include "child.h"
+#include "file_ops.h"
+#include "landlock.h"
+#include "startup.h"
+
+#ifndef AIRLOCK_VERSION
+#define AIRLOCK_VERSION "0.0.0"
+#endif
+
+namespace airlock::agent {
+namespace {
+
+namespace proto = airlock::protocol;
+
+constexpr size_t kMaxExecutions = 64;
+constexpr size_t kMaxStdinBuffer = 4 << 20;  // per execution, not yet taken by the child
+constexpr int64_t kDrainMs = 2000;           // after the main process exits, for pipes to close
+constexpr int kShutdownReapMs = 5000;
+
+uint64_t monotonicUs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
+}
+
+uint64_t timevalUs(const timeval& tv) {
+  return static_cast<uint64_t>(tv.tv_sec) * 1000000u + static_cast<uint64_t>(tv.tv_usec);
+}
+
+bool armTimer(int fd, int64_t ms) {
+  itimerspec its{};
+  its.it_value.tv_sec = ms / 1000;
+  its.it_value.tv_nsec = (ms % 1000) * 1000000;
+  if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+  return ::timerfd_settime(fd, 0, &its, nullptr) == 0;
+}
+
+bool setNonBlocking(int fd) {
+  int fl = ::fcntl(fd, F_GETFL);
+  return fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+}
+
+// Everything Configure decided, in the form the forked child consumes.
+struct Confinement {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  uint64_t keep_caps = 0;
+  std::vector<sock_filter> filter;
+  sock_fprog prog{};
+  std::vector<ChildRlimit> rlimits;
+  LandlockRuleset landlock;
+  bool change_ids = false;
+  bool drop_groups = false;
+  bool drop_bounding_set = false;
+  int last_cap = 0;
+};
+
+struct Execution {
+  uint32_t id = 0;
+  pid_t pid = -1;
+  std::vector<std::string> argv, env;
+  std::string cwd;
+  std::vector<char*> argv_ptrs, env_ptrs;
+  ChildSpec spec;
+
+  UniqueFd out, err, in, sync, timer;
+  bool stdin_requested = false;
+  bool stdin_eof = false;
+  std::string stdin_buf;
+
+  uint64_t out_cap = 0, err_cap = 0;
+  uint64_t out_bytes = 0, err_bytes = 0, out_sent = 0, err_sent = 0;
+  bool out_truncated = false, err_truncated = false;
+
+  uint64_t start_us = 0, end_us = 0;
+  bool main_exited = false;
+  int status = 0;
+  rusage usage{};
+  bool timed_out = false;
+  bool exec_failed = false;
+  int exec_errno = 0;
+};
+
+class Agent {
+ public:
+  Agent(int in, int out, UniqueFd sigfd)
+      : in_(in), out_(out), sigfd_(std::move(sigfd)), iobuf_(proto::kMaxChunk) {}
+
+  int serve();
+
+ private:
+  enum class Slot { kChannel, kSignal, kStdout, kStderr, kStdin, kSync, kTimer };
+
+  template <typename M>
+  bool send(uint32_t id, const M& m) {
+    std::string frame;
+    proto::encode(frame, id, m);
+    return sendRaw(frame);
+  }
+  bool sendRaw(const std::string& frame);
+  void sendError(uint32_t id, int errnum, const std::string& stage, const std::string& message);
+
+  void readChannel();
+  void handleFrame(const proto::FrameHeader& h, const std::string& payload);
+  void handleConfigure(uint32_t id, const std::string& payload);
+  void handleExec(uint32_t id, const std::string& payload);
+  void handleStdin(uint32_t id, const std::string& payload);
+  void handleSignal(uint32_t id, const std::string& payload);
+  void handleFileWrite(uint32_t id, const std::string& payload);
+  void handleFileRead(uint32_t id, const std::string& payload);
+
+  Execution* find(uint32_t id) {
+    auto it = execs_.find(id);
+    return it == execs_.end() ? nullptr : it->second.get();
+  }
+  void startFailed(Execution& e, int errnum, const std::string& stage, const std::string& msg);
+  void readSignals();
+  void reapChildren();
+  void killExecution(Execution& e, int sig);
+  void readOutput(Execution& e, proto::Stream stream);
+  void forward(Execution& e, proto::Stream stream, const char* data, size_t n);
+  void flushStdin(Execution& e);
+  void readSync(Execution& e);
+  void onTimer(Execution& e);
+  void tryFinish(uint32_t id, bool force);
+  void shutdownAll();
+
+  int in_, out_;
+  UniqueFd sigfd_;
+  proto::FrameReader reader_;
+  std::vector<char> iobuf_;
+  std::unique_ptr<Confinement> conf_;
+  std::map<uint32_t, std::unique_ptr<Execution>> execs_;
+  FileWriter writer_;
+  bool stop_ = false;
+  int exit_code_ = 0;
+};
+
+bool Agent::sendRaw(const std::string& frame) {
+  if (stop_) return false;
+  if (auto r = proto::writeFrame(out_, frame); !r) {
+    // The supervisor is gone: nobody is left to report to.
+    stop_ = true;
+    exit_code_ = 0;
+    return false;
+  }
+  return true;
+}
+
+void Agent::sendError(uint32_t id, int errnum, const std::string& stage,
+                      const std::string& message) {
+  proto::ErrorMsg m;
+  m.errnum = errnum;
+  m.stage = stage;
+  m.message = message.size() > 4096 ? message.substr(0, 4096) : message;
+  send(id, m);
+}
+
+int Agent::serve() {
+  proto::Hello hello;
+  hello.agent_version = AIRLOCK_VERSION;
+  hello.agent_pid = static_cast<uint32_t>(::getpid());
+  if (!send(0, hello)) return 0;
+
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Slot, uint32_t>> slots;
+  while (!stop_) {
+    fds.clear();
+    slots.clear();
+    auto add = [&](int fd, short events, Slot s, uint32_t id) {
+      fds.push_back({fd, events, 0});
+      slots.push_back({s, id});
+    };
+    add(in_, POLLIN, Slot::kChannel, 0);
+    add(sigfd_.get(), POLLIN, Slot::kSignal, 0);
+    for (auto& [id, e] : execs_) {
+      if (e->out) add(e->out.get(), POLLIN, Slot::kStdout, id);
+      if (e->err) add(e->err.get(), POLLIN, Slot::kStderr, id);
+      if (e->in && !e->stdin_buf.empty()) add(e->in.get(), POLLOUT, Slot::kStdin, id);
+      if (e->sync) add(e->sync.get(), POLLIN, Slot::kSync, id);
+      if (e->timer) add(e->timer.get(), POLLIN, Slot::kTimer, id);
+    }
+    int n = ::poll(fds.data(), fds.size(), -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      exit_code_ = 1;
+      break;
+    }
+    for (size_t i = 0; i < fds.size() && !stop_; ++i) {
+      if (fds[i].revents == 0) continue;
+      auto [slot, id] = slots[i];
+      if (slot == Slot::kChannel) {
+        readChannel();
+        continue;
+      }
+      if (slot == Slot::kSignal) {
+        readSignals();
+        continue;
+      }
+      Execution* e = find(id);
+      if (e == nullptr) continue;  // finished earlier in this round
+      switch (slot) {
+        case Slot::kStdout:
+          readOutput(*e, proto::Stream::kStdout);
+          break;
+        case Slot::kStderr:
+          readOutput(*e, proto::Stream::kStderr);
+          break;
+        case Slot::kStdin:
+          flushStdin(*e);
+          break;
+        case Slot::kSync:
+          readSync(*e);
+          break;
+        case Slot::kTimer:
+          onTimer(*e);
+          break;
+        default:
+          break;
+      }
+      if (find(id) != nullptr) tryFinish(id, false);
+    }
+  }
+  shutdownAll();
+  return exit_code_;
+}
+
+void Agent::readChannel() {
+  ssize_t n = ::read(in_, iobuf_.data(), iobuf_.size());
+  if (n < 0) {
+    if (errno == EINTR || errno == EAGAIN) return;
+    stop_ = true;  // the channel broke: treat like EOF
+    return;
+  }
+  if (n == 0) {
+    stop_ = true;  // the supervisor closed the channel
+    return;
+  }
+  reader_.feed(std::string_view(iobuf_.data(), static_cast<size_t>(n)));
+  while (!stop_) {
+    auto frame = reader_.next();
+    if (!frame) {
+      sendError(0, EPROTO, "protocol", frame.error().message() + "; closing the channel");
+      stop_ = true;
+      exit_code_ = 2;
+      return;
+    }
+    if (!*frame) return;
+    handleFrame((*frame)->first, (*frame)->second);
+  }
+}
+
+void Agent::handleFrame(const proto::FrameHeader& h, const std::string& payload) {
+  uint32_t id = h.request_id;
+  if (!conf_ && h.type != proto::MsgType::kConfigure && h.type != proto::MsgType::kShutdown) {
+    sendError(id, EPROTO, "protocol",
+              std::string("expected Configure first, got ") + proto::msgTypeName(h.type));
+    return;
+  }
+  switch (h.type) {
+    case proto::MsgType::kConfigure:
+      handleConfigure(id, payload);
+      return;
+    case proto::MsgType::kExec:
+      handleExec(id, payload);
+      return;
+    case proto::MsgType::kStdin:
+      handleStdin(id, payload);
+      return;
+    case proto::MsgType::kSignal:
+      handleSignal(id, payload);
+      return;
+    case proto::MsgType::kFileWrite:
+      handleFileWrite(id, payload);
+      return;
+    case proto::MsgType::kFileRead:
+      handleFileRead(id, payload);
+      return;
+    case proto::MsgType::kShutdown:
+      shutdownAll();
+      send(id, proto::Ok{});
+      stop_ = true;
+      return;
+    default:
+      sendError(id, EPROTO, "protocol",
+                std::string(proto::msgTypeName(h.type)) + " is sent by the agent, not to it");
+      return;
+  }
+}
+
+void Agent::handleConfigure(uint32_t id, const std::string& payload) {
+  if (conf_) {
+    sendError(id, EPROTO, "protocol", "Configure: the agent is already configured");
+    return;
+  }
+  auto m = proto::decodeConfigure(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  auto c = std::make_unique<Confinement>();
+  c->uid = m->uid;
+  c->gid = m->gid;
+  c->keep_caps = m->keep_caps;
+  c->filter.resize(m->seccomp_bpf.size() / sizeof(sock_filter));
+  if (!c->filter.empty())
+    std::memcpy(c->filter.data(), m->seccomp_bpf.data(), m->seccomp_bpf.size());
+  c->prog.len = static_cast<unsigned short>(c->filter.size());
+  c->prog.filter = c->filter.data();
+  for (const auto& r : m->rlimits)
+    c->rlimits.push_back(
+        {static_cast<int>(r.resource), {static_cast<rlim_t>(r.soft), static_cast<rlim_t>(r.hard)}});
+  if (m->landlock) {
+    auto ruleset = LandlockRuleset::create(m->writable_paths);
+    if (!ruleset) {
+      sendError(id, ruleset.error().errnum(), "landlock", ruleset.error().message());
+      return;
+    }
+    c->landlock = std::move(*ruleset);
+  }
+  uid_t ru, eu, su;
+  gid_t rg, eg, sg;
+  ::getresuid(&ru, &eu, &su);
+  ::getresgid(&rg, &eg, &sg);
+  c->change_ids = !(ru == c->uid && eu == c->uid && su == c->uid && rg == c->gid && eg == c->gid &&
+                    sg == c->gid);
+  c->drop_groups = ::getgroups(0, nullptr) > 0;
+  c->drop_bounding_set = canDropBoundingSet();
+  c->last_cap = lastCap();
+  // File operations check permissions with the agent's supplementary groups too.
+  if (::geteuid() == 0 && c->drop_groups) ::setgroups(0, nullptr);
+  conf_ = std::move(c);
+  send(id, proto::Ok{});
+}
+
+void Agent::startFailed(Execution& e, int errnum, const std::string& stage,
+                        const std::string& msg) {
+  sendError(e.id, errnum, stage, msg);
+  proto::Exited x;
+  x.exit_code = errnum == ENOENT ? 127 : 126;
+  send(e.id, x);
+}
+
+void Agent::handleExec(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeExec(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  if (find(id) != nullptr) {
+    sendError(id, EEXIST, "protocol",
+              "Exec: request id " + std::to_string(id) + " is already a running execution");
+    return;
+  }
+  auto e = std::make_unique<Execution>();
+  e->id = id;
+  e->argv = std::move(m->argv);
+  e->env = std::move(m->env);
+  e->cwd = std::move(m->cwd);
+  e->out_cap = m->stdout_cap;
+  e->err_cap = m->stderr_cap;
+  e->stdin_requested = m->stdin_pipe;
+  if (execs_.size() >= kMaxExecutions) {
+    startFailed(*e, EAGAIN, "exec",
+                "exec '" + e->argv[0] + "': " + std::to_string(kMaxExecutions) +
+                    " executions already running");
+    return;
+  }
+
+  auto failNow = [&](const char* op, const char* subject) {
+    int err = errno;
+    startFailed(*e, err, "exec", Error(op, subject, err).message());
+  };
+
+  // Prepare everything the child needs; after fork it only makes syscalls.
+  int out_pipe[2], err_pipe[2], sync_pipe[2], in_pipe[2] = {-1, -1};
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    failNow("pipe2", "stdout");
+    return;
+  }
+  UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    failNow("pipe2", "stderr");
+    return;
+  }
+  UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
+  if (::pipe2(sync_pipe, O_CLOEXEC) != 0) {
+    failNow("pipe2", "sync");
+    return;
+  }
+  UniqueFd sync_r(sync_pipe[0]), sync_w(sync_pipe[1]);
+  UniqueFd in_r, in_w;
+  if (e->stdin_requested) {
+    if (::pipe2(in_pipe, O_CLOEXEC) != 0) {
+      failNow("pipe2", "stdin");
+      return;
+    }
+    in_r.reset(in_pipe[0]);
+    in_w.reset(in_pipe[1]);
+  } else {
+    in_r.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!in_r) {
+      failNow("open", "/dev/null");
+      return;
+    }
+  }
+  UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  if (!timer) {
+    failNow("timerfd_create", "execution timer");
+    return;
+  }
+  setNonBlocking(out_r.get());
+  setNonBlocking(err_r.get());
+  setNonBlocking(sync_r.get());
+  if (in_w) setNonBlocking(in_w.get());
+
+  for (auto& a : e->argv) e->argv_ptrs.push_back(a.data());
+  e->argv_ptrs.push_back(nullptr);
+  for (auto& v : e->env) e->env_ptrs.push_back(v.data());
+  e->env_ptrs.push_back(nullptr);
+
+  const Confinement& c = *conf_;
+  ChildSpec& s = e->spec;
+  s.path = e->argv[0].c_str();
+  s.argv = e->argv_ptrs.data();
+  s.envp = e->env_ptrs.data();
+  s.cwd = e->cwd.c_str();
+  s.stdin_fd = in_r.get();
+  s.stdout_fd = out_w.get();
+  s.stderr_fd = err_w.get();
+  s.sync_fd = sync_w.get();
+  s.rlimits = c.rlimits.data();
+  s.rlimit_count = c.rlimits.size();
+  s.landlock_fd = c.landlock.valid() ? c.landlock.fd() : -1;
+  s.drop_groups = c.drop_groups;
+  s.change_ids = c.change_ids;
+  s.uid = c.uid;
+  s.gid = c.gid;
+  s.drop_bounding_set = c.drop_bounding_set;
+  s.last_cap = c.last_cap;
+  // Only uid 0 can hold capabilities across execve without file capabilities.
+  s.caps = c.uid == 0 ? c.keep_caps : 0;
+  s.seccomp = c.filter.empty() ? nullptr : &c.prog;
+
+  e->start_us = monotonicUs();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    startFailed(*e, err, "fork", Error("fork", e->argv[0], err).message());
+    return;
+  }
+  if (pid == 0) runChild(e->spec);
+
+  e->pid = pid;
+  e->out = std::move(out_r);
+  e->err = std::move(err_r);
+  e->sync = std::move(sync_r);
+  e->in = std::move(in_w);
+  e->timer = std::move(timer);
+  if (m->timeout_ms > 0) {
+    int64_t ms = static_cast<int64_t>(std::min<uint64_t>(m->timeout_ms, 1ull << 40));
+    armTimer(e->timer.get(), ms);
+  }
+  execs_.emplace(id, std::move(e));
+}
+
+void Agent::handleStdin(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeStdin(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  Execution* e = find(id);
+  if (e == nullptr) return;  // already ended: a normal race, nothing to report
+  if (!e->stdin_requested) {
+    sendError(id, EBADF, "stdin",
+              "stdin of execution " + std::to_string(id) + " is /dev/null (Exec.stdin_pipe false)");
+    return;
+  }
+  if (!e->in) return;  // the child closed its stdin or eof was already sent
+  if (e->stdin_buf.size() + m->data.size() > kMaxStdinBuffer) {
+    sendError(id, ENOBUFS, "stdin",
+              "stdin of execution " + std::to_string(id) + ": " +
+                  std::to_string(e->stdin_buf.size()) + " bytes not yet read by the process; " +
+                  "limit " + std::to_string(kMaxStdinBuffer) + ", data dropped");
+    return;
+  }
+  e->stdin_buf += m->data;
+  e->stdin_eof = e->stdin_eof || m->eof;
+  flushStdin(*e);
+}
+
+void Agent::flushStdin(Execution& e) {
+  while (e.in && !e.stdin_buf.empty()) {
+    ssize_t n = ::write(e.in.get(), e.stdin_buf.data(), e.stdin_buf.size());
+    if (n > 0) {
+      e.stdin_buf.erase(0, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    // EPIPE: the process closed its stdin; the rest can never be delivered.
+    e.stdin_buf.clear();
+    e.in.reset();
+    return;
+  }
+  if (e.in && e.stdin_eof && e.stdin_buf.empty()) e.in.reset();
+}
+
+void Agent::handleSignal(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeSignal(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  Execution* e = find(id);
+  if (e == nullptr || e->main_exited) return;  // already ended: a normal race
+  if (::kill(-e->pid, m->signo) != 0) {
+    // Before the child's setsid there is no group yet; signal the process itself.
+    if (errno != ESRCH || ::kill(e->pid, m->signo) != 0)
+      sendError(
+          id, errno, "signal",
+          Error("kill", "execution " + std::to_string(id) + " signal " + std::to_string(m->signo),
+                errno)
+              .message());
+  }
+}
+
+void Agent::handleFileWrite(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeFileWrite(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  auto done = writer_.write(id, *m, conf_->uid, conf_->gid);
+  if (!done) {
+    int e = done.error().errnum();
+    sendError(id, e != 0 ? e : EINVAL, "file_write", done.error().message());
+    return;
+  }
+  if (*done) send(id, proto::Ok{});
+}
+
+void Agent::handleFileRead(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeFileRead(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  auto r =
+      readFile(*m, conf_->uid, conf_->gid, [&](const proto::FileData& d) { return send(id, d); });
+  if (!r && !stop_) {
+    int e = r.error().errnum();
+    sendError(id, e != 0 ? e : EIO, "file_read", r.error().message());
+  }
+}
+
+void Agent::readSignals() {
+  signalfd_siginfo si;
+  while (::read(sigfd_.get(), &si, sizeof(si)) == sizeof(si)) {
+  }
+  reapChildren();
+}
+
+void Agent::reapChildren() {
+  for (;;) {
+    int status = 0;
+    rusage ru{};
+    pid_t pid = ::wait4(-1, &status, WNOHANG, &ru);
+    if (pid <= 0) break;  // 0: none ready; ECHILD: no children left
+    for (auto& [id, e] : execs_) {
+      if (e->pid != pid || e->main_exited) continue;
+      e->main_exited = true;
+      e->status = status;
+      e->usage = ru;
+      e->end_us = monotonicUs();
+      // The execution ends with its main process: nothing it started may outlive it.
+      killExecution(*e, SIGKILL);
+      armTimer(e->timer.get(), kDrainMs);
+      break;
+    }
+  }
+  std::vector<uint32_t> ids;
+  for (auto& [id, e] : execs_)
+    if (e->main_exited) ids.push_back(id);
+  for (uint32_t id : ids) tryFinish(id, false);
+}
+
+void Agent::killExecution(Execution& e, int sig) {
+  // As PID 1 of a sandbox running one execution, everything but the agent belongs to it,
+  // including daemons that left the process group with setsid.
+  if (::getpid() == 1 && execs_.size() == 1) {
+    ::kill(-1, sig);
+    return;
+  }
+  if (::kill(-e.pid, sig) != 0 && !e.main_exited) ::kill(e.pid, sig);
+}
+
+void Agent::readOutput(Execution& e, proto::Stream stream) {
+  UniqueFd& fd = stream == proto::Stream::kStdout ? e.out : e.err;
+  ssize_t n = ::read(fd.get(), iobuf_.data(), iobuf_.size());
+  if (n < 0) {
+    if (errno == EINTR || errno == EAGAIN) return;
+    fd.reset();
+    return;
+  }
+  if (n == 0) {
+    fd.reset();
+    return;
+  }
+  forward(e, stream, iobuf_.data(), static_cast<size_t>(n));
+}
+
+void Agent::forward(Execution& e, proto::Stream stream, const char* data, size_t n) {
+  bool is_out = stream == proto::Stream::kStdout;
+  uint64_t cap = is_out ? e.out_cap : e.err_cap;
+  uint64_t& bytes = is_out ? e.out_bytes : e.err_bytes;
+  uint64_t& sent = is_out ? e.out_sent : e.err_sent;
+  bool& truncated = is_out ? e.out_truncated : e.err_truncated;
+  bytes += n;
+  size_t take = n;
+  if (cap != 0) take = static_cast<size_t>(std::min<uint64_t>(n, cap - sent));
+  if (take < n) truncated = true;
+  if (take == 0) return;
+  sent += take;
+  proto::Output o;
+  o.stream = stream;
+  o.data.assign(data, take);
+  send(e.id, o);
+}
+
+void Agent::readSync(Execution& e) {
+  StageRecord rec{};
+  ssize_t n = ::read(e.sync.get(), &rec, sizeof(rec));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  e.sync.reset();
+  if (n != static_cast<ssize_t>(sizeof(rec))) return;  // EOF: execve succeeded
+  e.exec_failed = true;
+  e.exec_errno = rec.err;
+  sendError(e.id, rec.err, childStageName(static_cast<ChildStage>(rec.stage)),
+            describeChildFailure(rec, e.spec));
+}
+
+void Agent::onTimer(Execution& e) {
+  uint64_t expirations = 0;
+  if (::read(e.timer.get(), &expirations, sizeof(expirations)) != sizeof(expirations)) return;
+  if (!e.main_exited) {
+    e.timed_out = true;
+    killExecution(e, SIGKILL);
+    return;
+  }
+  tryFinish(e.id, true);  // pipes still open after the drain deadline: something escaped
+}
+
+void Agent::tryFinish(uint32_t id, bool force) {
+  Execution* e = find(id);
+  if (e == nullptr || !e->main_exited) return;
+  if (!force) {
+    if (e->sync || e->out || e->err) return;
+    // Processes of the group still exist (dying, or zombies about to be re-parented and reaped).
+    if (::kill(-e->pid, 0) == 0) return;
+  } else {
+    if (e->sync) readSync(*e);
+    for (auto stream : {proto::Stream::kStdout, proto::Stream::kStderr}) {
+      for (int i = 0; i < 64; ++i) {
+        UniqueFd& fd = stream == proto::Stream::kStdout ? e->out : e->err;
+        if (!fd) break;
+        ssize_t n = ::read(fd.get(), iobuf_.data(), iobuf_.size());
+        if (n <= 0) break;
+        forward(*e, stream, iobuf_.data(), static_cast<size_t>(n));
+      }
+    }
+  }
+  proto::Exited x;
+  if (e->exec_failed) {
+    x.exit_code = e->exec_errno == ENOENT ? 127 : 126;
+  } else if (WIFSIGNALED(e->status)) {
+    x.exit_code = -1;
+    x.signal = WTERMSIG(e->status);
+  } else {
+    x.exit_code = WEXITSTATUS(e->status);
+  }
+  x.timed_out = e->timed_out;
+  x.stdout_truncated = e->out_truncated;
+  x.stderr_truncated = e->err_truncated;
+  x.stdout_bytes = e->out_bytes;
+  x.stderr_bytes = e->err_bytes;
+  x.wall_us = e->end_us - e->start_us;
+  x.user_us = timevalUs(e->usage.ru_utime);
+  x.sys_us = timevalUs(e->usage.ru_stime);
+  x.max_rss_kb = static_cast<uint64_t>(e->usage.ru_maxrss);
+  execs_.erase(id);
+  send(id, x);
+}
+
+// Direct children of the agent that are not yet reaped (re-parented orphans included).
+std::vector<pid_t> childrenOfSelf() {
+  std::vector<pid_t> out;
+  pid_t self = ::getpid();
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* de = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(de->d_name, &end, 10);
+    if (end == de->d_name || *end != '\0') continue;
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[512];
+    ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    char* paren = std::strrchr(buf, ')');
+    if (paren == nullptr) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(paren + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
+      out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+
+void Agent::shutdownAll() {
+  bool pid1 = ::getpid() == 1;
+  if (pid1) {
+    ::kill(-1, SIGKILL);
+  } else {
+    for (auto& [id, e] : execs_) {
+      ::kill(-e->pid, SIGKILL);
+      if (!e->main_exited) ::kill(e->pid, SIGKILL);
+    }
+  }
+  uint64_t deadline = monotonicUs() + kShutdownReapMs * 1000ull;
+  for (;;) {
+    if (!pid1)
+      for (pid_t p : childrenOfSelf()) ::kill(p, SIGKILL);
+    pid_t r;
+    while ((r = ::waitpid(-1, nullptr, WNOHANG)) > 0) {
+    }
+    if (r < 0 && errno == ECHILD) break;
+    if (monotonicUs() > deadline) break;
+    ::usleep(5000);
+  }
+  execs_.clear();
+}
+
+}  // namespace
+
+int run(const Options& options) {
+  auto sigfd = prepareProcess(options.channel_in, options.channel_out);
+  if (!sigfd) {
+    // No channel to report on is certain yet; try anyway, then give up.
+    proto::ErrorMsg m;
+    m.errnum = sigfd.error().errnum();
+    m.stage = "startup";
+    m.message = sigfd.error().message();
+    std::string frame;
+    proto::encode(frame, 0, m);
+    (void)proto::writeFrame(options.channel_out, frame);
+    return 1;
+  }
+  Agent agent(options.channel_in, options.channel_out, std::move(*sigfd));
+  return agent.serve();
+}
+
+}  // namespace airlock::agent

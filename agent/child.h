@@ -1,0 +1,76 @@
+// The forked child of an execution: the fixed sequence of confinement steps before execve.
+//
+// Everything is prepared in the agent before fork (ChildSpec holds only pointers into storage
+// the agent keeps alive); the child calls async-signal-safe functions only. A failing step writes
+// one StageRecord to the CLOEXEC sync pipe and _exits 127; a successful execve closes the pipe.
+#pragma once
+
+#include <linux/filter.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+namespace airlock::agent {
+
+enum class ChildStage : int32_t {
+  kSignals = 1,
+  kSetsid,
+  kStdio,
+  kChdir,
+  kRlimit,
+  kLandlock,
+  kCapBoundingSet,
+  kSetgroups,
+  kSetresgid,
+  kSetresuid,
+  kCapabilities,
+  kNoNewPrivs,
+  kSeccomp,
+  kExec,
+};
+
+// Written by a failing child; fixed size, so one atomic pipe write.
+struct StageRecord {
+  int32_t stage;
+  int32_t err;
+  int32_t detail;  // rlimit resource or capability number, when relevant
+};
+
+struct ChildRlimit {
+  int resource;
+  struct rlimit limit;
+};
+
+struct ChildSpec {
+  const char* path = nullptr;  // argv[0]
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  const char* cwd = nullptr;
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  int sync_fd = -1;
+  const ChildRlimit* rlimits = nullptr;
+  size_t rlimit_count = 0;
+  int landlock_fd = -1;  // -1: no Landlock
+  bool drop_groups = false;
+  bool change_ids = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool drop_bounding_set = false;
+  int last_cap = 0;
+  uint64_t caps = 0;                    // effective/permitted/inheritable after the uid change
+  const sock_fprog* seccomp = nullptr;  // nullptr: no filter
+};
+
+[[noreturn]] void runChild(const ChildSpec& spec);
+
+// "exec", "chdir", ...: the ErrorMsg.stage of a failed step.
+const char* childStageName(ChildStage stage);
+
+// "execve '/usr/bin/python3': ENOENT (No such file or directory)".
+std::string describeChildFailure(const StageRecord& rec, const ChildSpec& spec);
+
+}  // namespace airlock::agent

@@ -1,0 +1,31 @@
+// airlock-agent [--channel-fd N | --channel-stdio]
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "agent.h"
+
+int main(int argc, char** argv) {
+  airlock::agent::Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--channel-fd" && i + 1 < argc) {
+      char* end = nullptr;
+      long fd = std::strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end != '\0' || fd < 0 || fd > 1 << 20) return 2;
+      options.channel_in = options.channel_out = static_cast<int>(fd);
+    } else if (arg == "--channel-stdio") {
+      options.channel_in = 0;
+      options.channel_out = 1;
+    } else {
+      // stderr is /dev/null inside a sandbox; this only helps someone running it by hand.
+      const char usage[] = "usage: airlock-agent [--channel-fd N | --channel-stdio]\n";
+      ssize_t ignored = write(2, usage, sizeof(usage) - 1);
+      (void)ignored;
+      return 2;
+    }
+  }
+  return airlock::agent::run(options);
+}

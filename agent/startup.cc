@@ -1,0 +1,79 @@
+#include "startup.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+namespace airlock::agent {
+namespace {
+
+void closeRange(unsigned first, unsigned last) {
+  if (first > last) return;
+  if (::close_range(first, last, 0) == 0) return;
+  for (unsigned fd = first; fd <= std::min(last, 65535u); ++fd) ::close(static_cast<int>(fd));
+}
+
+}  // namespace
+
+Result<UniqueFd> prepareProcess(int channel_in, int channel_out) {
+  // Sandboxed code may run as the agent's uid; it must not read the agent's memory.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return sysError("prctl(PR_SET_DUMPABLE, 0)");
+
+  // Nothing the launcher leaked may reach sandboxed code.
+  std::vector<unsigned> keep{0, 1, 2, static_cast<unsigned>(channel_in),
+                             static_cast<unsigned>(channel_out)};
+  std::sort(keep.begin(), keep.end());
+  unsigned next = 0;
+  for (unsigned k : keep) {
+    if (k > next) closeRange(next, k - 1);
+    next = std::max(next, k + 1);
+  }
+  closeRange(next, ~0u);
+
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0) continue;
+    int null = ::open("/dev/null", O_RDWR);
+    if (null < 0) return sysError("open", "/dev/null");
+    if (null != fd) {
+      if (::dup2(null, fd) < 0) return sysError("dup2", "/dev/null");
+      ::close(null);
+    }
+  }
+  for (int fd : {channel_in, channel_out}) {
+    if (::fcntl(fd, F_GETFD) < 0)
+      return sysError("fcntl(F_GETFD) agent channel", std::to_string(fd));
+    if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)
+      return sysError("fcntl(FD_CLOEXEC) agent channel", std::to_string(fd));
+  }
+
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    ::sigaction(sig, &dfl, nullptr);  // glibc-internal signals refuse: that is fine
+  }
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  if (::sigaction(SIGPIPE, &ign, nullptr) != 0) return sysError("sigaction(SIGPIPE, SIG_IGN)");
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  if (::sigprocmask(SIG_SETMASK, &mask, nullptr) != 0) return sysError("sigprocmask(SIGCHLD)");
+  UniqueFd sfd(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!sfd) return sysError("signalfd(SIGCHLD)");
+
+  // Outside a pid namespace, orphans would go to the host's init; keep them ours to reap/kill.
+  if (::getpid() != 1 && ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+    return sysError("prctl(PR_SET_CHILD_SUBREAPER)");
+  ::umask(022);
+  return sfd;
+}
+
+}  // namespace airlock::agent

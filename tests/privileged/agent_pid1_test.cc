@@ -1,0 +1,75 @@
+// airlock-agent as PID 1 of a fresh pid namespace (root only): the kill(-1) paths, reaping of
+// everything re-parented to init, and the namespace dying with the channel.
+#include <signal.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "agent_harness.h"
+#include "test_support.h"
+
+namespace airlock::agent::testing {
+namespace {
+
+namespace proto = airlock::protocol;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::vector<std::string> pidNamespace() {
+  return {"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "--kill-child"};
+}
+
+// "pid comm" of every process in the namespace except the listing shell itself.
+std::string listProcesses(AgentProcess& agent, uint32_t id) {
+  auto r = agent.run(id, shell("for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = $$ ] || "
+                               "echo \"${p#/proc/} $(cat $p/comm 2>/dev/null)\"; done"));
+  EXPECT_TRUE(r.exited);
+  return r.out;
+}
+
+class AgentPid1 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AIRLOCK_REQUIRE_ROOT();
+    if (access("/usr/bin/unshare", X_OK) != 0) GTEST_SKIP() << "needs /usr/bin/unshare";
+    agent_ = std::make_unique<AgentProcess>(pidNamespace());
+    ASSERT_EQ(agent_->hello().agent_pid, 1u);
+    ASSERT_EQ(agent_->configure(AgentProcess::defaultConfigure()).first.type, proto::MsgType::kOk);
+  }
+  std::unique_ptr<AgentProcess> agent_;
+};
+
+TEST_F(AgentPid1, EscapedSessionLeadersDieWithTheExecution) {
+  // setsid leaves the execution's process group; only kill(-1) as PID 1 reaches it.
+  auto r = agent_->run(2, shell("setsid sleep 1000 & sleep 0.2; echo started"));
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exited->exit_code, 0);
+  EXPECT_EQ(listProcesses(*agent_, 3), "1 \n");
+}
+
+TEST_F(AgentPid1, TimeoutKillsEverythingButTheAgent) {
+  auto e = shell("setsid sleep 1000 & sh -c 'sleep 1000 &'; sleep 1000");
+  e.timeout_ms = 300;
+  auto r = agent_->run(4, e, 20000);
+  ASSERT_TRUE(r.exited);
+  EXPECT_TRUE(r.exited->timed_out);
+  // Only the agent is left (its comm is unreadable: it is not dumpable).
+  EXPECT_EQ(listProcesses(*agent_, 5), "1 \n");
+}
+
+TEST_F(AgentPid1, OrphanedZombiesAreReaped) {
+  auto r = agent_->run(6, shell("i=0; while [ $i -lt 300 ]; do (sleep 0.01 &); i=$((i+1)); done; "
+                                "sleep 0.5"));
+  ASSERT_TRUE(r.exited);
+  // Only the agent remains: no zombie or straggler (the glob is expanded before any cat runs).
+  EXPECT_EQ(listProcesses(*agent_, 7), "1 \n");
+}
+
+TEST_F(AgentPid1, ChannelCloseEndsTheNamespace) {
+  agent_->send(8, shell("setsid sleep 1000 & sleep 1000"));
+  EXPECT_EQ(agent_->closeAndWait(), 0);
+}
+
+}  // namespace
+}  // namespace airlock::agent::testing
