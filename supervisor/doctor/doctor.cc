@@ -1,0 +1,303 @@
+// Host probes for `airlock doctor`. Each probe forks at most a child that exits at once, opens and
+// closes a descriptor, or reads a file: nothing is left behind.
+#include "supervisor/doctor/doctor.h"
+
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <linux/kvm.h>
+#include <linux/landlock.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "airlock/unique_fd.h"
+#include "supervisor/sys/cgroup.h"
+
+namespace airlock::doctor {
+
+namespace {
+
+std::string errnoText(int e) {
+  return std::string(Error::errnoName(e)) + " (" + std::strerror(e) + ")";
+}
+
+std::string readTrimmed(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+// Runs `child` in a clone3 child with `flags`; the child's return value is its exit status.
+// Returns 0 when the child exited 0, else the clone3 errno or the child's status.
+template <typename F>
+int cloneProbe(uint64_t flags, F&& child) {
+  clone_args args{};
+  args.flags = flags;
+  args.exit_signal = SIGCHLD;
+  // clone3 without CLONE_VM: a fork whose child only calls async-signal-safe syscalls and exits.
+  long pid = ::syscall(SYS_clone3, &args, sizeof args);
+  if (pid < 0) return errno;
+  if (pid == 0) ::_exit(child());
+  int status = 0;
+  while (::waitpid(static_cast<pid_t>(pid), &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+int pivotRootChild() {
+  // Private mount namespace of a short-lived child: none of this reaches the host.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+  if (::mount("airlock-doctor", "/tmp", "tmpfs", 0, nullptr) != 0) return errno;
+  if (::chdir("/tmp") != 0) return errno;
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) return errno;
+  if (::umount2(".", MNT_DETACH) != 0) return errno;
+  return 0;
+}
+
+bool onPath(const std::string& exe, std::string& found) {
+  const char* path = std::getenv("PATH");
+  std::string p = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  p += ":/usr/sbin:/sbin";
+  std::istringstream in(p);
+  for (std::string dir; std::getline(in, dir, ':');) {
+    if (dir.empty()) continue;
+    std::string cand = dir + "/" + exe;
+    if (::access(cand.c_str(), X_OK) == 0) {
+      found = cand;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool mountedFs(const std::string& fstype, std::string& where) {
+  std::ifstream f("/proc/self/mountinfo");
+  for (std::string line; std::getline(f, line);) {
+    auto sep = line.find(" - ");
+    if (sep == std::string::npos) continue;
+    std::istringstream rest(line.substr(sep + 3));
+    std::string type;
+    rest >> type;
+    if (type != fstype) continue;
+    std::istringstream head(line.substr(0, sep));
+    std::string field;
+    for (int i = 0; i < 5 && head >> field; ++i) {
+    }
+    where = field;
+    return true;
+  }
+  return false;
+}
+
+int bpfSocketFilterLoad() {
+  bpf_insn insns[2] = {};
+  insns[0].code = BPF_ALU64 | BPF_MOV | BPF_K;  // r0 = 0
+  insns[0].dst_reg = BPF_REG_0;
+  insns[1].code = BPF_JMP | BPF_EXIT;
+  static const char kLicense[] = "GPL";
+  bpf_attr attr{};
+  attr.prog_type = BPF_PROG_TYPE_SOCKET_FILTER;
+  attr.insn_cnt = 2;
+  attr.insns = reinterpret_cast<uint64_t>(insns);
+  attr.license = reinterpret_cast<uint64_t>(kLicense);
+  // Loads and at once unloads a two-instruction program to see whether eBPF is open to us.
+  UniqueFd fd(static_cast<int>(::syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof attr)));
+  return fd ? 0 : errno;
+}
+
+struct NsProbe {
+  const char* name;
+  uint64_t flag;
+};
+constexpr NsProbe kNamespaces[] = {
+    {"user", CLONE_NEWUSER}, {"pid", CLONE_NEWPID},   {"mount", CLONE_NEWNS},
+    {"net", CLONE_NEWNET},   {"uts", CLONE_NEWUTS},   {"ipc", CLONE_NEWIPC},
+    {"cgroup", CLONE_NEWCGROUP}};
+
+}  // namespace
+
+Result<std::vector<Check>> probeHost() {
+  std::vector<Check> out;
+  auto add = [&](std::string feature, bool ok, std::string detail, std::string consequence = {}) {
+    out.push_back({std::move(feature), ok, std::move(detail), std::move(consequence)});
+    return ok;
+  };
+
+  utsname u{};
+  ::uname(&u);
+  add("kernel", true, std::string(u.sysname) + " " + u.release + " " + u.machine);
+
+  // Namespaces, each together with a user namespace as the namespaces backend creates them.
+  std::map<std::string, bool> ns_ok;
+  for (const auto& ns : kNamespaces) {
+    uint64_t flags = CLONE_NEWUSER | ns.flag;
+    int rc = cloneProbe(flags, [] { return 0; });
+    std::string label = std::string("clone3 ") + ns.name + " namespace";
+    ns_ok[ns.name] = add(label, rc == 0,
+                         rc == 0 ? "CLONE_NEWUSER|CLONE_NEW" + std::string(ns.name) + " works"
+                                 : "clone3 failed: " + errnoText(rc),
+                         rc == 0 ? "" : std::string("the namespaces backend needs it"));
+  }
+  int pivot = cloneProbe(CLONE_NEWUSER | CLONE_NEWNS, pivotRootChild);
+  if (pivot != 0 && ::geteuid() == 0) pivot = cloneProbe(CLONE_NEWNS, pivotRootChild);
+  add("pivot_root", pivot == 0,
+      pivot == 0 ? "tmpfs + pivot_root in a private mount namespace works"
+                 : "failed: " + errnoText(pivot),
+      pivot == 0 ? "" : "the namespaces backend cannot switch root");
+
+  std::string max_userns = readTrimmed("/proc/sys/user/max_user_namespaces");
+  bool userns_room = !max_userns.empty() && std::strtol(max_userns.c_str(), nullptr, 10) > 0;
+  add("user.max_user_namespaces", userns_room, max_userns.empty() ? "unreadable" : max_userns,
+      userns_room ? "" : "user namespaces are disabled by sysctl");
+
+  // Cgroups.
+  auto host = sys::CgroupHost::detect();
+  if (!host) {
+    add("cgroups", false, host.error().message(), "no resource limits can be enforced");
+  } else {
+    std::string d = host->describe();
+    std::replace(d.begin(), d.end(), '\n', ';');
+    if (!d.empty() && d.back() == ';') d.pop_back();
+    add("cgroups", host->layout != sys::CgroupLayout::kNone, d,
+        host->layout == sys::CgroupLayout::kHybrid
+            ? "limits through v1 where v2 lacks the controller; v2 directory for eBPF and kill"
+            : "");
+    for (const auto& [ctrl, where] : host->limitPlacement()) {
+      bool ok = where != "unavailable";
+      add("cgroup limit " + ctrl, ok, where,
+          ok ? "" : ctrl + " limits cannot be enforced on this host");
+    }
+    bool v2 = !host->v2_mount.empty();
+    add("cgroup v2 directory", v2, v2 ? host->v2_mount : "cgroup2 not mounted",
+        v2 ? "" : "no eBPF audit/network scoping, no cgroup.kill or CLONE_INTO_CGROUP");
+  }
+
+  // Seccomp.
+  unsigned api = seccomp_api_get();
+  uint32_t notif = SECCOMP_RET_USER_NOTIF;
+  bool notif_kernel = ::syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &notif) == 0;
+  add("seccomp filter", api >= 1,
+      "libseccomp " + std::to_string(seccomp_version()->major) + "." +
+          std::to_string(seccomp_version()->minor) + "." +
+          std::to_string(seccomp_version()->micro) + ", API level " + std::to_string(api),
+      api >= 1 ? "" : "no syscall filtering: sandboxes refuse to start");
+  add("seccomp USER_NOTIF", api >= 5 && notif_kernel,
+      std::string("kernel ") + (notif_kernel ? "supports" : "lacks") + " SECCOMP_RET_USER_NOTIF",
+      api >= 5 && notif_kernel ? "" : "no supervisor-mediated syscalls");
+
+  long landlock =
+      ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  int landlock_err = errno;
+  add("landlock", landlock >= 1,
+      landlock >= 1 ? "ABI " + std::to_string(landlock) : "unavailable: " + errnoText(landlock_err),
+      landlock >= 1 ? "" : "no Landlock defence in depth");
+
+  {
+    UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+    int e = errno;
+    add("pidfd_open", pidfd.valid(), pidfd ? "works" : errnoText(e),
+        pidfd ? "" : "process handling falls back to racy pids");
+  }
+
+  // eBPF.
+  int bpf_rc = bpfSocketFilterLoad();
+  add("eBPF program load", bpf_rc == 0,
+      bpf_rc == 0 ? "BPF_PROG_TYPE_SOCKET_FILTER loads" : "bpf(BPF_PROG_LOAD): " + errnoText(bpf_rc),
+      bpf_rc == 0 ? "" : "no eBPF audit or network enforcement");
+  struct stat st{};
+  bool btf = ::stat("/sys/kernel/btf/vmlinux", &st) == 0;
+  add("BTF", btf, btf ? "/sys/kernel/btf/vmlinux" : "/sys/kernel/btf/vmlinux missing",
+      btf ? "" : "CO-RE eBPF programs cannot load");
+  std::string tracefs;
+  bool tracing = mountedFs("tracefs", tracefs);
+  add("tracefs", tracing, tracing ? "mounted at " + tracefs : "not mounted",
+      tracing ? "" : "syscall tracepoints unavailable (mount tracefs at /sys/kernel/tracing)");
+
+  // Virtualisation and other backends.
+  std::string kvm_detail;
+  bool kvm = false;
+  {
+    UniqueFd fd(::open("/dev/kvm", O_RDWR | O_CLOEXEC));
+    if (!fd) {
+      kvm_detail = "/dev/kvm: " + errnoText(errno);
+    } else {
+      int version = ::ioctl(fd.get(), KVM_GET_API_VERSION, 0);
+      kvm = version == KVM_API_VERSION;
+      kvm_detail = "/dev/kvm API " + std::to_string(version);
+    }
+  }
+  bool pvm = ::access("/sys/module/kvm_pvm", F_OK) == 0;
+  if (pvm) kvm_detail += ", kvm_pvm (needs a PVM guest kernel; stock kernels fail)";
+  add("KVM", kvm && !pvm, kvm_detail,
+      kvm && !pvm ? "" : "microvm runs under TCG emulation (slow); use KVM hosts in production");
+
+  std::string runsc, qemu;
+  bool have_runsc = onPath("runsc", runsc);
+  bool have_qemu = onPath("qemu-system-x86_64", qemu);
+  add("runsc", have_runsc, have_runsc ? runsc : "not on PATH");
+  add("qemu-system-x86_64", have_qemu, have_qemu ? qemu : "not on PATH");
+
+  std::string tiocsti = readTrimmed("/proc/sys/dev/tty/legacy_tiocsti");
+  bool tiocsti_off = tiocsti == "0";
+  add("dev.tty.legacy_tiocsti", tiocsti_off,
+      tiocsti.empty() ? "absent (kernel < 6.2: TIOCSTI enabled)" : tiocsti,
+      tiocsti_off ? ""
+                  : "TIOCSTI can inject input into a shared terminal: sandboxes never get the "
+                    "supervisor's tty and seccomp refuses TIOCSTI");
+
+  // Backends.
+  bool ns_backend = ns_ok["user"] && ns_ok["pid"] && ns_ok["mount"] && ns_ok["net"] &&
+                    pivot == 0 && userns_room;
+  add("backend namespaces", ns_backend,
+      ns_backend ? "user, pid, mount, net namespaces and pivot_root work"
+                 : "missing namespaces or pivot_root (see above)",
+      ns_backend ? "" : "the default backend cannot run here");
+  add("backend gvisor", have_runsc, have_runsc ? "runsc found" : "runsc not installed",
+      have_runsc ? "" : "install runsc (Debian: apt install runsc) for isolation = \"gvisor\"");
+  add("backend microvm", have_qemu,
+      !have_qemu ? "qemu-system-x86_64 not installed"
+      : kvm && !pvm ? "qemu with KVM"
+                    : "qemu with TCG (no usable KVM)",
+      have_qemu ? "" : "install qemu-system-x86 for isolation = \"microvm\"");
+  return out;
+}
+
+std::string formatDoctor(const std::vector<Check>& checks) {
+  size_t fw = 7, sw = 6, dw = 6;
+  for (const auto& c : checks) {
+    fw = std::max(fw, c.feature.size());
+    dw = std::max(dw, std::min<size_t>(c.detail.size(), 60));
+  }
+  auto pad = [](const std::string& s, size_t w) {
+    return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
+  };
+  std::ostringstream out;
+  out << pad("FEATURE", fw) << "  " << pad("STATUS", sw) << "  " << pad("DETAIL", dw)
+      << "  CONSEQUENCE\n";
+  for (const auto& c : checks) {
+    std::string line = pad(c.feature, fw) + "  " + pad(c.ok ? "ok" : "NO", sw) + "  " +
+                       (c.consequence.empty() ? c.detail : pad(c.detail, dw) + "  " + c.consequence);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace airlock::doctor

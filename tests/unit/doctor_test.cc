@@ -1,0 +1,60 @@
+// formatDoctor's table and the shape of probeHost's answer (no root needed).
+#include <sstream>
+
+#include "supervisor/doctor/doctor.h"
+#include "test_support.h"
+
+namespace airlock::doctor {
+namespace {
+
+TEST(Doctor, TableIsAligned) {
+  std::vector<Check> checks = {
+      {"kernel", true, "Linux 6.18", ""},
+      {"clone3 user namespace", false, "EPERM", "the namespaces backend needs it"},
+      {"KVM", false, "/dev/kvm: ENOENT", "microvm runs under TCG"},
+  };
+  std::string table = formatDoctor(checks);
+  std::istringstream in(table);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 4u) << table;
+  EXPECT_TRUE(lines[0].starts_with("FEATURE")) << table;
+  size_t status_col = lines[0].find("STATUS");
+  size_t detail_col = lines[0].find("DETAIL");
+  size_t conseq_col = lines[0].find("CONSEQUENCE");
+  for (size_t i = 1; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i].find(checks[i - 1].ok ? "ok" : "NO"), status_col) << lines[i];
+    EXPECT_EQ(lines[i].find(checks[i - 1].detail), detail_col) << lines[i];
+    if (!checks[i - 1].consequence.empty()) {
+      EXPECT_EQ(lines[i].find(checks[i - 1].consequence), conseq_col) << lines[i];
+    }
+  }
+}
+
+TEST(Doctor, ProbeHostReportsEveryArea) {
+  auto checks = probeHost();
+  ASSERT_TRUE(checks) << checks.error().message();
+  std::set<std::string> features;
+  for (const auto& c : *checks) {
+    EXPECT_FALSE(c.feature.empty());
+    EXPECT_FALSE(c.detail.empty()) << c.feature;
+    features.insert(c.feature);
+  }
+  for (const char* f : {"kernel", "clone3 user namespace", "clone3 net namespace", "pivot_root",
+                        "cgroups", "cgroup limit memory", "seccomp filter", "seccomp USER_NOTIF",
+                        "landlock", "pidfd_open", "eBPF program load", "BTF", "tracefs", "KVM",
+                        "runsc", "qemu-system-x86_64", "user.max_user_namespaces",
+                        "dev.tty.legacy_tiocsti", "backend namespaces", "backend gvisor",
+                        "backend microvm"}) {
+    EXPECT_EQ(features.count(f), 1u) << f;
+  }
+  // Seccomp filtering is present on every kernel airlock supports, and on this one.
+  for (const auto& c : *checks) {
+    if (c.feature == "seccomp filter" || c.feature == "kernel" || c.feature == "pidfd_open") {
+      EXPECT_TRUE(c.ok) << c.feature << ": " << c.detail;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace airlock::doctor
