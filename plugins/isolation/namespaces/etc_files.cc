@@ -1,0 +1,38 @@
+#include "etc_files.h"
+
+#include <string>
+
+namespace airlock::isolation {
+
+void planEtcFiles(const airlock_sandbox_spec_v1& spec, const RootLayout& layout, Plan& plan) {
+  if (!layout.image.empty()) return;
+  const std::string uid = std::to_string(spec.user_uid);
+  const std::string gid = std::to_string(spec.user_gid);
+  const std::string host = spec.hostname;
+  std::string passwd = "root:x:0:0:root:/root:/bin/bash\n";
+  std::string group = "root:x:0:\n";
+  if (spec.user_uid != 0) passwd += "user:x:" + uid + ":" + gid + "::/home/user:/bin/bash\n";
+  if (spec.user_gid != 0) group += "user:x:" + gid + ":\n";
+  passwd += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+  group += "nogroup:x:65534:\n";
+
+  const struct {
+    const char* name;
+    std::string contents;
+  } files[] = {
+      {"passwd", std::move(passwd)},
+      {"group", std::move(group)},
+      {"hosts", "127.0.0.1\tlocalhost " + host + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
+      {"hostname", host + "\n"},
+      {"resolv.conf", ""},  // no network yet: nothing to resolve against
+      {"nsswitch.conf",
+       "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n"
+       "protocols: files\nservices: files\n"},
+  };
+  for (const auto& f : files) {
+    std::string path = std::string("/etc/") + f.name;
+    plan.writeFile(Stage::kEtc, layout.root + path, f.contents, 0644, path);
+  }
+}
+
+}  // namespace airlock::isolation
