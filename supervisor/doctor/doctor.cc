@@ -125,11 +125,13 @@ int bpfSocketFilterLoad() {
 struct NsProbe {
   const char* name;
   uint64_t flag;
+  const char* flag_name;
 };
 constexpr NsProbe kNamespaces[] = {
-    {"user", CLONE_NEWUSER}, {"pid", CLONE_NEWPID},   {"mount", CLONE_NEWNS},
-    {"net", CLONE_NEWNET},   {"uts", CLONE_NEWUTS},   {"ipc", CLONE_NEWIPC},
-    {"cgroup", CLONE_NEWCGROUP}};
+    {"user", CLONE_NEWUSER, "CLONE_NEWUSER"},      {"pid", CLONE_NEWPID, "CLONE_NEWPID"},
+    {"mount", CLONE_NEWNS, "CLONE_NEWNS"},         {"net", CLONE_NEWNET, "CLONE_NEWNET"},
+    {"uts", CLONE_NEWUTS, "CLONE_NEWUTS"},         {"ipc", CLONE_NEWIPC, "CLONE_NEWIPC"},
+    {"cgroup", CLONE_NEWCGROUP, "CLONE_NEWCGROUP"}};
 
 }  // namespace
 
@@ -150,9 +152,11 @@ Result<std::vector<Check>> probeHost() {
     uint64_t flags = CLONE_NEWUSER | ns.flag;
     int rc = cloneProbe(flags, [] { return 0; });
     std::string label = std::string("clone3 ") + ns.name + " namespace";
+    std::string flag_text = ns.flag == CLONE_NEWUSER
+                                ? std::string(ns.flag_name)
+                                : std::string("CLONE_NEWUSER|") + ns.flag_name;
     ns_ok[ns.name] = add(label, rc == 0,
-                         rc == 0 ? "CLONE_NEWUSER|CLONE_NEW" + std::string(ns.name) + " works"
-                                 : "clone3 failed: " + errnoText(rc),
+                         rc == 0 ? flag_text + " works" : flag_text + ": " + errnoText(rc),
                          rc == 0 ? "" : std::string("the namespaces backend needs it"));
   }
   int pivot = cloneProbe(CLONE_NEWUSER | CLONE_NEWNS, pivotRootChild);
