@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -147,6 +148,13 @@ void runChild(std::span<const Step> steps, const ChildContext& ctx) {
         break;
     }
     if (err != 0) report(error_fd, step.stage, err, i);
+    if (ctx.stage_end_ns != nullptr &&
+        (i + 1 == steps.size() || steps[i + 1].stage != step.stage)) {
+      timespec ts;
+      ::clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO, async-signal-safe
+      ctx.stage_end_ns[static_cast<int>(step.stage)] =
+          int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+    }
   }
   report(error_fd, Stage::kExec, ENOEXEC, static_cast<uint32_t>(steps.size()));
 }

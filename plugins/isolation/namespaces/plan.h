@@ -66,6 +66,9 @@ struct ChildContext {
   char* const* argv = nullptr;
   char* const* envp = nullptr;
   sigset_t exec_sigmask;  // the agent starts with this mask (empty)
+  // MAP_SHARED page: the child stores CLOCK_MONOTONIC ns at the end of each stage (by Stage
+  // index), so the parent can report where setup time goes. May be null.
+  int64_t* stage_end_ns = nullptr;
 };
 
 class Plan {

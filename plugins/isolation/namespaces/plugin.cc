@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,6 +110,37 @@ Result<void> writeOomScoreAdj(pid_t pid) {
   return {};
 }
 
+// Where the child's time goes: a shared page the child stamps at the end of each stage.
+class StageClock {
+ public:
+  StageClock() {
+    void* p = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    page_ = p == MAP_FAILED ? nullptr : static_cast<int64_t*>(p);
+  }
+  ~StageClock() {
+    if (page_ != nullptr) ::munmap(page_, kSize);
+  }
+  StageClock(const StageClock&) = delete;
+  StageClock& operator=(const StageClock&) = delete;
+  int64_t* slots() { return page_; }
+
+  // "; stages (us after clone): wait_parent 180, identity 190, ..."
+  std::string describe(int64_t t_clone) const {
+    if (page_ == nullptr) return {};
+    std::string out = "; stage ends (us after clone):";
+    for (int i = 0; i <= static_cast<int>(Stage::kWaitExec); ++i) {
+      if (page_[i] == 0) continue;
+      out += std::string(" ") + kStageNames[i] + " " + std::to_string((page_[i] - t_clone) / 1000);
+    }
+    return out;
+  }
+
+ private:
+  static constexpr size_t kSize = 4096;
+  static_assert(sizeof(int64_t) * (static_cast<int>(Stage::kWaitExec) + 1) <= kSize);
+  int64_t* page_ = nullptr;
+};
+
 class Namespaces final : public sdk::IsolationPlugin {
  public:
   using IsolationPlugin::IsolationPlugin;
@@ -127,9 +159,12 @@ class Namespaces final : public sdk::IsolationPlugin {
     ctx.envp = plan->keepVector({"PATH=/usr/bin:/bin"});
     sigemptyset(&ctx.exec_sigmask);
 
+    StageClock clock;
+    ctx.stage_end_ns = clock.slots();
     const int64_t t_clone = nowNs();
     auto spawned = spawnChild(*plan, ctx, spec.cgroup_v2_fd);
     if (!spawned) throwError(Stage::kClone, spawned.error());
+    const int64_t t_cloned = nowNs();
     ChildProcess& child = spawned->process;
     const pid_t pid = child.pid();
 
@@ -157,6 +192,7 @@ class Namespaces final : public sdk::IsolationPlugin {
     if (::write(spawned->sync_write.get(), "g", 1) != 1)
       throwError(Stage::kRelease, Error("write", "sync pipe", errno));
     spawned->sync_write.reset();
+    const int64_t t_released = nowNs();
 
     FailureRecord record{};
     auto got = readFailure(spawned->error_read.get(), record);
@@ -172,9 +208,11 @@ class Namespaces final : public sdk::IsolationPlugin {
     out.pidfd = child.release().release();
     out.handle = nullptr;
     log(0, std::string("sandbox '") + (spec.sandbox_id != nullptr ? spec.sandbox_id : "") +
-               "': agent pid " + std::to_string(pid) + " exec'd " +
+               "': agent pid " + std::to_string(pid) + ", clone3 " +
+               std::to_string((t_cloned - t_clone) / 1000) + " us, released " +
+               std::to_string((t_released - t_clone) / 1000) + " us, exec'd " +
                std::to_string((t_exec - t_clone) / 1000) + " us after clone (start " +
-               std::to_string((t_exec - t_start) / 1000) + " us)");
+               std::to_string((t_exec - t_start) / 1000) + " us)" + clock.describe(t_clone));
   }
 
   // Nothing on the host to free: see the comment at the top of this file.
