@@ -152,12 +152,11 @@ Result<std::vector<Check>> probeHost() {
     uint64_t flags = CLONE_NEWUSER | ns.flag;
     int rc = cloneProbe(flags, [] { return 0; });
     std::string label = std::string("clone3 ") + ns.name + " namespace";
-    std::string flag_text = ns.flag == CLONE_NEWUSER
-                                ? std::string(ns.flag_name)
-                                : std::string("CLONE_NEWUSER|") + ns.flag_name;
-    ns_ok[ns.name] = add(label, rc == 0,
-                         rc == 0 ? flag_text + " works" : flag_text + ": " + errnoText(rc),
-                         rc == 0 ? "" : std::string("the namespaces backend needs it"));
+    std::string flag_text = ns.flag == CLONE_NEWUSER ? std::string(ns.flag_name)
+                                                     : std::string("CLONE_NEWUSER|") + ns.flag_name;
+    ns_ok[ns.name] =
+        add(label, rc == 0, rc == 0 ? flag_text + " works" : flag_text + ": " + errnoText(rc),
+            rc == 0 ? "" : std::string("the namespaces backend needs it"));
   }
   int pivot = cloneProbe(CLONE_NEWUSER | CLONE_NEWNS, pivotRootChild);
   if (pivot != 0 && ::geteuid() == 0) pivot = cloneProbe(CLONE_NEWNS, pivotRootChild);
@@ -223,9 +222,10 @@ Result<std::vector<Check>> probeHost() {
   // eBPF.
   int bpf_rc = bpfSocketFilterLoad();
   add("eBPF program load", bpf_rc == 0,
-      bpf_rc == 0 ? "BPF_PROG_TYPE_SOCKET_FILTER loads" : "bpf(BPF_PROG_LOAD): " + errnoText(bpf_rc),
+      bpf_rc == 0 ? "BPF_PROG_TYPE_SOCKET_FILTER loads"
+                  : "bpf(BPF_PROG_LOAD): " + errnoText(bpf_rc),
       bpf_rc == 0 ? "" : "no eBPF audit or network enforcement");
-  struct stat st{};
+  struct stat st {};
   bool btf = ::stat("/sys/kernel/btf/vmlinux", &st) == 0;
   add("BTF", btf, btf ? "/sys/kernel/btf/vmlinux" : "/sys/kernel/btf/vmlinux missing",
       btf ? "" : "CO-RE eBPF programs cannot load");
@@ -267,8 +267,8 @@ Result<std::vector<Check>> probeHost() {
                     "supervisor's tty and seccomp refuses TIOCSTI");
 
   // Backends.
-  bool ns_backend = ns_ok["user"] && ns_ok["pid"] && ns_ok["mount"] && ns_ok["net"] &&
-                    pivot == 0 && userns_room;
+  bool ns_backend =
+      ns_ok["user"] && ns_ok["pid"] && ns_ok["mount"] && ns_ok["net"] && pivot == 0 && userns_room;
   add("backend namespaces", ns_backend,
       ns_backend ? "user, pid, mount, net namespaces and pivot_root work"
                  : "missing namespaces or pivot_root (see above)",
@@ -276,7 +276,7 @@ Result<std::vector<Check>> probeHost() {
   add("backend gvisor", have_runsc, have_runsc ? "runsc found" : "runsc not installed",
       have_runsc ? "" : "install runsc (Debian: apt install runsc) for isolation = \"gvisor\"");
   add("backend microvm", have_qemu,
-      !have_qemu ? "qemu-system-x86_64 not installed"
+      !have_qemu    ? "qemu-system-x86_64 not installed"
       : kvm && !pvm ? "qemu with KVM"
                     : "qemu with TCG (no usable KVM)",
       have_qemu ? "" : "install qemu-system-x86 for isolation = \"microvm\"");
@@ -296,8 +296,9 @@ std::string formatDoctor(const std::vector<Check>& checks) {
   out << pad("FEATURE", fw) << "  " << pad("STATUS", sw) << "  " << pad("DETAIL", dw)
       << "  CONSEQUENCE\n";
   for (const auto& c : checks) {
-    std::string line = pad(c.feature, fw) + "  " + pad(c.ok ? "ok" : "NO", sw) + "  " +
-                       (c.consequence.empty() ? c.detail : pad(c.detail, dw) + "  " + c.consequence);
+    std::string line =
+        pad(c.feature, fw) + "  " + pad(c.ok ? "ok" : "NO", sw) + "  " +
+        (c.consequence.empty() ? c.detail : pad(c.detail, dw) + "  " + c.consequence);
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out << line << "\n";
   }

@@ -10,7 +10,7 @@
 namespace airlock::doctor {
 
 struct Check {
-  std::string feature;      // "clone3 CLONE_NEWUSER|CLONE_NEWPID", "backend namespaces", ...
+  std::string feature;  // "clone3 CLONE_NEWUSER|CLONE_NEWPID", "backend namespaces", ...
   bool ok = false;
   std::string detail;       // what was measured
   std::string consequence;  // what it means for airlock (empty when nothing to say)

@@ -94,8 +94,8 @@ Result<> forEachSubdir(const std::string& dir, F&& f) {
     bool is_dir = e->d_type == DT_DIR;
     if (e->d_type == DT_UNKNOWN) {
       struct stat st;
-      is_dir = ::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-               S_ISDIR(st.st_mode);
+      is_dir =
+          ::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
     }
     if (is_dir) subs.push_back(dir + "/" + e->d_name);
   }
@@ -167,7 +167,8 @@ Result<> waitProcsEmpty(const std::string& dir, Clock::time_point deadline) {
 
 Result<> removeTree(const std::string& dir, Clock::time_point deadline,
                     const CgroupFakeKernel* fake) {
-  auto sub = forEachSubdir(dir, [&](const std::string& s) { return removeTree(s, deadline, fake); });
+  auto sub =
+      forEachSubdir(dir, [&](const std::string& s) { return removeTree(s, deadline, fake); });
   if (!sub) return sub;
   Backoff backoff;
   for (;;) {
@@ -226,8 +227,8 @@ std::vector<std::string_view> splitWs(std::string_view line) {
 
 const std::set<std::string_view>& knownV1Controllers() {
   static const std::set<std::string_view> k = {
-      "cpu",     "cpuacct",  "cpuset",     "memory",  "devices", "freezer", "net_cls",
-      "blkio",   "perf_event", "net_prio", "hugetlb", "pids",    "rdma",    "misc"};
+      "cpu",   "cpuacct",    "cpuset",   "memory",  "devices", "freezer", "net_cls",
+      "blkio", "perf_event", "net_prio", "hugetlb", "pids",    "rdma",    "misc"};
   return k;
 }
 
@@ -238,9 +239,12 @@ const char* controllerForLimit(int i) {
 
 bool limitSet(const CgroupLimits& l, int i) {
   switch (i) {
-    case 0: return l.memory_bytes != 0;
-    case 1: return l.pids != 0;
-    default: return l.cpu_percent != 0;
+    case 0:
+      return l.memory_bytes != 0;
+    case 1:
+      return l.pids != 0;
+    default:
+      return l.cpu_percent != 0;
   }
 }
 
@@ -248,10 +252,14 @@ bool limitSet(const CgroupLimits& l, int i) {
 
 const char* cgroupLayoutName(CgroupLayout layout) {
   switch (layout) {
-    case CgroupLayout::kNone: return "none";
-    case CgroupLayout::kV1: return "v1";
-    case CgroupLayout::kV2: return "v2";
-    case CgroupLayout::kHybrid: return "hybrid";
+    case CgroupLayout::kNone:
+      return "none";
+    case CgroupLayout::kV1:
+      return "v1";
+    case CgroupLayout::kV2:
+      return "v2";
+    case CgroupLayout::kHybrid:
+      return "hybrid";
   }
   return "?";
 }
@@ -581,8 +589,9 @@ Result<> SandboxCgroup::destroy(std::chrono::milliseconds timeout) {
   v2_fd_.reset();
   for (const auto& dir : paths()) {
     if (auto r = removeTree(dir, deadline, fake_.get()); !r) {
-      if (!killed) return Unexpected(std::move(r.error()).wrap(ctx + " (kill: " +
-                                                              killed.error().message() + ")"));
+      if (!killed)
+        return Unexpected(
+            std::move(r.error()).wrap(ctx + " (kill: " + killed.error().message() + ")"));
       return Unexpected(std::move(r.error()).wrap(ctx));
     }
   }

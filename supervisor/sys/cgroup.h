@@ -50,9 +50,9 @@ struct CgroupFakeKernel {
 
 struct CgroupHost {
   CgroupLayout layout = CgroupLayout::kNone;
-  std::string v2_mount;                          // "" if none
-  std::map<std::string, std::string> v1_mounts;  // controller -> mount point
-  std::set<std::string> v2_controllers;          // the v2 root's cgroup.controllers
+  std::string v2_mount;                                 // "" if none
+  std::map<std::string, std::string> v1_mounts;         // controller -> mount point
+  std::set<std::string> v2_controllers;                 // the v2 root's cgroup.controllers
   std::shared_ptr<const CgroupFakeKernel> fake_kernel;  // tests only
 
   // Whether the v2 hierarchy offers `controller` (memory, pids, cpu, ...).
@@ -113,9 +113,9 @@ class SandboxCgroup {
   SandboxCgroup() = default;
 
   std::string name_;
-  std::string v2_dir_;                             // "" when v2 is not mounted
-  std::set<std::string> v2_controllers_;           // enabled in v2_dir_
-  std::map<std::string, std::string> v1_dirs_;     // controller -> dir (dirs may repeat)
+  std::string v2_dir_;                          // "" when v2 is not mounted
+  std::set<std::string> v2_controllers_;        // enabled in v2_dir_
+  std::map<std::string, std::string> v1_dirs_;  // controller -> dir (dirs may repeat)
   std::shared_ptr<const CgroupFakeKernel> fake_;
   UniqueFd v2_fd_;
   bool destroyed_ = false;

@@ -38,9 +38,8 @@ struct Effective {
   F filter = F::kNone;
 };
 
-constexpr uint64_t kCloneNsFlags[] = {CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS,
-                                      CLONE_NEWIPC,  CLONE_NEWUSER,   CLONE_NEWPID,
-                                      CLONE_NEWNET};
+constexpr uint64_t kCloneNsFlags[] = {CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
+                                      CLONE_NEWUSER, CLONE_NEWPID,    CLONE_NEWNET};
 
 // A check on the low 32 bits of one argument, written as raw BPF in front of libseccomp's program:
 // libseccomp drops conditional rules on a syscall that also has an unconditional one, so "allow
@@ -59,7 +58,8 @@ uint32_t argLowOffset(unsigned arg) {
   return off;
 }
 
-std::vector<sock_filter> buildPrefix(uint32_t audit_arch, const std::vector<ArgValueCheck>& checks) {
+std::vector<sock_filter> buildPrefix(uint32_t audit_arch,
+                                     const std::vector<ArgValueCheck>& checks) {
   std::vector<sock_filter> p;
   if (checks.empty()) return p;
   // Lengths first, so forward jumps can be computed: group = jeq nr, ld arg, values, 2 returns.
@@ -67,8 +67,7 @@ std::vector<sock_filter> buildPrefix(uint32_t audit_arch, const std::vector<ArgV
   for (const auto& c : checks) total += 2 + c.values.size() + 2;
   auto ret = [](uint32_t action) { return sock_filter BPF_STMT(BPF_RET | BPF_K, action); };
   p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
-  p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, audit_arch, 0,
-                       static_cast<uint8_t>(total - 2)));
+  p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, audit_arch, 0, static_cast<uint8_t>(total - 2)));
   p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
   const uint32_t eperm = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
   for (const auto& c : checks) {
@@ -78,8 +77,8 @@ std::vector<sock_filter> buildPrefix(uint32_t audit_arch, const std::vector<ArgV
     p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, argLowOffset(c.arg)));
     for (size_t i = 0; i < n; ++i) {
       // Match → the last instruction of the group (n - i - 1 values, then one return, ahead).
-      p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, c.values[i],
-                           static_cast<uint8_t>(n - i - 1 + 1), 0));
+      p.push_back(
+          BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, c.values[i], static_cast<uint8_t>(n - i - 1 + 1), 0));
     }
     if (c.allow_only) {
       p.push_back(ret(eperm));
@@ -198,7 +197,8 @@ Result<std::string> buildSeccompFilter(const SeccompOptions& opts) {
 
   auto check = [&](const std::string& name, const char* list) -> Result<> {
     int nr = seccomp_syscall_resolve_name_arch(arch, name.c_str());
-    if (nr == __NR_SCMP_ERROR) return fail(std::string("seccomp ") + list + ": unknown syscall", name);
+    if (nr == __NR_SCMP_ERROR)
+      return fail(std::string("seccomp ") + list + ": unknown syscall", name);
     if (nr < 0) {
       return fail(std::string("seccomp ") + list + ": syscall does not exist on this architecture",
                   name);

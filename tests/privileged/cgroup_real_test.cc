@@ -80,8 +80,8 @@ class RealCgroup : public ::testing::Test {
   void SetUp() override {
     if (!airlock::testing::isRealRoot()) {
       if (airlock::testing::privilegeRequired()) {
-      FAIL() << "needs real root";
-    }
+        FAIL() << "needs real root";
+      }
       GTEST_SKIP() << "needs real root to create cgroups";
     }
     auto h = CgroupHost::detect();
@@ -316,8 +316,8 @@ TEST_F(RealCgroup, CreateDestroyIsFast) {
   };
   long empty_us = measure({}, 100);
   long limited_us = measure({256ull << 20, 64, 50}, 50);
-  std::printf("cgroup create+destroy: empty %ld us, with memory+pids+cpu limits %ld us\n",
-              empty_us, limited_us);
+  std::printf("cgroup create+destroy: empty %ld us, with memory+pids+cpu limits %ld us\n", empty_us,
+              limited_us);
   RecordProperty("empty_us", static_cast<int>(empty_us));
   RecordProperty("limited_us", static_cast<int>(limited_us));
   EXPECT_LT(empty_us, 5000);

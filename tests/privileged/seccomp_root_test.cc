@@ -59,11 +59,17 @@ TEST(SeccompAsRoot, DeviceNodesAllowedBareRefusedFiltered) {
   AIRLOCK_REQUIRE_ROOT();
   airlock::testing::TempDir tmp;
   std::string a = tmp.file("null-a"), b = tmp.file("null-b");
-  EXPECT_EQ(childErrno(false, [&] { return static_cast<long>(::mknod(a.c_str(), S_IFCHR | 0600, makedev(1, 3))); }),
-            0)
+  EXPECT_EQ(
+      childErrno(
+          false,
+          [&] { return static_cast<long>(::mknod(a.c_str(), S_IFCHR | 0600, makedev(1, 3))); }),
+      0)
       << "positive control";
-  EXPECT_EQ(childErrno(true, [&] { return static_cast<long>(::mknod(b.c_str(), S_IFCHR | 0600, makedev(1, 3))); }),
-            EPERM);
+  EXPECT_EQ(
+      childErrno(
+          true,
+          [&] { return static_cast<long>(::mknod(b.c_str(), S_IFCHR | 0600, makedev(1, 3))); }),
+      EPERM);
   EXPECT_EQ(::access(b.c_str(), F_OK), -1);
 }
 

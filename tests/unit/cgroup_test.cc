@@ -118,8 +118,8 @@ class FakeCgroupTree {
     int id = 30;
     auto line = [&](const std::string& mp, const std::string& type, const std::string& super) {
       ++id;
-      mi += std::to_string(id) + " 1 0:" + std::to_string(id) + " / " + mp +
-            " rw,relatime - " + type + " " + type + " " + super + "\n";
+      mi += std::to_string(id) + " 1 0:" + std::to_string(id) + " / " + mp + " rw,relatime - " +
+            type + " " + type + " " + super + "\n";
     };
     if (o_.v2) {
       line("/sys/fs/cgroup/unified", "cgroup2", "rw");
@@ -130,9 +130,8 @@ class FakeCgroupTree {
       writeFile(root() + "/sys/fs/cgroup/unified/cgroup.subtree_control", "");
     }
     if (o_.v1) {
-      std::vector<std::pair<std::string, std::string>> v1 = {{"memory", "memory"},
-                                                             {"pids", "pids"},
-                                                             {"freezer", "freezer"}};
+      std::vector<std::pair<std::string, std::string>> v1 = {
+          {"memory", "memory"}, {"pids", "pids"}, {"freezer", "freezer"}};
       if (o_.cpu_cpuacct_comounted) {
         v1.push_back({"cpu,cpuacct", "cpu,cpuacct"});
       } else {
@@ -188,7 +187,8 @@ class FakeCgroupTree {
       for (const auto& c : o_.v2_controllers) ctl += (ctl.empty() ? "" : " ") + c;
       writeFile(dir + "/cgroup.controllers", ctl + "\n");
       if (o_.v2_controllers.count("memory")) {
-        for (auto f : {"memory.max", "memory.swap.max", "memory.peak"}) writeFile(dir + "/" + f, "");
+        for (auto f : {"memory.max", "memory.swap.max", "memory.peak"})
+          writeFile(dir + "/" + f, "");
         writeFile(dir + "/memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
       }
       if (o_.v2_controllers.count("pids")) {
@@ -393,7 +393,8 @@ TEST(CgroupFake, ReclaimRemovesLeftoversWithThePrefixOnly) {
       std::string d = tree.cg(std::string(h) + "/airlock/" + n);
       fs::create_directories(d);
       FakeCgroupTree::writeFile(d + "/cgroup.procs", "");
-      if (std::string(h) == "unified") FakeCgroupTree::writeFile(d + "/cgroup.events", "populated 0\n");
+      if (std::string(h) == "unified")
+        FakeCgroupTree::writeFile(d + "/cgroup.events", "populated 0\n");
     }
   }
   auto n = reclaimStaleCgroups(host, std::chrono::seconds(1), "stale-");

@@ -40,11 +40,26 @@ TEST(Doctor, ProbeHostReportsEveryArea) {
     EXPECT_FALSE(c.detail.empty()) << c.feature;
     features.insert(c.feature);
   }
-  for (const char* f : {"kernel", "clone3 user namespace", "clone3 net namespace", "pivot_root",
-                        "cgroups", "cgroup limit memory", "seccomp filter", "seccomp USER_NOTIF",
-                        "landlock", "pidfd_open", "eBPF program load", "BTF", "tracefs", "KVM",
-                        "runsc", "qemu-system-x86_64", "user.max_user_namespaces",
-                        "dev.tty.legacy_tiocsti", "backend namespaces", "backend gvisor",
+  for (const char* f : {"kernel",
+                        "clone3 user namespace",
+                        "clone3 net namespace",
+                        "pivot_root",
+                        "cgroups",
+                        "cgroup limit memory",
+                        "seccomp filter",
+                        "seccomp USER_NOTIF",
+                        "landlock",
+                        "pidfd_open",
+                        "eBPF program load",
+                        "BTF",
+                        "tracefs",
+                        "KVM",
+                        "runsc",
+                        "qemu-system-x86_64",
+                        "user.max_user_namespaces",
+                        "dev.tty.legacy_tiocsti",
+                        "backend namespaces",
+                        "backend gvisor",
                         "backend microvm"}) {
     EXPECT_EQ(features.count(f), 1u) << f;
   }

@@ -13,8 +13,8 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,14 +96,49 @@ TEST(SeccompProfile, EveryRuleHasAReasonAndNamesAreUnique) {
 TEST(SeccompProfile, DangerousSyscallsAreRefusedExplicitly) {
   std::map<std::string, int> rules;
   for (const auto& r : defaultSeccompRules()) rules[r.name] = r.errnum;
-  for (const char* name :
-       {"mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig",
-        "fsmount", "fspick", "mount_setattr", "unshare", "setns", "ptrace", "process_vm_readv",
-        "process_vm_writev", "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key",
-        "request_key", "kexec_load", "kexec_file_load", "init_module", "finit_module",
-        "delete_module", "reboot", "swapon", "swapoff", "acct", "settimeofday", "clock_settime",
-        "adjtimex", "clock_adjtime", "open_by_handle_at", "name_to_handle_at", "lookup_dcookie",
-        "quotactl", "syslog", "vhangup", "iopl", "ioperm", "chroot"}) {
+  for (const char* name : {"mount",
+                           "umount2",
+                           "pivot_root",
+                           "move_mount",
+                           "open_tree",
+                           "fsopen",
+                           "fsconfig",
+                           "fsmount",
+                           "fspick",
+                           "mount_setattr",
+                           "unshare",
+                           "setns",
+                           "ptrace",
+                           "process_vm_readv",
+                           "process_vm_writev",
+                           "bpf",
+                           "perf_event_open",
+                           "userfaultfd",
+                           "keyctl",
+                           "add_key",
+                           "request_key",
+                           "kexec_load",
+                           "kexec_file_load",
+                           "init_module",
+                           "finit_module",
+                           "delete_module",
+                           "reboot",
+                           "swapon",
+                           "swapoff",
+                           "acct",
+                           "settimeofday",
+                           "clock_settime",
+                           "adjtimex",
+                           "clock_adjtime",
+                           "open_by_handle_at",
+                           "name_to_handle_at",
+                           "lookup_dcookie",
+                           "quotactl",
+                           "syslog",
+                           "vhangup",
+                           "iopl",
+                           "ioperm",
+                           "chroot"}) {
     ASSERT_EQ(rules.count(name), 1u) << name;
     EXPECT_EQ(rules[name], EPERM) << name;
   }
@@ -136,9 +171,10 @@ TEST(SeccompCompile, PrecompiledDefaultMatchesLibseccompAndIsFast) {
   SeccompOptions extra{.allow = {"ptrace"}, .deny = {"uname"}};
   ASSERT_TRUE(compileSeccompFilter(extra));
   long cached_us = microsPer(1000, [&] { ASSERT_TRUE(compileSeccompFilter(extra)); });
-  std::printf("seccomp: libseccomp compile %ld us, precompiled default %ld us, cached %ld us, "
-              "%zu instructions\n",
-              build_us, default_us, cached_us, insns);
+  std::printf(
+      "seccomp: libseccomp compile %ld us, precompiled default %ld us, cached %ld us, "
+      "%zu instructions\n",
+      build_us, default_us, cached_us, insns);
   RecordProperty("libseccomp_compile_us", static_cast<int>(build_us));
   RecordProperty("instructions", static_cast<int>(insns));
   EXPECT_LT(default_us, 200) << "the default program is on every run's path";
@@ -167,8 +203,7 @@ TEST(SeccompVictim, ExplicitDenialsReturnEperm) {
   EXPECT_EQ(errnoUnderDefault([] { return ::syscall(SYS_unshare, CLONE_NEWNS); }), EPERM);
   EXPECT_EQ(errnoUnderDefault([] { return ::syscall(SYS_setns, 0, 0); }), EPERM);
   EXPECT_EQ(errnoUnderDefault([] { return ::mount("none", "/tmp", "tmpfs", 0, nullptr); }), EPERM);
-  EXPECT_EQ(errnoUnderDefault([] { return ::syscall(SYS_ptrace, 0 /*TRACEME*/, 0, 0, 0); }),
-            EPERM);
+  EXPECT_EQ(errnoUnderDefault([] { return ::syscall(SYS_ptrace, 0 /*TRACEME*/, 0, 0, 0); }), EPERM);
   EXPECT_EQ(errnoUnderDefault([] { return ::syscall(SYS_bpf, 0, nullptr, 0); }), EPERM);
   EXPECT_EQ(errnoUnderDefault([] { return ::syscall(SYS_keyctl, 0, 0, 0, 0, 0); }), EPERM);
   EXPECT_EQ(errnoUnderDefault([] { return ::syscall(SYS_userfaultfd, 0); }), EPERM);
@@ -182,7 +217,8 @@ TEST(SeccompVictim, UnlistedAndFallbackSyscallsReturnEnosys) {
   EXPECT_EQ(errnoUnderDefault([] { return ::syscall(SYS_clone3, nullptr, 0); }), ENOSYS);
   // Not in the profile at all (Docker refuses them too).
   EXPECT_EQ(errnoUnderDefault([] { return ::syscall(SYS_sysfs, 1, "x"); }), ENOSYS);
-  EXPECT_EQ(errnoUnderDefault([] { return ::syscall(SYS_get_mempolicy, nullptr, nullptr, 0, nullptr, 0); }),
+  EXPECT_EQ(errnoUnderDefault(
+                [] { return ::syscall(SYS_get_mempolicy, nullptr, nullptr, 0, nullptr, 0); }),
             ENOSYS);
 }
 
@@ -241,10 +277,9 @@ TEST(SeccompVictim, IoctlTiocstiAndTioclinuxRefusedOthersPass) {
   EXPECT_EQ(errnoUnderDefault([&] { return ::syscall(SYS_ioctl, p[0], TIOCSTI, &c); }), EPERM);
   EXPECT_EQ(errnoUnderDefault([&] { return ::syscall(SYS_ioctl, p[0], TIOCLINUX, &c); }), EPERM);
   // The kernel reads cmd as 32 bits: high garbage must not slip past the check.
-  EXPECT_EQ(errnoUnderDefault([&] {
-              return ::syscall(SYS_ioctl, p[0], (1UL << 32) | TIOCSTI, &c);
-            }),
-            EPERM);
+  EXPECT_EQ(
+      errnoUnderDefault([&] { return ::syscall(SYS_ioctl, p[0], (1UL << 32) | TIOCSTI, &c); }),
+      EPERM);
   // Control: another ioctl reaches the kernel, which says a pipe is not a tty.
   winsize ws{};
   EXPECT_EQ(errnoUnderDefault([&] { return ::syscall(SYS_ioctl, p[0], TIOCGWINSZ, &ws); }), ENOTTY);
@@ -268,9 +303,8 @@ TEST(SeccompVictim, MknodFifoAllowedDevicesRefused) {
   EXPECT_EQ(errnoUnderDefault([&] { return ::mknod(reg.c_str(), S_IFREG | 0600, 0); }), 0);
   EXPECT_EQ(errnoUnderDefault([&] { return ::mknod(dev.c_str(), S_IFCHR | 0600, makedev(1, 3)); }),
             EPERM);
-  EXPECT_EQ(errnoUnderDefault([&] {
-              return ::mknodat(AT_FDCWD, dev.c_str(), S_IFBLK | 0600, makedev(7, 0));
-            }),
+  EXPECT_EQ(errnoUnderDefault(
+                [&] { return ::mknodat(AT_FDCWD, dev.c_str(), S_IFBLK | 0600, makedev(7, 0)); }),
             EPERM);
 }
 
@@ -353,14 +387,15 @@ Ran runFiltered(const std::vector<std::string>& argv, const std::vector<std::str
 class SeccompPrograms : public ::testing::Test {
  protected:
   std::vector<std::string> env() const {
-    return {"PATH=/usr/bin:/bin", "HOME=" + home_.path(), "LANG=C.UTF-8",
-            "MPLBACKEND=Agg", "MPLCONFIGDIR=" + home_.path()};
+    return {"PATH=/usr/bin:/bin", "HOME=" + home_.path(), "LANG=C.UTF-8", "MPLBACKEND=Agg",
+            "MPLCONFIGDIR=" + home_.path()};
   }
   TempDir home_;
 };
 
 TEST_F(SeccompPrograms, Python) {
-  Ran r = runFiltered({"/usr/bin/python3", "-c", "import json, os, subprocess, threading, socket;"
+  Ran r = runFiltered({"/usr/bin/python3", "-c",
+                       "import json, os, subprocess, threading, socket;"
                        "t = threading.Thread(target=lambda: None); t.start(); t.join();"
                        "print(subprocess.run(['/bin/echo', 'sub'], capture_output=True).stdout"
                        ".decode().strip(), json.dumps([1]))"},
