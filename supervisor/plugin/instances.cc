@@ -1,5 +1,6 @@
 #include "supervisor/plugin/instances.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -14,7 +15,10 @@ Error pluginError(const airlock_error_v1& err, std::string_view fallback) {
   return Error(std::move(message), "", err.code > 0 ? err.code : 0);
 }
 
+std::atomic<int> min_log_level{1};
+
 void logToStderr(void* ctx, int level, const char* message) {
+  if (level < min_log_level.load(std::memory_order_relaxed)) return;
   static constexpr const char* kLevels[] = {"debug", "info", "warning", "error"};
   const char* tag = level >= 0 && level <= 3 ? kLevels[level] : "info";
   auto* name = static_cast<const std::string*>(ctx);
@@ -22,6 +26,8 @@ void logToStderr(void* ctx, int level, const char* message) {
 }
 
 }  // namespace
+
+void setPluginLogLevel(int min_level) { min_log_level.store(min_level); }
 
 std::vector<std::string> copyStringArray(const char* const* array) {
   std::vector<std::string> out;
@@ -73,8 +79,10 @@ Result<airlock_sandbox_v1> IsolationBackend::start(const airlock_sandbox_spec_v1
     return Unexpected(
         pluginError(err, "start failed").wrap("isolation plugin '" + fullName() + "': start"));
   }
-  if (out.pid <= 0)
+  if (out.pid <= 0) {
+    release(out);
     return fail("isolation plugin '" + fullName() + "': start succeeded without a pid");
+  }
   return out;
 }
 

@@ -88,6 +88,10 @@ class Language {
   mutable std::mutex mu_;
 };
 
+// Plugins log through the host table to stderr as "[<plugin name>] <level>: <message>". Lines
+// below `min_level` (0=debug 1=info 2=warning 3=error) are dropped; the default is 1.
+void setPluginLogLevel(int min_level);
+
 // Copies a NULL-terminated C string array; NULL gives an empty vector.
 std::vector<std::string> copyStringArray(const char* const* array);
 

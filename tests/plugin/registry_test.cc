@@ -223,6 +223,15 @@ TEST(PluginRegistry, RunsAnIsolationBackend) {
   (*backend)->release(*sandbox);
   EXPECT_EQ(sandbox->handle, nullptr);
 
+  // Info lines are dropped once the supervisor asks for warnings only.
+  setPluginLogLevel(2);
+  ::testing::internal::CaptureStderr();
+  auto quiet = (*backend)->start(spec);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  setPluginLogLevel(1);
+  ASSERT_TRUE(quiet);
+  (*backend)->release(*quiet);
+
   spec.sandbox_id = "fail";
   auto failed = (*backend)->start(spec);
   ASSERT_FALSE(failed);
