@@ -38,7 +38,7 @@ TEST(SdkExample, BuildsAgainstTheInstalledSdkAndLoads) {
       // Nothing but the prefix above may satisfy find_package(airlock).
       "-DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON",
       "-DCMAKE_FIND_PACKAGE_NO_SYSTEM_PACKAGE_REGISTRY=ON",
-      "-Dairlock_DIR=" + prefix + "/lib/cmake/airlock",
+      "-Dairlock_DIR=" + prefix + "/" + AIRLOCK_INSTALL_LIBDIR + "/cmake/airlock",
       std::string("-DCMAKE_CXX_COMPILER=") + AIRLOCK_CXX_COMPILER};
   if (std::string(AIRLOCK_MAKE_PROGRAM).size() > 0)
     configure.push_back(std::string("-DCMAKE_MAKE_PROGRAM=") + AIRLOCK_MAKE_PROGRAM);
