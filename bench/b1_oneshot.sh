@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# B1 one-shot (docs: /work/shared/design/PERFORMANCE.md, bench/README.md): `airlock run` of
+# print(1) / console.log(1) / true, cold (a new sandbox per run), default policy, measured side by
+# side with the bare interpreter, bwrap --unshare-all, runsc do and firejail in the same run.
+#
+# Usage: bench/b1_oneshot.sh [--smoke] [--runs N] [--airlock PATH] [--langs "python node shell"]
+#                            [--json FILE]
+#   --smoke   3 runs, Python only (CI keeps the script working with this; < 30 s)
+#   --runs N  timed runs per command (default 30), after 2 warm-up runs (1 with --smoke)
+#   --json    also write every measurement as JSON to FILE
+# Needs root (airlock creates namespaces and cgroups). Uses hyperfine when present, otherwise a
+# timing loop in Python. A comparison that cannot run here is listed with the reason.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+runs=30
+warmup=2
+langs="python node shell"
+airlock="${AIRLOCK:-$repo/build/bin/airlock}"
+json_out=""
+py=/usr/bin/python3
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --smoke) runs=3; warmup=1; langs="python"; shift ;;
+    --runs) runs="$2"; shift 2 ;;
+    --airlock) airlock="$2"; shift 2 ;;
+    --langs) langs="$2"; shift 2 ;;
+    --json) json_out="$2"; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "b1: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+work="$(mktemp -d /tmp/airlock-b1-XXXXXX)"
+cleanup() { rm -rf "$work"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The program of each language, bare, and what it must print.
+bare_cmd() {
+  case "$1" in
+    python) printf '%s\n' "/usr/bin/python3 -c print(1)" ;;
+    node) printf '%s\n' "/usr/bin/node -e console.log(1)" ;;
+    shell) printf '%s\n' "/usr/bin/bash -c true" ;;
+  esac
+}
+expected_out() { case "$1" in shell) echo "" ;; *) echo "1" ;; esac; }
+airlock_code() { case "$1" in python) echo "print(1)" ;; node) echo "console.log(1)" ;; shell) echo "true" ;; esac; }
+
+# Runners: name and the prefix put before the bare command (airlock is special-cased).
+runners="bare airlock bwrap runsc firejail"
+prefix() {
+  case "$1" in
+    bare) echo "" ;;
+    bwrap) echo "bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --" ;;
+    runsc) echo "runsc --network=none do" ;;
+    firejail) echo "firejail --quiet --noprofile" ;;
+  esac
+}
+
+# argv of one runner for one language, one word per line (no shell quoting needed).
+argv_of() {
+  local runner="$1" lang="$2"
+  if [[ "$runner" == airlock ]]; then
+    printf '%s\n' "$airlock" run --no-stdin --lang "$lang" -c "$(airlock_code "$lang")"
+  else
+    # shellcheck disable=SC2046
+    printf '%s\n' $(prefix "$runner") $(bare_cmd "$lang")
+  fi
+}
+
+# Runs one command once and explains why it cannot be benchmarked, or prints nothing.
+preflight() {
+  local runner="$1" lang="$2" out err rc
+  local -a argv
+  mapfile -t argv < <(argv_of "$runner" "$lang")
+  if ! command -v "${argv[0]}" >/dev/null 2>&1 && [[ ! -x "${argv[0]}" ]]; then
+    echo "not installed (${argv[0]})"
+    return
+  fi
+  if [[ "$runner" == airlock && $(id -u) -ne 0 ]]; then
+    echo "needs root"
+    return
+  fi
+  set +e
+  out="$(timeout 120 "${argv[@]}" </dev/null 2>"$work/preflight.err")"
+  rc=$?
+  set -e
+  if [[ $rc -ne 0 ]]; then
+    err="$(grep -v '^\s*$' "$work/preflight.err" | tail -n 1 | cut -c1-90)"
+    echo "fails here: exit $rc${err:+: $err}"
+  elif [[ "$out" != "$(expected_out "$lang")" ]]; then
+    echo "wrong output: '$(printf '%s' "$out" | head -c 40)'"
+  fi
+}
+
+# Times one command: writes the run times (seconds, one per line) to $3.
+measure() {
+  local runner="$1" lang="$2" times_file="$3"
+  local -a argv
+  mapfile -t argv < <(argv_of "$runner" "$lang")
+  if command -v hyperfine >/dev/null 2>&1; then
+    # -N: no intermediate shell. The argv words carry no spaces except airlock's code, which is
+    # quoted for hyperfine's own word splitting.
+    local cmd="" w
+    for w in "${argv[@]}"; do
+      if [[ "$w" == *" "* || "$w" == *"("* ]]; then cmd+=" '$w'"; else cmd+=" $w"; fi
+    done
+    hyperfine -N --style none --warmup "$warmup" --runs "$runs" \
+      --export-json "$work/h.json" --output null "${cmd# }" >/dev/null 2>&1 || return 1
+    "$py" -c 'import json,sys; [print(t) for t in json.load(open(sys.argv[1]))["results"][0]["times"]]' \
+      "$work/h.json" >"$times_file"
+  else
+    "$py" - "$warmup" "$runs" "${argv[@]}" >"$times_file" <<'EOF'
+import subprocess, sys, time
+warmup, runs, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+for i in range(warmup + runs):
+    t = time.perf_counter()
+    subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=True)
+    if i >= warmup:
+        print(time.perf_counter() - t)
+EOF
+  fi
+}
+
+echo "B1 one-shot: $runs runs per command after $warmup warm-up, $(nproc) CPUs, kernel $(uname -r)"
+echo "airlock: $airlock"
+echo "timer: $(command -v hyperfine >/dev/null && hyperfine --version || echo 'python loop')"
+echo
+
+results="$work/results.tsv"
+: >"$results"
+for lang in $langs; do
+  for runner in $runners; do
+    reason="$(preflight "$runner" "$lang")"
+    if [[ -n "$reason" ]]; then
+      printf '%s\t%s\tNA\t%s\n' "$lang" "$runner" "$reason" >>"$results"
+      continue
+    fi
+    if measure "$runner" "$lang" "$work/times"; then
+      printf '%s\t%s\tOK\t%s\n' "$lang" "$runner" "$(paste -sd, "$work/times")" >>"$results"
+    else
+      printf '%s\t%s\tNA\t%s\n' "$lang" "$runner" "failed during the timed runs" >>"$results"
+    fi
+  done
+done
+
+"$py" - "$results" "$json_out" <<'EOF'
+import json, statistics, sys
+
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
+out = []
+def pct(xs, p):
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+bare = {}
+for lang, runner, state, data in rows:
+    if runner == "bare" and state == "OK":
+        bare[lang] = statistics.median(float(x) for x in data.split(","))
+
+hdr = f"{'language':<8} {'runner':<9} {'median ms':>10} {'p90 ms':>9} {'x bare':>7} {'+ms':>8}"
+print(hdr)
+print("-" * len(hdr))
+for lang, runner, state, data in rows:
+    rec = {"language": lang, "runner": runner}
+    if state != "OK":
+        print(f"{lang:<8} {runner:<9} {'-':>10} {'-':>9} {'-':>7} {'-':>8}  ({data})")
+        rec["unavailable"] = data
+    else:
+        t = [float(x) * 1000 for x in data.split(",")]
+        med, p90 = statistics.median(t), pct(t, 0.9)
+        b = bare.get(lang)
+        ratio = f"{med / (b * 1000):.2f}" if b else "-"
+        extra = f"{med - b * 1000:+.1f}" if b else "-"
+        print(f"{lang:<8} {runner:<9} {med:>10.1f} {p90:>9.1f} {ratio:>7} {extra:>8}")
+        rec.update(median_ms=med, p90_ms=p90, runs=len(t),
+                   ratio_vs_bare=(med / (b * 1000)) if b else None,
+                   overhead_ms=(med - b * 1000) if b else None)
+    out.append(rec)
+if sys.argv[2]:
+    json.dump({"benchmark": "B1", "results": out}, open(sys.argv[2], "w"), indent=1)
+EOF
