@@ -183,8 +183,10 @@ class Namespaces final : public sdk::IsolationPlugin {
       // Without CAP_SYS_RESOURCE (some container runtimes drop it) the kernel refuses a
       // negative value: degrade, and say so once.
       if (r.error().errnum() != EACCES) throwError(Stage::kOomScore, r.error());
+      // The agent makes every sandboxed process oom_score_adj 1000, so sandboxed code is still
+      // picked first; this only narrows the margin, hence debug level.
       if (!oom_warned_.exchange(true)) {
-        log(2, "cannot set the agent's oom_score_adj to " + std::string(kAgentOomScoreAdj) +
+        log(0, "cannot set the agent's oom_score_adj to " + std::string(kAgentOomScoreAdj) +
                    " (the supervisor lacks CAP_SYS_RESOURCE): the OOM killer may pick the "
                    "agent before the sandbox's own processes");
       }
