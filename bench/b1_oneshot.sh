@@ -19,6 +19,11 @@ langs="python node shell"
 airlock="${AIRLOCK:-$repo/build/bin/airlock}"
 json_out=""
 py=/usr/bin/python3
+# Every command runs with the same minimal environment airlock gives its programs: a host variable
+# such as NODE_EXTRA_CA_CERTS (which makes node parse a CA bundle at start) would otherwise tax
+# the comparisons and not airlock.
+clean_env=(env -i "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+           "HOME=${HOME:-/root}" "LANG=C.UTF-8")
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -84,7 +89,7 @@ preflight() {
     return
   fi
   set +e
-  out="$(timeout 120 "${argv[@]}" </dev/null 2>"$work/preflight.err")"
+  out="$("${clean_env[@]}" timeout 120 "${argv[@]}" </dev/null 2>"$work/preflight.err")"
   rc=$?
   set -e
   if [[ $rc -ne 0 ]]; then
@@ -107,12 +112,12 @@ measure() {
     for w in "${argv[@]}"; do
       if [[ "$w" == *" "* || "$w" == *"("* ]]; then cmd+=" '$w'"; else cmd+=" $w"; fi
     done
-    hyperfine -N --style none --warmup "$warmup" --runs "$runs" \
+    "${clean_env[@]}" hyperfine -N --style none --warmup "$warmup" --runs "$runs" \
       --export-json "$work/h.json" --output null "${cmd# }" >/dev/null 2>&1 || return 1
     "$py" -c 'import json,sys; [print(t) for t in json.load(open(sys.argv[1]))["results"][0]["times"]]' \
       "$work/h.json" >"$times_file"
   else
-    "$py" - "$warmup" "$runs" "${argv[@]}" >"$times_file" <<'EOF'
+    "${clean_env[@]}" "$py" - "$warmup" "$runs" "${argv[@]}" >"$times_file" <<'EOF'
 import subprocess, sys, time
 warmup, runs, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
 for i in range(warmup + runs):
