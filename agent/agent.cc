@@ -43,6 +43,8 @@ constexpr size_t kMaxExecutions = 64;
 constexpr size_t kMaxStdinBuffer = 4 << 20;  // per execution, not yet taken by the child
 constexpr int64_t kDrainMs = 2000;           // after the main process exits, for pipes to close
 constexpr int kShutdownReapMs = 5000;
+// Frames read from the supervisor while a send waits, not yet handled.
+constexpr size_t kMaxInbound = 16u << 20;
 
 uint64_t monotonicUs() {
   timespec ts{};
@@ -127,7 +129,8 @@ class Agent {
   bool sendRaw(const std::string& frame);
   void sendError(uint32_t id, int errnum, const std::string& stage, const std::string& message);
 
-  void readChannel();
+  void pullChannel();
+  void processFrames();
   void handleFrame(const proto::FrameHeader& h, const std::string& payload);
   void handleConfigure(uint32_t id, const std::string& payload);
   void handleExec(uint32_t id, const std::string& payload);
@@ -160,18 +163,35 @@ class Agent {
   std::map<uint32_t, std::unique_ptr<Execution>> execs_;
   FileWriter writer_;
   bool stop_ = false;
+  bool channel_eof_ = false;
   int exit_code_ = 0;
 };
 
+// Writes while still draining the channel: the supervisor may itself be blocked writing
+// (Stdin for a process whose Output we are sending), so refusing to read would deadlock both.
 bool Agent::sendRaw(const std::string& frame) {
   if (stop_) return false;
-  if (auto r = proto::writeFrame(out_, frame); !r) {
-    // The supervisor is gone: nobody is left to report to.
-    stop_ = true;
-    exit_code_ = 0;
-    return false;
+  size_t done = 0;
+  while (done < frame.size()) {
+    ssize_t n = ::write(out_, frame.data() + done, frame.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p[2] = {{out_, POLLOUT, 0}, {in_, 0, 0}};
+      if (!channel_eof_ && reader_.buffered() < kMaxInbound) p[1].events = POLLIN;
+      if (::poll(p, 2, -1) < 0 && errno != EINTR) break;
+      if (p[1].revents != 0) pullChannel();
+      continue;
+    }
+    break;
   }
-  return true;
+  if (done == frame.size()) return true;
+  // The supervisor is gone: nobody is left to report to.
+  stop_ = true;
+  return false;
 }
 
 void Agent::sendError(uint32_t id, int errnum, const std::string& stage,
@@ -192,6 +212,9 @@ int Agent::serve() {
   std::vector<pollfd> fds;
   std::vector<std::pair<Slot, uint32_t>> slots;
   while (!stop_) {
+    processFrames();  // including frames that arrived while a send was waiting
+    if (stop_) break;
+    if (channel_eof_) break;
     fds.clear();
     slots.clear();
     auto add = [&](int fd, short events, Slot s, uint32_t id) {
@@ -217,7 +240,7 @@ int Agent::serve() {
       if (fds[i].revents == 0) continue;
       auto [slot, id] = slots[i];
       if (slot == Slot::kChannel) {
-        readChannel();
+        pullChannel();
         continue;
       }
       if (slot == Slot::kSignal) {
@@ -252,18 +275,22 @@ int Agent::serve() {
   return exit_code_;
 }
 
-void Agent::readChannel() {
-  ssize_t n = ::read(in_, iobuf_.data(), iobuf_.size());
+void Agent::pullChannel() {
+  char buf[64 * 1024];
+  ssize_t n = ::read(in_, buf, sizeof(buf));
   if (n < 0) {
-    if (errno == EINTR || errno == EAGAIN) return;
-    stop_ = true;  // the channel broke: treat like EOF
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return;
+    channel_eof_ = true;  // the channel broke: treat like EOF
     return;
   }
   if (n == 0) {
-    stop_ = true;  // the supervisor closed the channel
+    channel_eof_ = true;  // the supervisor closed the channel
     return;
   }
-  reader_.feed(std::string_view(iobuf_.data(), static_cast<size_t>(n)));
+  reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
+}
+
+void Agent::processFrames() {
   while (!stop_) {
     auto frame = reader_.next();
     if (!frame) {

@@ -51,6 +51,10 @@ Result<UniqueFd> prepareProcess(int channel_in, int channel_out) {
       return sysError("fcntl(F_GETFD) agent channel", std::to_string(fd));
     if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)
       return sysError("fcntl(FD_CLOEXEC) agent channel", std::to_string(fd));
+    // Sends wait in poll so the agent can keep reading while the supervisor is slow.
+    int fl = ::fcntl(fd, F_GETFL);
+    if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
+      return sysError("fcntl(O_NONBLOCK) agent channel", std::to_string(fd));
   }
 
   struct sigaction dfl {};

@@ -112,8 +112,10 @@ TEST_F(AgentExec, StdinRelayWithEof) {
   e.stdin_pipe = true;
   agent_.send(15, e);
   std::string expect;
-  for (int i = 0; i < 12; ++i) {
-    std::string chunk(100 * 1024, static_cast<char>('a' + i));
+  // 3 MiB sent before reading anything back: the agent must keep reading the channel while
+  // its Output frames wait for us, or both sides block on full sockets.
+  for (int i = 0; i < 32; ++i) {
+    std::string chunk(96 * 1024, static_cast<char>('a' + i % 26));
     expect += chunk;
     agent_.send(15, proto::Stdin{chunk, false});
   }
