@@ -96,6 +96,10 @@ TEST_F(Lifecycle, KillNineLeavesNothingAfterTheNextRun) {
   EXPECT_EQ(findProcess(token), -1) << "sandboxed process outlived its supervisor";
   auto r = runAirlock({"run", "--lang", "shell", "-c", "true"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // The killed run's agent was its child: it is now a zombie of the host's init, which reaps
+  // on its own schedule (up to a few seconds here). Wait for that, not for anything of ours.
+  for (int i = 0; i < 100 && snapshotHostResources() != before_; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(snapshotHostResources(), before_) << "the orphan's cgroup was not reclaimed";
   EXPECT_FALSE(std::filesystem::exists("/run/airlock/sandboxes") &&
                std::any_of(std::filesystem::directory_iterator("/run/airlock/sandboxes"),

@@ -57,7 +57,7 @@ TEST(PolicyCli, ProfileLimitsApply) {
   AIRLOCK_REQUIRE_ROOT();
   TempDir dir;
   dir.write("p.toml",
-            "schema = 1\n[profiles.tight]\n[profiles.tight.limits]\ntimeout_s = 1\n"
+            "schema = 1\ndefault_profile = \"tight\"\n[profiles.tight]\n[profiles.tight.limits]\ntimeout_s = 1\n"
             "output_bytes = 2048\n[profiles.tight.env]\nSTAGE = \"test\"\n");
   auto r = runAirlock({"run", "--policy", dir.file("p.toml"), "--profile", "tight", "--json",
                        "--lang", "shell", "-c", "echo $STAGE; head -c 10000 /dev/zero; sleep 5"});
@@ -73,7 +73,9 @@ TEST(PolicyCli, ProfileLimitsApply) {
 TEST(DoctorCli, ReportsNamespacesBackend) {
   auto r = runAirlock({"doctor"});
   EXPECT_NE(r.out.find("namespaces"), std::string::npos) << r.out << r.err;
-  if (isRealRoot()) EXPECT_EQ(r.exit_code, 0) << r.out;
+  if (isRealRoot()) {
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+  }
 }
 
 }  // namespace

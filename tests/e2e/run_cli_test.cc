@@ -33,7 +33,9 @@ class RunCli : public ::testing::Test {
     EXPECT_FALSE(r.timed_out);
     auto j = json::parse(r.out, nullptr, false);
     EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.out << "\nstderr: " << r.err;
-    if (!j.is_discarded()) EXPECT_EQ(j["airlock_exit_code"], r.exit_code);
+    if (!j.is_discarded()) {
+      EXPECT_EQ(j["airlock_exit_code"], r.exit_code);
+    }
     return j;
   }
   HostResources before_;
