@@ -104,7 +104,7 @@ int runCommand(const std::vector<std::string>& args) {
       ("policy", po::value(&req.policy_file), "policy file (default: the built-in default policy)")
       ("profile,p", po::value(&req.profile), "profile of the policy (default: its default_profile)")
       ("timeout,t", po::value(&timeout), "wall-clock limit in seconds (overrides limits.timeout_s)")
-      ("memory,m", po::value(&memory), "memory limit in MiB (overrides limits.memory_mb)")
+      ("memory,m", po::value(&memory), "memory limit in MiB (overrides limits.memory_mb; /home/user and /tmp shrink to fit)")
       ("env,e", po::value(&env)->composing(), "K=V added to the program's environment (repeatable)")
       ("file,f", po::value(&files)->composing(), "LOCAL[:SANDBOX_PATH] copied in before the run (repeatable; relative sandbox paths are under /home/user)")
       ("out,o", po::value(&outs)->composing(), "SANDBOX_PATH[:LOCAL] copied out after the run (repeatable)")

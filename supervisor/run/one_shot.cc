@@ -66,7 +66,16 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   policy::Profile profile = **base;
   res.profile = profile.name;
   if (req.timeout_s) profile.limits.timeout_s = *req.timeout_s;
-  if (req.memory_mb) profile.limits.memory_mb = *req.memory_mb;
+  if (req.memory_mb) {
+    // An explicit --memory wins: the tmpfs workspace and /tmp (which count as memory) shrink
+    // to fit inside it rather than the run being refused.
+    auto& l = profile.limits;
+    l.memory_mb = *req.memory_mb;
+    if (l.workspace_mb + l.tmp_mb >= l.memory_mb) {
+      l.workspace_mb = std::max<uint64_t>(1, std::min(l.workspace_mb, l.memory_mb / 2));
+      l.tmp_mb = std::max<uint64_t>(1, std::min(l.tmp_mb, l.memory_mb / 4));
+    }
+  }
   if (auto v = policy::validate(profile); !v)
     return Unexpected(std::move(v.error()).wrap("with the command-line overrides"));
   res.relaxations = policy::relaxations(profile);

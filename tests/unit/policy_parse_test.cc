@@ -110,7 +110,7 @@ TEST(PolicyParse, SchemaOnlyGivesTheBuiltInDefault) {
   EXPECT_EQ(p.default_profile, "default");
   const Profile& d = p.profiles.at("default");
   EXPECT_EQ(profileToToml(d), profileToToml(builtinDefault().profiles.at("default")));
-  EXPECT_EQ(d.limits.memory_mb, 512u);
+  EXPECT_EQ(d.limits.memory_mb, 1024u);
   EXPECT_EQ(d.user, "user");
   EXPECT_TRUE(d.landlock);
 }
@@ -381,7 +381,7 @@ TEST(PolicyOverride, RefusesBadKeysTypesAndRanges) {
   EXPECT_EQ(negative.error().message(),
             "override 'limits.pids=-3': limits.pids = -3: must not be negative");
   EXPECT_FALSE(applyOverride(p, "no-equals-sign"));
-  EXPECT_EQ(p.limits.memory_mb, 512u);  // failed overrides leave the profile alone
+  EXPECT_EQ(p.limits.memory_mb, 1024u);  // failed overrides leave the profile alone
   EXPECT_EQ(p.limits.pids, 256u);
 }
 

@@ -148,7 +148,7 @@ TEST(PolicyExamples, StrictIsTighterAndDataScienceIsLooser) {
   EXPECT_GT((*d)->limits.timeout_s, Limits{}.timeout_s);
   auto r = relaxations(**d);
   EXPECT_NE(std::find(r.begin(), r.end(),
-                      "profile 'data-science': limits.memory_mb = 4096: above the default 512"),
+                      "profile 'data-science': limits.memory_mb = 4096: above the default 1024"),
             r.end());
 }
 

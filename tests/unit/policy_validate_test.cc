@@ -43,7 +43,28 @@ TEST(PolicyValidate, EveryRuleAtAndPastItsBounds) {
        "limits.timeout_s = 86401: must be at most 86400"},
       {"memory 15", [](Profile& p) { p.limits.memory_mb = 15; },
        "limits.memory_mb = 15: must be at least 16"},
-      {"memory 16", [](Profile& p) { p.limits.memory_mb = 16; }, std::nullopt},
+      {"memory 16",
+       [](Profile& p) {
+         p.limits.memory_mb = 16;
+         p.limits.workspace_mb = 8;
+         p.limits.tmp_mb = 4;
+       },
+       std::nullopt},
+      {"tmpfs as large as memory",
+       [](Profile& p) {
+         p.limits.memory_mb = 600;
+         p.limits.workspace_mb = 500;
+         p.limits.tmp_mb = 100;
+       },
+       "limits.workspace_mb + limits.tmp_mb = 600 MiB must be below limits.memory_mb = 600 MiB: "
+       "files in /home/user and /tmp count against the memory limit"},
+      {"tmpfs just below memory",
+       [](Profile& p) {
+         p.limits.memory_mb = 601;
+         p.limits.workspace_mb = 500;
+         p.limits.tmp_mb = 100;
+       },
+       std::nullopt},
       {"memory overflow", [](Profile& p) { p.limits.memory_mb = uint64_t{1} << 50; },
        "limits.memory_mb = 1125899906842624: must be at most 16777216"},
       {"pids 7", [](Profile& p) { p.limits.pids = 7; }, "limits.pids = 7: must be at least 8"},
@@ -244,7 +265,7 @@ TEST(PolicyRelaxations, ListsEveryLooseningOnce) {
                 "this host directory instead of the read-only system view",
                 "profile 't': filesystem.readonly_paths: host path '/opt/models' is "
                 "visible read-only",
-                "profile 't': limits.memory_mb = 4096: above the default 512",
+                "profile 't': limits.memory_mb = 4096: above the default 1024",
                 "profile 't': limits.cpu_percent = 200: above the default 100",
             }));
 }
