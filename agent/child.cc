@@ -42,10 +42,12 @@ void runChild(const ChildSpec& spec) {
       ::dup2(spec.stderr_fd, 2) < 0)
     failStage(spec, ChildStage::kStdio);
 
-  // The backend protects the agent from the OOM killer; sandboxed code must not inherit that.
+  // Sandboxed code is always the OOM killer's first choice, before the agent: the backend may
+  // not be able to lower the agent's score (no CAP_SYS_RESOURCE), but raising our own needs no
+  // privilege. Among sandboxed processes the largest is still picked first.
   int oom = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (oom >= 0) {
-    ssize_t ignored = ::write(oom, "0", 1);
+    ssize_t ignored = ::write(oom, "1000", 4);
     (void)ignored;
     ::close(oom);
   }

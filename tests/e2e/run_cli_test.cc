@@ -129,6 +129,13 @@ TEST_F(RunCli, MemoryLimitKillsAndSaysSo) {
   EXPECT_NE(r.err.find("memory limit"), std::string::npos) << r.err;
 }
 
+TEST_F(RunCli, SandboxedCodeIsTheOomKillersFirstChoice) {
+  // The agent (PID 1) must outlive an OOM: its children run with the highest score.
+  auto r = runAirlock({"run", "--lang", "shell", "-c", "cat /proc/self/oom_score_adj"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "1000\n");
+}
+
 TEST_F(RunCli, EnvironmentIsCleanPlusWhatWasAsked) {
   auto r = runAirlock({"run", "--env", "GREETING=hi there", "--lang", "shell", "-c",
                        "echo \"$GREETING\"; env | sort"});
