@@ -28,7 +28,7 @@ TEST(PolicyCli, InvalidFileIsRejectedWithLineAndColumn) {
 TEST(PolicyCli, ExplainShowsEffectiveLimits) {
   auto r = runAirlock({"policy", "explain"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("memory 512 MiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("memory 1024 MiB"), std::string::npos) << r.out;
 }
 
 TEST(PolicyCli, RunWithABadPolicyFailsBeforeAnySandbox) {

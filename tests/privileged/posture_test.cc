@@ -409,7 +409,7 @@ TEST(Posture, DefaultPolicy) {
   ASSERT_GT(box.sandboxed(), 0) << "no sandboxed `sleep 30." << box.token()
                                 << "` found; airlock said:\n"
                                 << box.log();
-  checkPosture(box, {.memory_mb = 512, .pids = 256, .file_size_mb = 256, .open_files = 1024,
+  checkPosture(box, {.memory_mb = 1024, .pids = 256, .file_size_mb = 256, .open_files = 1024,
                      .cpu_percent = 100});
   checkTeardown(box, before);
 }
@@ -420,6 +420,7 @@ TEST(Posture, PolicyLimitsReachTheKernel) {
   TempDir dir;
   dir.write("policy.toml",
             "schema = 1\n[profiles.default]\n[profiles.default.limits]\nmemory_mb = 300\n"
+            "workspace_mb = 100\ntmp_mb = 50\n"
             "pids = 77\nfile_size_mb = 33\nopen_files = 321\ncpu_percent = 50\n");
   auto before = snapshotHostResources();
   LiveSandbox box({"--policy", dir.file("policy.toml")});
