@@ -38,7 +38,35 @@ while [[ $# -gt 0 ]]; do
 done
 
 work="$(mktemp -d /tmp/airlock-b1-XXXXXX)"
-cleanup() { rm -rf "$work"; }
+
+# On cgroup v1/hybrid hosts each sandbox is moved into its v1 cgroups after clone, and the kernel
+# waits an RCU grace period for that unless a cgroup root has `favordynmods` (see
+# `airlock doctor`). The "airlock-fdm" row measures airlock with that host setting turned on for
+# its duration only; the original cgroup2 options are put back on exit, however the script ends.
+cg2="$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)"
+cg2_opts_before=""
+fdm_row=false
+if [[ -n "$cg2" ]] && awk '$3 == "cgroup" {found=1} END {exit !found}' /proc/mounts &&
+   ! grep -q "^cgroup2 $cg2 .*favordynmods" /proc/mounts && [[ $(id -u) -eq 0 ]]; then
+  cg2_opts_before="$(awk -v m="$cg2" '$2 == m {print $4}' /proc/mounts)"
+  fdm_row=true
+fi
+# Sets the cgroup2 mount's own options exactly (mount(8) would merge in the old ones).
+set_cg2_opts() {
+  "$py" - "$cg2" "$1" <<'EOF'
+import ctypes, os, sys
+keep = {"nsdelegate", "memory_localevents", "memory_recursiveprot", "memory_hugetlb_accounting",
+        "favordynmods"}
+data = ",".join(o for o in sys.argv[2].split(",") if o in keep).encode()
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.mount(None, sys.argv[1].encode(), b"cgroup2", 32, data) != 0:  # MS_REMOUNT
+    sys.exit("b1: remount " + sys.argv[1] + ": " + os.strerror(ctypes.get_errno()))
+EOF
+}
+cleanup() {
+  if [[ -n "$cg2_opts_before" ]]; then set_cg2_opts "$cg2_opts_before"; fi
+  rm -rf "$work"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -55,6 +83,7 @@ airlock_code() { case "$1" in python) echo "print(1)" ;; node) echo "console.log
 
 # Runners: name and the prefix put before the bare command (airlock is special-cased).
 runners="bare airlock bwrap runsc firejail"
+if $fdm_row; then runners="bare airlock airlock-fdm bwrap runsc firejail"; fi
 prefix() {
   case "$1" in
     bare) echo "" ;;
@@ -67,7 +96,7 @@ prefix() {
 # argv of one runner for one language, one word per line (no shell quoting needed).
 argv_of() {
   local runner="$1" lang="$2"
-  if [[ "$runner" == airlock ]]; then
+  if [[ "$runner" == airlock || "$runner" == airlock-fdm ]]; then
     printf '%s\n' "$airlock" run --no-stdin --lang "$lang" -c "$(airlock_code "$lang")"
   else
     # shellcheck disable=SC2046
@@ -84,7 +113,7 @@ preflight() {
     echo "not installed (${argv[0]})"
     return
   fi
-  if [[ "$runner" == airlock && $(id -u) -ne 0 ]]; then
+  if [[ "$runner" == airlock* && $(id -u) -ne 0 ]]; then
     echo "needs root"
     return
   fi
@@ -144,9 +173,12 @@ for lang in $langs; do
       printf '%s\t%s\tNA\t%s\n' "$lang" "$runner" "$reason" >>"$results"
       continue
     fi
+    if [[ "$runner" == airlock-fdm ]]; then set_cg2_opts "$cg2_opts_before,favordynmods"; fi
     if measure "$runner" "$lang" "$work/times"; then
+      if [[ "$runner" == airlock-fdm ]]; then set_cg2_opts "$cg2_opts_before"; fi
       printf '%s\t%s\tOK\t%s\n' "$lang" "$runner" "$(paste -sd, "$work/times")" >>"$results"
     else
+      if [[ "$runner" == airlock-fdm ]]; then set_cg2_opts "$cg2_opts_before"; fi
       printf '%s\t%s\tNA\t%s\n' "$lang" "$runner" "failed during the timed runs" >>"$results"
     fi
   done
@@ -168,13 +200,13 @@ for lang, runner, state, data in rows:
     if runner == "bare" and state == "OK":
         bare[lang] = statistics.median(float(x) for x in data.split(","))
 
-hdr = f"{'language':<8} {'runner':<9} {'median ms':>10} {'p90 ms':>9} {'x bare':>7} {'+ms':>8}"
+hdr = f"{'language':<8} {'runner':<11} {'median ms':>10} {'p90 ms':>9} {'x bare':>7} {'+ms':>8}"
 print(hdr)
 print("-" * len(hdr))
 for lang, runner, state, data in rows:
     rec = {"language": lang, "runner": runner}
     if state != "OK":
-        print(f"{lang:<8} {runner:<9} {'-':>10} {'-':>9} {'-':>7} {'-':>8}  ({data})")
+        print(f"{lang:<8} {runner:<11} {'-':>10} {'-':>9} {'-':>7} {'-':>8}  ({data})")
         rec["unavailable"] = data
     else:
         t = [float(x) * 1000 for x in data.split(",")]
@@ -182,7 +214,7 @@ for lang, runner, state, data in rows:
         b = bare.get(lang)
         ratio = f"{med / (b * 1000):.2f}" if b else "-"
         extra = f"{med - b * 1000:+.1f}" if b else "-"
-        print(f"{lang:<8} {runner:<9} {med:>10.1f} {p90:>9.1f} {ratio:>7} {extra:>8}")
+        print(f"{lang:<8} {runner:<11} {med:>10.1f} {p90:>9.1f} {ratio:>7} {extra:>8}")
         rec.update(median_ms=med, p90_ms=p90, runs=len(t),
                    ratio_vs_bare=(med / (b * 1000)) if b else None,
                    overhead_ms=(med - b * 1000) if b else None)

@@ -220,11 +220,11 @@ Check checkLimits(const Limits& l) {
   // Files in the tmpfs workspace and /tmp are memory charged to the sandbox: if they could fill
   // the memory limit, a full disk would end in an OOM kill instead of ENOSPC.
   if (l.workspace_mb + l.tmp_mb >= l.memory_mb) {
-    return Problem{"limits.workspace_mb",
-                   "limits.workspace_mb + limits.tmp_mb = " +
-                       std::to_string(l.workspace_mb + l.tmp_mb) +
-                       " MiB must be below limits.memory_mb = " + std::to_string(l.memory_mb) +
-                       " MiB: files in /home/user and /tmp count against the memory limit"};
+    return Problem{
+        "limits.workspace_mb",
+        "limits.workspace_mb + limits.tmp_mb = " + std::to_string(l.workspace_mb + l.tmp_mb) +
+            " MiB must be below limits.memory_mb = " + std::to_string(l.memory_mb) +
+            " MiB: files in /home/user and /tmp count against the memory limit"};
   }
   return std::nullopt;
 }

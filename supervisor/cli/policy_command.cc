@@ -32,8 +32,9 @@ void printProfile(const policy::Profile& p) {
 
 int policyCommand(const std::vector<std::string>& args) {
   if (args.empty() || (args[0] != "check" && args[0] != "explain")) {
-    printError("policy: expected `airlock policy check FILE` or `airlock policy explain "
-               "[--policy FILE] [--profile NAME]`");
+    printError(
+        "policy: expected `airlock policy check FILE` or `airlock policy explain "
+        "[--policy FILE] [--profile NAME]`");
     return run::kExitAirlockError;
   }
   std::string file, profile;
@@ -52,7 +53,8 @@ int policyCommand(const std::vector<std::string>& args) {
     printError("policy check: which file? `airlock policy check FILE`");
     return run::kExitAirlockError;
   }
-  auto pol = file.empty() ? Result<policy::Policy>(policy::builtinDefault()) : policy::loadFile(file);
+  auto pol =
+      file.empty() ? Result<policy::Policy>(policy::builtinDefault()) : policy::loadFile(file);
   if (!pol) {
     std::cerr << pol.error().message() << "\n";
     return 1;

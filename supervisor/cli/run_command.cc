@@ -97,19 +97,23 @@ int runCommand(const std::vector<std::string>& args) {
   uint64_t memory = 0;
 
   po::options_description opts(kRunUsage);
-  opts.add_options()
-      ("help,h", "show this help")
-      ("lang,l", po::value(&req.language), "language: python, node, shell (or an alias: py, js, sh, bash)")
-      ("code,c", po::value(&req.code), "the program text")
-      ("policy", po::value(&req.policy_file), "policy file (default: the built-in default policy)")
-      ("profile,p", po::value(&req.profile), "profile of the policy (default: its default_profile)")
-      ("timeout,t", po::value(&timeout), "wall-clock limit in seconds (overrides limits.timeout_s)")
-      ("memory,m", po::value(&memory), "memory limit in MiB (overrides limits.memory_mb; /home/user and /tmp shrink to fit)")
-      ("env,e", po::value(&env)->composing(), "K=V added to the program's environment (repeatable)")
-      ("file,f", po::value(&files)->composing(), "LOCAL[:SANDBOX_PATH] copied in before the run (repeatable; relative sandbox paths are under /home/user)")
-      ("out,o", po::value(&outs)->composing(), "SANDBOX_PATH[:LOCAL] copied out after the run (repeatable)")
-      ("json", po::bool_switch(&json), "print one JSON result record instead of the program's output")
-      ("no-stdin", po::bool_switch(&no_stdin), "give the program an empty stdin");
+  opts.add_options()("help,h", "show this help")(
+      "lang,l", po::value(&req.language),
+      "language: python, node, shell (or an alias: py, js, sh, bash)")(
+      "code,c", po::value(&req.code), "the program text")(
+      "policy", po::value(&req.policy_file), "policy file (default: the built-in default policy)")(
+      "profile,p", po::value(&req.profile), "profile of the policy (default: its default_profile)")(
+      "timeout,t", po::value(&timeout), "wall-clock limit in seconds (overrides limits.timeout_s)")(
+      "memory,m", po::value(&memory),
+      "memory limit in MiB (overrides limits.memory_mb; /home/user and /tmp shrink to fit)")(
+      "env,e", po::value(&env)->composing(), "K=V added to the program's environment (repeatable)")(
+      "file,f", po::value(&files)->composing(),
+      "LOCAL[:SANDBOX_PATH] copied in before the run (repeatable; relative sandbox paths are under "
+      "/home/user)")("out,o", po::value(&outs)->composing(),
+                     "SANDBOX_PATH[:LOCAL] copied out after the run (repeatable)")(
+      "json", po::bool_switch(&json),
+      "print one JSON result record instead of the program's output")(
+      "no-stdin", po::bool_switch(&no_stdin), "give the program an empty stdin");
   po::options_description hidden;
   hidden.add_options()("positional", po::value(&positional)->composing(), "");
   po::options_description all;

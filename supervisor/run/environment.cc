@@ -2,9 +2,10 @@
 
 namespace airlock::run {
 
-std::vector<std::string> executionEnvironment(const std::vector<std::string>& language_env,
-                                              const std::map<std::string, std::string>& profile_env,
-                                              const std::map<std::string, std::string>& request_env) {
+std::vector<std::string> executionEnvironment(
+    const std::vector<std::string>& language_env,
+    const std::map<std::string, std::string>& profile_env,
+    const std::map<std::string, std::string>& request_env) {
   // The host environment is never copied: it may carry secrets, and variables like
   // NODE_EXTRA_CA_CERTS measurably slow every start (PLATFORM.md).
   std::map<std::string, std::string> env = {

@@ -9,8 +9,9 @@ namespace airlock::run {
 
 // Base variables (PATH, HOME, LANG, ...), then the language runtime's, then the profile's, then
 // the request's; later layers override earlier ones by name. Output is "K=V", sorted by name.
-std::vector<std::string> executionEnvironment(const std::vector<std::string>& language_env,
-                                              const std::map<std::string, std::string>& profile_env,
-                                              const std::map<std::string, std::string>& request_env);
+std::vector<std::string> executionEnvironment(
+    const std::vector<std::string>& language_env,
+    const std::map<std::string, std::string>& profile_env,
+    const std::map<std::string, std::string>& request_env);
 
 }  // namespace airlock::run

@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
@@ -81,12 +81,12 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   res.relaxations = policy::relaxations(profile);
 
   auto registry = plugin::Registry::loadDirectory(paths.plugin_dir);
-  auto lang = req.language.empty() ? (req.inline_code
-                                          ? Result<std::shared_ptr<plugin::Language>>(fail(
-                                                "no language given: pass --lang (python, node, "
+  auto lang = req.language.empty()
+                  ? (req.inline_code ? Result<std::shared_ptr<plugin::Language>>(
+                                           fail("no language given: pass --lang (python, node, "
                                                 "shell) or a script file with a known extension"))
-                                          : registry.languageForFile(req.script))
-                                   : registry.language(req.language);
+                                     : registry.languageForFile(req.script))
+                  : registry.language(req.language);
   if (!lang) return Unexpected(lang.error());
   res.language = (*lang)->name();
 
@@ -156,8 +156,9 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
     FileOutcome fo{f.sandbox, f.local, 0, {}};
     auto dest = sandboxPath(f.sandbox);
     auto n = dest ? upload(f.local, *dest) : Result<uint64_t>(Unexpected(dest.error()));
-    if (!n) return error(Status::kError, "--file " + f.local + ":" + f.sandbox + ": " +
-                                             n.error().message());
+    if (!n)
+      return error(Status::kError,
+                   "--file " + f.local + ":" + f.sandbox + ": " + n.error().message());
     fo.sandbox_path = *dest;
     fo.bytes = *n;
     res.files_in.push_back(fo);
@@ -185,14 +186,17 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
       if (pipe2(p, O_CLOEXEC) != 0) return sysError("pipe2", "inline code");
       UniqueFd rd(p[0]), wr(p[1]);
       std::string data = req.code;
-      std::thread writer([&] { writeAll(wr.get(), data); wr.reset(); });
+      std::thread writer([&] {
+        writeAll(wr.get(), data);
+        wr.reset();
+      });
       auto r = box.agent().writeFile(program_path, 0644, rd.get(), Clock::now() + kFileTimeout);
       writer.join();
       return r;
     }()
-                                         : upload(req.script, program_path);
-    if (!n) return error(Status::kError, "copying the program into the sandbox: " +
-                                             n.error().message());
+        : upload(req.script, program_path);
+    if (!n)
+      return error(Status::kError, "copying the program into the sandbox: " + n.error().message());
     code_req.source = AIRLOCK_CODE_FILE;
     code_req.path = program_path.c_str();
   }

@@ -19,14 +19,14 @@ struct FileCopy {
 struct RunRequest {
   std::string language;  // name or alias; empty: chosen by the script's extension
   bool inline_code = true;
-  std::string code;       // inline program text
-  std::string script;     // host path of a program file (inline_code == false)
+  std::string code;    // inline program text
+  std::string script;  // host path of a program file (inline_code == false)
   std::vector<std::string> args;
   std::map<std::string, std::string> env;
   std::vector<FileCopy> files_in;
   std::vector<FileCopy> files_out;
-  int stdin_fd = -1;      // forwarded to the program when >= 0
-  int cancel_fd = -1;     // readable when airlock is asked to stop: the run is torn down
+  int stdin_fd = -1;   // forwarded to the program when >= 0
+  int cancel_fd = -1;  // readable when airlock is asked to stop: the run is torn down
 
   std::string policy_file;  // empty: the built-in default policy
   std::string profile;      // empty: the policy's default profile

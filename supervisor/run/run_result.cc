@@ -4,24 +4,36 @@ namespace airlock::run {
 
 const char* statusName(Status s) {
   switch (s) {
-    case Status::kExited: return "exited";
-    case Status::kSignaled: return "signaled";
-    case Status::kTimeout: return "timeout";
-    case Status::kMemoryLimit: return "memory_limit";
-    case Status::kRefused: return "refused";
-    case Status::kError: return "error";
+    case Status::kExited:
+      return "exited";
+    case Status::kSignaled:
+      return "signaled";
+    case Status::kTimeout:
+      return "timeout";
+    case Status::kMemoryLimit:
+      return "memory_limit";
+    case Status::kRefused:
+      return "refused";
+    case Status::kError:
+      return "error";
   }
   return "error";
 }
 
 int RunResult::processExitCode() const {
   switch (status) {
-    case Status::kExited: return exit_code;
-    case Status::kSignaled: return 128 + signal;
-    case Status::kTimeout: return kExitTimeout;
-    case Status::kMemoryLimit: return kExitMemoryLimit;
-    case Status::kRefused: return kExitRefused;
-    case Status::kError: return kExitAirlockError;
+    case Status::kExited:
+      return exit_code;
+    case Status::kSignaled:
+      return 128 + signal;
+    case Status::kTimeout:
+      return kExitTimeout;
+    case Status::kMemoryLimit:
+      return kExitMemoryLimit;
+    case Status::kRefused:
+      return kExitRefused;
+    case Status::kError:
+      return kExitAirlockError;
   }
   return kExitAirlockError;
 }
@@ -33,7 +45,11 @@ std::string toValidUtf8(const std::string& in) {
   size_t n = in.size(), i = 0;
   while (i < n) {
     unsigned char c = s[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
     bool ok = len != 0 && i + len <= n;
     for (size_t k = 1; ok && k < len; ++k) ok = (s[i + k] & 0xC0) == 0x80;
     if (ok && len > 1) {

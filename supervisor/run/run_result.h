@@ -10,10 +10,10 @@
 namespace airlock::run {
 
 // Exit codes of `airlock run` that are not the program's own (documented in README.md).
-inline constexpr int kExitMemoryLimit = 122;  // the sandbox hit its memory limit (OOM kill)
-inline constexpr int kExitRefused = 123;      // the policy refused the request
-inline constexpr int kExitTimeout = 124;      // the execution hit its wall-clock limit
-inline constexpr int kExitAirlockError = 125; // airlock itself failed (usage, policy, sandbox)
+inline constexpr int kExitMemoryLimit = 122;   // the sandbox hit its memory limit (OOM kill)
+inline constexpr int kExitRefused = 123;       // the policy refused the request
+inline constexpr int kExitTimeout = 124;       // the execution hit its wall-clock limit
+inline constexpr int kExitAirlockError = 125;  // airlock itself failed (usage, policy, sandbox)
 
 enum class Status { kExited, kSignaled, kTimeout, kMemoryLimit, kRefused, kError };
 const char* statusName(Status s);
@@ -28,9 +28,9 @@ struct FileOutcome {
 struct RunResult {
   static constexpr int kSchema = 1;
   Status status = Status::kError;
-  int exit_code = -1;  // the program's, when status is kExited
-  int signal = 0;      // the terminating signal, when kSignaled (or a kill on timeout/OOM)
-  std::string message; // what happened, for anything but a plain exit
+  int exit_code = -1;   // the program's, when status is kExited
+  int signal = 0;       // the terminating signal, when kSignaled (or a kill on timeout/OOM)
+  std::string message;  // what happened, for anything but a plain exit
 
   std::string sandbox_id, language, profile, policy_source, policy_hash;
   std::string stdout_data, stderr_data;

@@ -73,8 +73,8 @@ Result<> AgentClient::expectOk(uint32_t id, const char* what, Clock::time_point 
   if (frame->header.type == protocol::MsgType::kError) {
     auto e = protocol::decodeError(frame->payload);
     if (!e) return protocolError(e.error().message());
-    return Unexpected(Error(e->message, {}, e->errnum).wrap(std::string(what) + " (agent stage " +
-                                                            e->stage + ")"));
+    return Unexpected(Error(e->message, {}, e->errnum)
+                          .wrap(std::string(what) + " (agent stage " + e->stage + ")"));
   }
   return protocolError(std::string(what) + ": unexpected " +
                        protocol::msgTypeName(frame->header.type));
@@ -210,8 +210,8 @@ Result<uint64_t> AgentClient::readFile(const std::string& path, uint64_t max_byt
       return Unexpected(Error(e->message, {}, e->errnum).wrap("read '" + path + "'"));
     }
     if (frame->header.type != protocol::MsgType::kFileData)
-      return protocolError(std::string("unexpected ") +
-                           protocol::msgTypeName(frame->header.type) + " while reading a file");
+      return protocolError(std::string("unexpected ") + protocol::msgTypeName(frame->header.type) +
+                           " while reading a file");
     auto d = protocol::decodeFileData(frame->payload);
     if (!d) return protocolError(d.error().message());
     total += d->data.size();

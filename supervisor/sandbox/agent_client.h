@@ -56,7 +56,8 @@ class AgentClient {
     protocol::FrameHeader header;
     std::string payload;
   };
-  Result<Frame> nextFrame(Clock::time_point deadline, int extra_fd = -1, bool* extra_ready = nullptr);
+  Result<Frame> nextFrame(Clock::time_point deadline, int extra_fd = -1,
+                          bool* extra_ready = nullptr);
   Result<> send(const std::string& frame);
   Result<> expectOk(uint32_t id, const char* what, Clock::time_point deadline);
   uint32_t nextId() { return next_id_++; }

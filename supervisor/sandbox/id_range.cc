@@ -22,9 +22,9 @@ Result<IdRangeLease> IdRangeLease::acquire(const std::string& lock_dir) {
     if (flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return IdRangeLease(slot, std::move(fd));
     if (errno != EWOULDBLOCK) return sysError("flock", path);
   }
-  return fail("no free sandbox uid range: all " + std::to_string(kIdRangeSlots) +
-                  " slots are in use",
-              lock_dir);
+  return fail(
+      "no free sandbox uid range: all " + std::to_string(kIdRangeSlots) + " slots are in use",
+      lock_dir);
 }
 
 }  // namespace airlock::sandbox

@@ -8,11 +8,11 @@ std::vector<MountEntry> systemView() {
   std::vector<MountEntry> v{{"/usr", "/usr", false}};
   // Each of these is read by ordinary programs at start (dynamic linker cache, TLS roots,
   // alternatives symlinks for awk & co, time zone, MIME and service tables).
-  for (const char* etc : {"/etc/alternatives", "/etc/ssl", "/etc/ca-certificates", "/etc/fonts",
-                          "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-                          "/etc/localtime", "/etc/timezone", "/etc/mime.types", "/etc/protocols",
-                          "/etc/services", "/etc/debian_version", "/etc/os-release",
-                          "/etc/bash.bashrc", "/etc/inputrc", "/etc/gai.conf"}) {
+  for (const char* etc :
+       {"/etc/alternatives", "/etc/ssl", "/etc/ca-certificates", "/etc/fonts", "/etc/ld.so.cache",
+        "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/timezone",
+        "/etc/mime.types", "/etc/protocols", "/etc/services", "/etc/debian_version",
+        "/etc/os-release", "/etc/bash.bashrc", "/etc/inputrc", "/etc/gai.conf"}) {
     v.push_back({etc, etc, true});
   }
   return v;

@@ -204,7 +204,8 @@ Result<> Sandbox::destroy() {
   }
   agent_.reset();
   if (cgroup_) {
-    note(cgroup_->destroy(std::chrono::duration_cast<std::chrono::milliseconds>(kCgroupDrainTimeout)),
+    note(cgroup_->destroy(
+             std::chrono::duration_cast<std::chrono::milliseconds>(kCgroupDrainTimeout)),
          "remove cgroup");
     cgroup_.reset();
   }

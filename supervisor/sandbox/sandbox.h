@@ -28,10 +28,10 @@ inline constexpr uint32_t kSandboxUid = 1000;
 inline constexpr uint32_t kSandboxGid = 1000;
 
 struct SandboxOptions {
-  std::string id;                       // [a-z0-9-]{1,63}; generated when empty
+  std::string id;  // [a-z0-9-]{1,63}; generated when empty
   const policy::Profile* profile = nullptr;
-  std::vector<MountEntry> mounts;       // read-only view (see rootfs_view.h)
-  std::string agent_path;               // the static airlock-agent
+  std::vector<MountEntry> mounts;  // read-only view (see rootfs_view.h)
+  std::string agent_path;          // the static airlock-agent
   std::string state_dir = "/run/airlock";
 };
 

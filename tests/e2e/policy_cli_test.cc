@@ -57,7 +57,8 @@ TEST(PolicyCli, ProfileLimitsApply) {
   AIRLOCK_REQUIRE_ROOT();
   TempDir dir;
   dir.write("p.toml",
-            "schema = 1\ndefault_profile = \"tight\"\n[profiles.tight]\n[profiles.tight.limits]\ntimeout_s = 1\n"
+            "schema = 1\ndefault_profile = "
+            "\"tight\"\n[profiles.tight]\n[profiles.tight.limits]\ntimeout_s = 1\n"
             "output_bytes = 2048\n[profiles.tight.env]\nSTAGE = \"test\"\n");
   auto r = runAirlock({"run", "--policy", dir.file("p.toml"), "--profile", "tight", "--json",
                        "--lang", "shell", "-c", "echo $STAGE; head -c 10000 /dev/zero; sleep 5"});

@@ -98,8 +98,8 @@ TEST_F(RunCli, CodeFromStandardInput) {
 }
 
 TEST_F(RunCli, StdinIsPassedToTheProgram) {
-  auto r = runAirlock({"run", "--lang", "python", "-c", "import sys; print(sys.stdin.read().upper())"},
-                      "shout\n");
+  auto r = runAirlock(
+      {"run", "--lang", "python", "-c", "import sys; print(sys.stdin.read().upper())"}, "shout\n");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "SHOUT\n\n");
 }
@@ -159,15 +159,16 @@ TEST_F(RunCli, FilesGoInAndComeOut) {
 
 TEST_F(RunCli, MissingOutputFileIsAnErrorNamingIt) {
   TempDir dir;
-  auto r = runAirlock({"run", "--out", "nope.txt:" + dir.file("nope.txt"), "--lang", "shell", "-c",
-                       "true"});
+  auto r = runAirlock(
+      {"run", "--out", "nope.txt:" + dir.file("nope.txt"), "--lang", "shell", "-c", "true"});
   EXPECT_EQ(r.exit_code, 125);
   EXPECT_NE(r.err.find("nope.txt"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("nope.txt")));
 }
 
 TEST_F(RunCli, JsonRecordDescribesTheRun) {
-  auto j = runJson({"--lang", "python", "-c", "import sys; print('out'); print('err', file=sys.stderr)"});
+  auto j = runJson(
+      {"--lang", "python", "-c", "import sys; print('out'); print('err', file=sys.stderr)"});
   EXPECT_EQ(j["schema"], 1);
   EXPECT_EQ(j["status"], "exited");
   EXPECT_EQ(j["exit_code"], 0);
@@ -190,9 +191,9 @@ TEST_F(RunCli, OutputOverTheCapIsTruncatedAndCounted) {
 }
 
 TEST_F(RunCli, PandasExampleSummarizesTheCsv) {
-  auto r = runAirlock({"run", "--file",
-                       sourceDir() + "/examples/data/transactions.csv:transactions.csv",
-                       sourceDir() + "/examples/summarize_spending.py"});
+  auto r =
+      runAirlock({"run", "--file", sourceDir() + "/examples/data/transactions.csv:transactions.csv",
+                  sourceDir() + "/examples/summarize_spending.py"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("28 transactions, 2 months"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("housing"), std::string::npos);

@@ -92,8 +92,7 @@ TEST_F(HostileTest, HostLeak_ObfuscatedShadowRead) {
   ASSERT_TRUE(run_sh.parsed()) << run_sh.describe();
   EXPECT_EQ(run_sh.status(), "exited") << run_sh.describe();
   EXPECT_NE(run_sh.proc.exit_code, 0) << "cat should fail inside: " << run_sh.describe();
-  EXPECT_EQ(run_sh.proc.out.find(secret), std::string::npos) << "[HostLeak] "
-                                                             << run_sh.describe();
+  EXPECT_EQ(run_sh.proc.out.find(secret), std::string::npos) << "[HostLeak] " << run_sh.describe();
 }
 
 }  // namespace

@@ -96,8 +96,7 @@ class IsolationGuard : public ::testing::Environment {
   }
 };
 
-[[maybe_unused]] const auto* const kGuard =
-    ::testing::AddGlobalTestEnvironment(new IsolationGuard);
+[[maybe_unused]] const auto* const kGuard = ::testing::AddGlobalTestEnvironment(new IsolationGuard);
 
 }  // namespace
 
@@ -161,10 +160,21 @@ ProcResult runBarePython(const std::string& code, const std::vector<std::string>
 
 ProcResult runUnsharedPython(const std::string& code, const std::vector<std::string>& args,
                              int timeout_s) {
-  std::vector<std::string> argv{"/usr/bin/unshare", "--user", "--map-root-user", "--fork",
-                                "--pid",            "--mount-proc", "--mount", "--net",
-                                "--uts",            "--ipc",        "--cgroup", "--",
-                                "/usr/bin/python3", "-c",           code};
+  std::vector<std::string> argv{"/usr/bin/unshare",
+                                "--user",
+                                "--map-root-user",
+                                "--fork",
+                                "--pid",
+                                "--mount-proc",
+                                "--mount",
+                                "--net",
+                                "--uts",
+                                "--ipc",
+                                "--cgroup",
+                                "--",
+                                "/usr/bin/python3",
+                                "-c",
+                                code};
   argv.insert(argv.end(), args.begin(), args.end());
   return runCommand(argv, "", timeout_s);
 }
@@ -294,16 +304,16 @@ void PidsSampler::loop() {
       std::string cg = pidsCgroupOf(e->d_name);
       if (cg.empty()) continue;
       // The nearest ancestor with a limit is the sandbox's pids cgroup.
-      std::filesystem::path dir = std::filesystem::path("/sys/fs/cgroup/pids") /
-                                  std::filesystem::path(cg).relative_path();
+      std::filesystem::path dir =
+          std::filesystem::path("/sys/fs/cgroup/pids") / std::filesystem::path(cg).relative_path();
       while (dir.string().size() > std::string("/sys/fs/cgroup/pids").size()) {
         std::string max = trim(readFile((dir / "pids.max").string()));
         if (!max.empty() && max != "max") {
           Group& g = groups_[dir.string()];
           g.path = dir.string();
           g.limit = std::strtol(max.c_str(), nullptr, 10);
-          long cur = std::strtol(trim(readFile((dir / "pids.current").string())).c_str(),
-                                 nullptr, 10);
+          long cur =
+              std::strtol(trim(readFile((dir / "pids.current").string())).c_str(), nullptr, 10);
           g.max_current = std::max(g.max_current, cur);
           counted[dir.string()]++;
           break;
@@ -319,8 +329,8 @@ void PidsSampler::loop() {
     if (now - last_spawn > std::chrono::milliseconds(250)) {
       auto t0 = std::chrono::steady_clock::now();
       runCommand({"/bin/true"}, "", 30);
-      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                      .count();
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       slowest_spawn_ms_ = std::max(slowest_spawn_ms_, ms);
       last_spawn = std::chrono::steady_clock::now();
     }

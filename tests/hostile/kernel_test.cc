@@ -24,22 +24,44 @@ bool reachedKernel(const std::string& r) {
 }
 
 // Probes whose control runs in a throwaway unshare'd namespace (root mapped, nothing shared).
-const std::vector<std::string> kUsernsProbes = {
-    "unshare_user",      "unshare_mount",        "unshare_net",        "clone_newuser",
-    "clone3_newuser",    "mount_tmpfs",          "fsopen",             "open_tree",
-    "pivot_root",        "chroot",               "ptrace_child",       "process_vm_readv",
-    "io_uring_setup",    "userfaultfd_user_mode", "add_key",           "keyctl",
-    "setns_pid1_mnt",    "setns_pid1_pid",       "setns_pid1_net",     "setns_pid1_user",
-    "setns_pid1_uts",    "setns_pid1_ipc",       "setns_pid1_cgroup",  "setns_self_mnt",
-    "setns_self_pid",    "setns_self_net",       "setns_self_user",    "setns_self_uts",
-    "setns_self_ipc",    "setns_self_cgroup",    "i386_getpid"};
+const std::vector<std::string> kUsernsProbes = {"unshare_user",
+                                                "unshare_mount",
+                                                "unshare_net",
+                                                "clone_newuser",
+                                                "clone3_newuser",
+                                                "mount_tmpfs",
+                                                "fsopen",
+                                                "open_tree",
+                                                "pivot_root",
+                                                "chroot",
+                                                "ptrace_child",
+                                                "process_vm_readv",
+                                                "io_uring_setup",
+                                                "userfaultfd_user_mode",
+                                                "add_key",
+                                                "keyctl",
+                                                "setns_pid1_mnt",
+                                                "setns_pid1_pid",
+                                                "setns_pid1_net",
+                                                "setns_pid1_user",
+                                                "setns_pid1_uts",
+                                                "setns_pid1_ipc",
+                                                "setns_pid1_cgroup",
+                                                "setns_self_mnt",
+                                                "setns_self_pid",
+                                                "setns_self_net",
+                                                "setns_self_user",
+                                                "setns_self_uts",
+                                                "setns_self_ipc",
+                                                "setns_self_cgroup",
+                                                "i386_getpid"};
 // Probes whose control needs host root but is harmless there: a tiny bpf map, a software perf
 // counter on ourselves, a uffd, a handle to /usr/bin, bad-magic reboot, bad-flag kexec, modules
 // that do not exist.
 const std::vector<std::string> kRootProbes = {
-    "bpf",         "perf_event_open", "userfaultfd",   "open_by_handle_at", "reboot",
-    "kexec_load",  "kexec_file_load", "init_module",   "finit_module",      "delete_module",
-    "x32_getpid"};
+    "bpf",          "perf_event_open", "userfaultfd",     "open_by_handle_at",
+    "reboot",       "kexec_load",      "kexec_file_load", "init_module",
+    "finit_module", "delete_module",   "x32_getpid"};
 // Only in the sandbox: a successful call would disturb the host or the test.
 const std::vector<std::string> kSandboxOnlyProbes = {"ptrace_pid1"};
 
@@ -56,8 +78,8 @@ TEST_F(HostileTest, Escape_KernelSurfaceRefused) {
   auto ns_res = parseProbeJson(bare_ns.out, "unshare control");
   for (const auto& p : kUsernsProbes)
     EXPECT_TRUE(reachedKernel(ns_res.value(p, "?")))
-        << "control: probe " << p << " cannot show a working call in a bare namespace: "
-        << ns_res.value(p, "?");
+        << "control: probe " << p
+        << " cannot show a working call in a bare namespace: " << ns_res.value(p, "?");
 
   // Control 2: as host root with harmless arguments.
   std::vector<std::string> root_args{"--scratch", scratch.path()};
@@ -93,8 +115,7 @@ TEST_F(HostileTest, Escape_KernelSurfaceRefused) {
     bool entry_point = p == "i386_getpid" || p == "x32_getpid";
     bool ok = kRefused.contains(r) || (entry_point && r == "SIGSYS");
     EXPECT_TRUE(ok) << "[Escape] " << p << " inside the sandbox answered " << r
-                    << " (want EPERM, EACCES or ENOSYS" << (entry_point ? " or SIGSYS" : "")
-                    << ")";
+                    << " (want EPERM, EACCES or ENOSYS" << (entry_point ? " or SIGSYS" : "") << ")";
   }
 }
 
@@ -161,8 +182,8 @@ TEST_F(HostileTest, HostDoS_KernelKnobsNotWritable) {
 TEST_F(HostileTest, Escape_DeviceNodesRefused) {
   const std::string code = probe("kernel_surface.py");
   TempDir scratch;
-  auto control = runBarePython(code, {"--scratch", scratch.path(), "mknod_char", "open_dev_kvm",
-                                      "open_dev_fuse"});
+  auto control = runBarePython(
+      code, {"--scratch", scratch.path(), "mknod_char", "open_dev_kvm", "open_dev_fuse"});
   auto cres = parseProbeJson(control.out, "control");
   EXPECT_EQ(cres.value("mknod_char", "?"), "OK") << "control: bare mknod in a scratch dir";
   for (const char* dev : {"open_dev_kvm", "open_dev_fuse"})
@@ -170,10 +191,10 @@ TEST_F(HostileTest, Escape_DeviceNodesRefused) {
       EXPECT_EQ(cres.value(dev, "?"), "OK") << "control: host root opens " << dev;
     }
 
-  auto run = runSandbox("python", code,
-                        {.args = {"--scratch", "/tmp", "mknod_char", "open_dev_mem",
-                                  "open_dev_kmem", "open_dev_port", "open_dev_kvm",
-                                  "open_dev_fuse"}});
+  auto run =
+      runSandbox("python", code,
+                 {.args = {"--scratch", "/tmp", "mknod_char", "open_dev_mem", "open_dev_kmem",
+                           "open_dev_port", "open_dev_kvm", "open_dev_fuse"}});
   expectOutcome(run, "exited", 0);
   auto res = parseProbeJson(run.out(), "sandbox");
   EXPECT_TRUE(kRefused.contains(res.value("mknod_char", "?")))
@@ -211,10 +232,9 @@ TEST_F(HostileTest, Exfil_RawPacketNetlinkSocketsRefused) {
 // owner). Control: the same probe as uid 65534 on the host sees euid 0.
 TEST_F(HostileTest, Escape_SetuidBinaryGivesNothing) {
   const std::string code = probe("setuid.py");
-  auto control = airlock::testing::runCommand(
-      {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-       "/usr/bin/python3", "-c", code},
-      "", 60);
+  auto control = airlock::testing::runCommand({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                               "--clear-groups", "/usr/bin/python3", "-c", code},
+                                              "", 60);
   auto cres = parseProbeJson(control.out, "control");
   int zero = 0;
   for (const auto& item : cres["min_euid"].items())

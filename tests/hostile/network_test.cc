@@ -23,8 +23,7 @@ using airlock::testing::TempDir;
 // Listening sockets on the host that greet every client with a token and count them.
 class TokenServers {
  public:
-  explicit TokenServers(const std::string& token, const std::string& unix_path)
-      : token_(token) {
+  explicit TokenServers(const std::string& token, const std::string& unix_path) : token_(token) {
     int s4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a4{};
     a4.sin_family = AF_INET;
@@ -146,8 +145,8 @@ TEST_F(HostileTest, Exfil_NoNetworkReachesHost) {
   for (const auto& t : targets) {
     std::string r = res.value(t, "?");
     EXPECT_EQ(r.rfind("OK", 0), std::string::npos) << "[Exfil] " << t << " reached: " << r;
-    EXPECT_TRUE(r == "ECONNREFUSED" || r == "ENETUNREACH" || r == "EHOSTUNREACH" ||
-                r == "ENOENT" || r == "EACCES" || r == "EPERM" || r == "EADDRNOTAVAIL")
+    EXPECT_TRUE(r == "ECONNREFUSED" || r == "ENETUNREACH" || r == "EHOSTUNREACH" || r == "ENOENT" ||
+                r == "EACCES" || r == "EPERM" || r == "EADDRNOTAVAIL")
         << "[Exfil] " << t << " answered " << r;
   }
 }

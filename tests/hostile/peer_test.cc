@@ -124,7 +124,8 @@ TEST_F(HostileTest, Lateral_SandboxesCannotReachEachOther) {
     EXPECT_EQ(l.out, "accepted 2\n") << "control listener: " << l.err;
   }
   auto a = std::async(std::launch::async, [&] {
-    return runSandbox("python", kListener, {.args = {std::to_string(port), token, "4", "/tmp/peer-secret"}});
+    return runSandbox("python", kListener,
+                      {.args = {std::to_string(port), token, "4", "/tmp/peer-secret"}});
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   const std::string b_code =
@@ -135,8 +136,8 @@ TEST_F(HostileTest, Lateral_SandboxesCannotReachEachOther) {
   auto b = runSandbox("python", b_code, {.args = targets});
   auto ra = a.get();
   expectOutcome(ra, "exited", 0);
-  EXPECT_EQ(ra.out(), "accepted 0\n") << "[Lateral] sandbox A accepted a connection: "
-                                      << ra.describe();
+  EXPECT_EQ(ra.out(), "accepted 0\n")
+      << "[Lateral] sandbox A accepted a connection: " << ra.describe();
   expectOutcome(b, "exited", 0);
   auto first_line = b.out().substr(0, b.out().find('\n'));
   auto res = parseProbeJson(first_line, "sandbox B");

@@ -92,8 +92,8 @@ TEST_F(HostileTest, HostDoS_TenThousandZombiesReaped) {
   expectOutcome(run, "exited", 0);
   auto res = parseProbeJson(run.out(), "sandbox");
   EXPECT_EQ(res.value("forked", -1), 10000) << run.out();
-  EXPECT_GE(res.value("zombies_seen", -1), 9900) << "the probe did not hold the zombies: "
-                                                 << run.out();
+  EXPECT_GE(res.value("zombies_seen", -1), 9900)
+      << "the probe did not hold the zombies: " << run.out();
   EXPECT_EQ(res.value("left_after_reap", -1), 0)
       << "[HostDoS] the sandbox init did not reap orphaned zombies: " << run.out();
 }

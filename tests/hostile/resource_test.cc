@@ -115,11 +115,13 @@ std::vector<Bomb> bombs() {
       "const cp=require('child_process');for(;;){try{cp.spawn(process.execPath,"
       "['-e',process.env.B],{stdio:'ignore'})}catch(e){}}";
   return {
-      {"shell", "shell",
+      {"shell",
+       "shell",
        "bomb() { bomb | bomb & }; bomb\n"
        "end=$((SECONDS + 4)); while [ $SECONDS -lt $end ]; do :; done; echo survived\n",
        {}},
-      {"python", "python",
+      {"python",
+       "python",
        "import os, time\n"
        "if os.fork() == 0:\n"
        "    while True:\n"
@@ -133,7 +135,8 @@ std::vector<Bomb> bombs() {
        "print('survived', flush=True)\n"
        "os._exit(0)\n",
        {}},
-      {"node", "node",
+      {"node",
+       "node",
        "require('child_process').spawn(process.execPath, ['-e', process.env.B], "
        "{stdio: 'ignore'});\n"
        "const end = Date.now() + 4000; while (Date.now() < end) {}\n"
@@ -187,8 +190,8 @@ TEST_F(HostileTest, HostDoS_ForkBombsContained) {
 // Class: HostDoS. Memory bombs in Python and Node: status memory_limit, exit 122, an OOM kill is
 // counted. Control: 256 MiB (half the default limit) is fine.
 TEST_F(HostileTest, HostDoS_MemoryBomb) {
-  auto control = runSandbox("python",
-                            "a = [b'\\x01' * (32 << 20) for _ in range(8)]\nprint('ok')\n");
+  auto control =
+      runSandbox("python", "a = [b'\\x01' * (32 << 20) for _ in range(8)]\nprint('ok')\n");
   expectOutcome(control, "exited", 0);
   EXPECT_EQ(control.out(), "ok\n") << control.describe();
 
@@ -309,8 +312,8 @@ TEST_F(HostileTest, HostDoS_DiskAndInodeFillWithQuota) {
     EXPECT_EQ(irun.proc.exit_code, kExitMemory) << irun.describe();
   } else {
     expectOutcome(irun, "exited", 0);
-    auto ires = parseProbeJson(irun.out(), "inodes").value("inodes:/home/user",
-                                                           nlohmann::json::object());
+    auto ires =
+        parseProbeJson(irun.out(), "inodes").value("inodes:/home/user", nlohmann::json::object());
     std::string err = ires.value("err", "?");
     EXPECT_TRUE(err == "ENOSPC" || err == "EDQUOT" || err == "ENOMEM")
         << "[HostDoS] the inode fill was not stopped by the sandbox (" << err << " after "

@@ -123,11 +123,16 @@ static void readlinkCheck(const char* path) {
 }
 
 static void check(const char* c) {
-  if (strncmp(c, "read:", 5) == 0) readCheck(c + 5);
-  else if (strncmp(c, "write:", 6) == 0) writeCheck(c + 6);
-  else if (strncmp(c, "exists:", 7) == 0) existsCheck(c + 7);
-  else if (strncmp(c, "readlink:", 9) == 0) readlinkCheck(c + 9);
-  else fprintf(out, "unknown %s\n", c);
+  if (strncmp(c, "read:", 5) == 0)
+    readCheck(c + 5);
+  else if (strncmp(c, "write:", 6) == 0)
+    writeCheck(c + 6);
+  else if (strncmp(c, "exists:", 7) == 0)
+    existsCheck(c + 7);
+  else if (strncmp(c, "readlink:", 9) == 0)
+    readlinkCheck(c + 9);
+  else
+    fprintf(out, "unknown %s\n", c);
 }
 
 static void loopback(void) {
@@ -172,15 +177,33 @@ int main(int argc, char** argv) {
   listDir("dev", "/dev", 0);
   dumpFile("mnt", "/proc/self/mountinfo");
   dumpFile("passwd", "/etc/passwd");
-  const char* std_checks[] = {
-      "exists:/etc/shadow",  "exists:/sys",        "exists:/proc/kcore", "exists:/home/user",
-      "exists:/usr/bin",     "exists:/dev/null",   "exists:/dev/ptmx",   "exists:/dev/shm",
-      "readlink:/bin",       "readlink:/dev/ptmx", "read:/proc/keys",    "read:/proc/timer_list",
-      "read:/etc/hostname",  "read:/dev/null",     "write:/probe",       "write:/usr/probe",
-      "write:/etc/probe",    "write:/dev/probe",   "write:/home/user/probe", "write:/tmp/probe",
-      "write:/dev/shm/probe", "write:/dev/null",   "write:/proc/sys/net/ipv4/ip_forward",
-      "write:/proc/sys/kernel/core_pattern",       "exists:/proc/acpi",  "read:/proc/acpi",
-      NULL};
+  const char* std_checks[] = {"exists:/etc/shadow",
+                              "exists:/sys",
+                              "exists:/proc/kcore",
+                              "exists:/home/user",
+                              "exists:/usr/bin",
+                              "exists:/dev/null",
+                              "exists:/dev/ptmx",
+                              "exists:/dev/shm",
+                              "readlink:/bin",
+                              "readlink:/dev/ptmx",
+                              "read:/proc/keys",
+                              "read:/proc/timer_list",
+                              "read:/etc/hostname",
+                              "read:/dev/null",
+                              "write:/probe",
+                              "write:/usr/probe",
+                              "write:/etc/probe",
+                              "write:/dev/probe",
+                              "write:/home/user/probe",
+                              "write:/tmp/probe",
+                              "write:/dev/shm/probe",
+                              "write:/dev/null",
+                              "write:/proc/sys/net/ipv4/ip_forward",
+                              "write:/proc/sys/kernel/core_pattern",
+                              "exists:/proc/acpi",
+                              "read:/proc/acpi",
+                              NULL};
   for (int i = 0; std_checks[i] != NULL; ++i) check(std_checks[i]);
   for (int i = 2; i < argc; ++i) check(argv[i]);
   fprintf(out, "END\n");

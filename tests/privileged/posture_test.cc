@@ -259,18 +259,17 @@ void checkPosture(const LiveSandbox& box, const ExpectedLimits& want) {
 
   // The agent (parent of the program, the sandbox's pid 1): no directory fds, no host paths.
   pid_t agent = std::atoi(st["PPid"].c_str());
-  EXPECT_EQ(readFile("/proc/" + std::to_string(agent) + "/cmdline").substr(0, 13),
-            "airlock-agent")
+  EXPECT_EQ(readFile("/proc/" + std::to_string(agent) + "/cmdline").substr(0, 13), "airlock-agent")
       << "the program's parent is not the agent";
   auto agent_ns = link("/proc/" + std::to_string(agent) + "/ns/pid");
   EXPECT_EQ(agent_ns, link(proc + "/ns/pid"));
-  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(agent) +
-                                                           "/fd")) {
+  for (const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(agent) + "/fd")) {
     std::string target = link(e.path().string());
     struct stat fst {};
     if (stat(e.path().c_str(), &fst) == 0) {
-      EXPECT_FALSE(S_ISDIR(fst.st_mode)) << "agent fd " << e.path().filename() << " -> "
-                                         << target << " is a directory";
+      EXPECT_FALSE(S_ISDIR(fst.st_mode))
+          << "agent fd " << e.path().filename() << " -> " << target << " is a directory";
     }
     if (!target.empty() && target[0] == '/') {
       EXPECT_EQ(target, "/dev/null") << "agent fd " << e.path().filename() << " is a file";
@@ -296,9 +295,8 @@ void checkPosture(const LiveSandbox& box, const ExpectedLimits& want) {
   }
   ASSERT_TRUE(by_point.contains("/proc"));
   EXPECT_EQ(by_point["/proc"].fstype, "proc");
-  for (const char* masked :
-       {"/proc/kcore", "/proc/keys", "/proc/sysrq-trigger", "/proc/timer_list",
-        "/proc/sched_debug"}) {
+  for (const char* masked : {"/proc/kcore", "/proc/keys", "/proc/sysrq-trigger", "/proc/timer_list",
+                             "/proc/sched_debug"}) {
     if (access(masked, F_OK) != 0) continue;  // not on this kernel: nothing to mask
     EXPECT_TRUE(by_point.contains(masked)) << masked << " is not masked (no mount over it)";
   }
@@ -320,8 +318,8 @@ void checkPosture(const LiveSandbox& box, const ExpectedLimits& want) {
   EXPECT_FALSE(std::filesystem::exists(proc + "/root/sys/kernel", ec)) << "/sys is visible";
 
   // /dev: only the harmless devices.
-  const std::set<std::string> allowed = {"null",  "zero", "full", "random", "urandom",
-                                         "tty",   "ptmx", "pts",  "shm",    "fd",
+  const std::set<std::string> allowed = {"null",  "zero",   "full",  "random", "urandom",
+                                         "tty",   "ptmx",   "pts",   "shm",    "fd",
                                          "stdin", "stdout", "stderr"};
   std::set<std::string> dev;
   for (const auto& e : std::filesystem::directory_iterator(proc + "/root/dev", ec))
@@ -409,7 +407,10 @@ TEST(Posture, DefaultPolicy) {
   ASSERT_GT(box.sandboxed(), 0) << "no sandboxed `sleep 30." << box.token()
                                 << "` found; airlock said:\n"
                                 << box.log();
-  checkPosture(box, {.memory_mb = 1024, .pids = 256, .file_size_mb = 256, .open_files = 1024,
+  checkPosture(box, {.memory_mb = 1024,
+                     .pids = 256,
+                     .file_size_mb = 256,
+                     .open_files = 1024,
                      .cpu_percent = 100});
   checkTeardown(box, before);
 }
@@ -425,8 +426,9 @@ TEST(Posture, PolicyLimitsReachTheKernel) {
   auto before = snapshotHostResources();
   LiveSandbox box({"--policy", dir.file("policy.toml")});
   ASSERT_GT(box.sandboxed(), 0) << "no sandboxed process found; airlock said:\n" << box.log();
-  checkPosture(box, {.memory_mb = 300, .pids = 77, .file_size_mb = 33, .open_files = 321,
-                     .cpu_percent = 50});
+  checkPosture(
+      box,
+      {.memory_mb = 300, .pids = 77, .file_size_mb = 33, .open_files = 321, .cpu_percent = 50});
   checkTeardown(box, before);
 }
 

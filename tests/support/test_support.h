@@ -71,13 +71,13 @@ std::ostream& operator<<(std::ostream& os, const HostResources& r);
 
 // Skips (or, under AIRLOCK_TEST_REQUIRE_PRIVILEGED=1, fails) the current test unless it runs as
 // real root. Use at the top of privileged, e2e and hostile tests.
-#define AIRLOCK_REQUIRE_ROOT()                                                               \
-  do {                                                                                       \
-    if (!::airlock::testing::isRealRoot()) {                                                 \
-      if (::airlock::testing::privilegeRequired())                                           \
-        FAIL() << "needs real root (uid 0 in the initial user namespace) and "               \
-                  "AIRLOCK_TEST_REQUIRE_PRIVILEGED=1 forbids skipping";                      \
-      GTEST_SKIP() << "needs real root (uid 0 in the initial user namespace) to create "     \
-                      "namespaces, cgroups and mounts";                                      \
-    }                                                                                        \
+#define AIRLOCK_REQUIRE_ROOT()                                                           \
+  do {                                                                                   \
+    if (!::airlock::testing::isRealRoot()) {                                             \
+      if (::airlock::testing::privilegeRequired())                                       \
+        FAIL() << "needs real root (uid 0 in the initial user namespace) and "           \
+                  "AIRLOCK_TEST_REQUIRE_PRIVILEGED=1 forbids skipping";                  \
+      GTEST_SKIP() << "needs real root (uid 0 in the initial user namespace) to create " \
+                      "namespaces, cgroups and mounts";                                  \
+    }                                                                                    \
   } while (0)

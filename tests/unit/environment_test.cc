@@ -27,8 +27,8 @@ TEST(Environment, HostEnvironmentNeverLeaks) {
 }
 
 TEST(Environment, LaterLayersOverrideEarlierOnes) {
-  auto env = executionEnvironment({"MPLBACKEND=Agg", "HOME=/lang"}, {{"HOME", "/profile"}, {"A", "1"}},
-                                  {{"A", "2"}});
+  auto env = executionEnvironment({"MPLBACKEND=Agg", "HOME=/lang"},
+                                  {{"HOME", "/profile"}, {"A", "1"}}, {{"A", "2"}});
   EXPECT_TRUE(has(env, "MPLBACKEND=Agg"));
   EXPECT_TRUE(has(env, "HOME=/profile"));
   EXPECT_TRUE(has(env, "A=2"));

@@ -1,5 +1,5 @@
-#include "supervisor/run/one_shot.h"
 #include "supervisor/run/run_result.h"
+#include "supervisor/run/one_shot.h"
 
 #include <gtest/gtest.h>
 
@@ -60,15 +60,18 @@ TEST(RunResult, TimeoutRecordHasNoExitCode) {
 
 TEST(Utf8, ValidTextIsKept) {
   EXPECT_EQ(toValidUtf8("plain"), "plain");
-  EXPECT_EQ(toValidUtf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"), "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  EXPECT_EQ(toValidUtf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"),
+            "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
 }
 
 TEST(Utf8, InvalidBytesBecomeReplacementCharacters) {
   const std::string fffd = "\xEF\xBF\xBD";
-  EXPECT_EQ(toValidUtf8("a\xFF" "b"), "a" + fffd + "b");
-  EXPECT_EQ(toValidUtf8("\xC3"), fffd);                          // truncated sequence
-  EXPECT_EQ(toValidUtf8("\xC0\xAF"), fffd + fffd);               // overlong '/'
-  EXPECT_EQ(toValidUtf8("\xED\xA0\x80"), fffd + fffd + fffd);    // UTF-16 surrogate
+  EXPECT_EQ(toValidUtf8("a\xFF"
+                        "b"),
+            "a" + fffd + "b");
+  EXPECT_EQ(toValidUtf8("\xC3"), fffd);                                   // truncated sequence
+  EXPECT_EQ(toValidUtf8("\xC0\xAF"), fffd + fffd);                        // overlong '/'
+  EXPECT_EQ(toValidUtf8("\xED\xA0\x80"), fffd + fffd + fffd);             // UTF-16 surrogate
   EXPECT_EQ(toValidUtf8("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // > U+10FFFF
 }
 

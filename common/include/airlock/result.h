@@ -83,7 +83,7 @@ inline Unexpected fail(std::string what, std::string subject = {}) {
 }  // namespace airlock
 
 // Propagates an error with context: AIRLOCK_TRY(x, expr, "context"); declares `x`.
-#define AIRLOCK_TRY_CTX(var, expr, ctx)                                  \
-  auto var##_result_ = (expr);                                           \
+#define AIRLOCK_TRY_CTX(var, expr, ctx)                                                         \
+  auto var##_result_ = (expr);                                                                  \
   if (!var##_result_) return ::airlock::Unexpected(std::move(var##_result_.error()).wrap(ctx)); \
   auto var = std::move(*var##_result_)

@@ -151,8 +151,8 @@ struct LanguageTrampolines {
     std::vector<const char*> argv;
     std::vector<const char*> env;
   };
-  static int build(void* instance, const airlock_code_request_v1* request,
-                   airlock_command_v1* out, airlock_error_v1* err) noexcept {
+  static int build(void* instance, const airlock_code_request_v1* request, airlock_command_v1* out,
+                   airlock_error_v1* err) noexcept {
     if (request == nullptr || out == nullptr ||
         request->struct_size < sizeof(airlock_code_request_v1)) {
       setError(err, EINVAL, "build_command: request or output missing, or struct_size too small");
@@ -174,9 +174,13 @@ struct LanguageTrampolines {
   static void release(void* /*instance*/, airlock_command_v1* command) noexcept {
     if (command != nullptr) delete static_cast<Owned*>(command->plugin_data);
   }
-  static constexpr airlock_language_ops_v1 ops = {
-      sizeof(airlock_language_ops_v1), P::kAliases, P::kExtensions, P::kImagePaths,
-      P::kMaxInlineBytes, &build, &release};
+  static constexpr airlock_language_ops_v1 ops = {sizeof(airlock_language_ops_v1),
+                                                  P::kAliases,
+                                                  P::kExtensions,
+                                                  P::kImagePaths,
+                                                  P::kMaxInlineBytes,
+                                                  &build,
+                                                  &release};
 };
 
 }  // namespace detail
@@ -184,23 +188,27 @@ struct LanguageTrampolines {
 
 // Defines the plugin descriptor and exports the entry point AIRLOCK_PLUGIN_ENTRY_SYMBOL.
 // Use once per shared library, at namespace scope.
-#define AIRLOCK_PLUGIN(Class, kind_value, ops_pointer, plugin_name, plugin_version)          \
-  namespace {                                                                                \
-  const airlock_plugin_v1 airlock_plugin_descriptor_ = {                                     \
-      sizeof(airlock_plugin_v1), AIRLOCK_PLUGIN_ABI_MAJOR, AIRLOCK_PLUGIN_ABI_MINOR,         \
-      plugin_name,               plugin_version,           kind_value,                       \
-      &::airlock::sdk::detail::create<Class>, &::airlock::sdk::detail::destroy<Class>,       \
-      ops_pointer};                                                                          \
-  const airlock_plugin_v1* airlock_plugin_entry_impl_() { return &airlock_plugin_descriptor_; } \
-  }                                                                                          \
+#define AIRLOCK_PLUGIN(Class, kind_value, ops_pointer, plugin_name, plugin_version)              \
+  namespace {                                                                                    \
+  const airlock_plugin_v1 airlock_plugin_descriptor_ = {sizeof(airlock_plugin_v1),               \
+                                                        AIRLOCK_PLUGIN_ABI_MAJOR,                \
+                                                        AIRLOCK_PLUGIN_ABI_MINOR,                \
+                                                        plugin_name,                             \
+                                                        plugin_version,                          \
+                                                        kind_value,                              \
+                                                        &::airlock::sdk::detail::create<Class>,  \
+                                                        &::airlock::sdk::detail::destroy<Class>, \
+                                                        ops_pointer};                            \
+  const airlock_plugin_v1* airlock_plugin_entry_impl_() { return &airlock_plugin_descriptor_; }  \
+  }                                                                                              \
   BOOST_DLL_ALIAS(airlock_plugin_entry_impl_, airlock_plugin_entry_v1)
 
-#define AIRLOCK_ISOLATION_PLUGIN(Class, plugin_name, plugin_version)                      \
-  AIRLOCK_PLUGIN(Class, AIRLOCK_PLUGIN_ISOLATION,                                         \
+#define AIRLOCK_ISOLATION_PLUGIN(Class, plugin_name, plugin_version)                     \
+  AIRLOCK_PLUGIN(Class, AIRLOCK_PLUGIN_ISOLATION,                                        \
                  &::airlock::sdk::detail::IsolationTrampolines<Class>::ops, plugin_name, \
                  plugin_version)
 
-#define AIRLOCK_LANGUAGE_PLUGIN(Class, plugin_name, plugin_version)                      \
-  AIRLOCK_PLUGIN(Class, AIRLOCK_PLUGIN_LANGUAGE,                                         \
+#define AIRLOCK_LANGUAGE_PLUGIN(Class, plugin_name, plugin_version)                     \
+  AIRLOCK_PLUGIN(Class, AIRLOCK_PLUGIN_LANGUAGE,                                        \
                  &::airlock::sdk::detail::LanguageTrampolines<Class>::ops, plugin_name, \
                  plugin_version)

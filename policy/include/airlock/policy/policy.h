@@ -17,15 +17,15 @@ namespace airlock::policy {
 inline constexpr int64_t kSchemaVersion = 1;
 
 struct Limits {
-  uint32_t timeout_s = 30;           // wall-clock limit of one execution, seconds
-  uint64_t memory_mb = 1024;         // memory (RSS + page cache + tmpfs files) of the sandbox, MiB
-  uint32_t pids = 256;               // processes and threads alive at once in the sandbox
-  uint32_t cpu_percent = 100;        // CPU time per wall time, percent of one CPU (200 = 2 CPUs)
-  uint64_t file_size_mb = 256;       // largest file a process may write (RLIMIT_FSIZE), MiB
-  uint32_t open_files = 1024;        // file descriptors per process (RLIMIT_NOFILE)
-  uint64_t output_bytes = 1 << 20;   // stdout and stderr each kept per execution, bytes
-  uint64_t workspace_mb = 512;       // size of the writable /home/user, MiB (counts as memory)
-  uint64_t tmp_mb = 128;             // size of the writable /tmp, MiB (counts as memory)
+  uint32_t timeout_s = 30;          // wall-clock limit of one execution, seconds
+  uint64_t memory_mb = 1024;        // memory (RSS + page cache + tmpfs files) of the sandbox, MiB
+  uint32_t pids = 256;              // processes and threads alive at once in the sandbox
+  uint32_t cpu_percent = 100;       // CPU time per wall time, percent of one CPU (200 = 2 CPUs)
+  uint64_t file_size_mb = 256;      // largest file a process may write (RLIMIT_FSIZE), MiB
+  uint32_t open_files = 1024;       // file descriptors per process (RLIMIT_NOFILE)
+  uint64_t output_bytes = 1 << 20;  // stdout and stderr each kept per execution, bytes
+  uint64_t workspace_mb = 512;      // size of the writable /home/user, MiB (counts as memory)
+  uint64_t tmp_mb = 128;            // size of the writable /tmp, MiB (counts as memory)
 };
 
 struct Filesystem {
@@ -47,8 +47,8 @@ struct Seccomp {
 struct Profile {
   std::string name;
   std::string description;
-  std::string isolation = "namespaces";  // isolation plugin: short ("namespaces") or dotted name
-  std::string user = "user";             // "user": uid 1000 without capabilities; "root": uid 0
+  std::string isolation = "namespaces";   // isolation plugin: short ("namespaces") or dotted name
+  std::string user = "user";              // "user": uid 1000 without capabilities; "root": uid 0
   std::vector<std::string> capabilities;  // kept when user = "root" (relaxation), e.g. CAP_CHOWN
   std::string hostname = "sandbox";
   std::vector<std::string> languages = {"python", "node", "shell"};  // allowed language plugins

@@ -76,22 +76,22 @@ struct Rlimit {
 struct Configure {
   uint32_t uid = 1000;  // credentials of every process the agent starts
   uint32_t gid = 1000;
-  uint64_t keep_caps = 0;               // bitmask of capabilities kept (0: none)
-  std::string seccomp_bpf;              // raw struct sock_filter array, installed last
+  uint64_t keep_caps = 0;   // bitmask of capabilities kept (0: none)
+  std::string seccomp_bpf;  // raw struct sock_filter array, installed last
   std::vector<Rlimit> rlimits;
   std::vector<std::string> writable_paths;  // Landlock: the only paths writable
-  bool landlock = true;                 // apply Landlock when the kernel has it
-  uint64_t max_output_bytes_total = 0;  // unused by v1 agents; reserved
+  bool landlock = true;                     // apply Landlock when the kernel has it
+  uint64_t max_output_bytes_total = 0;      // unused by v1 agents; reserved
 };
 
 struct Exec {
   std::vector<std::string> argv;  // argv[0] absolute
   std::vector<std::string> env;   // complete environment, "K=V"
   std::string cwd = "/home/user";
-  uint64_t timeout_ms = 0;        // 0: none (the supervisor still has its own deadline)
-  uint64_t stdout_cap = 0;        // bytes forwarded per stream; the rest is counted, dropped
+  uint64_t timeout_ms = 0;  // 0: none (the supervisor still has its own deadline)
+  uint64_t stdout_cap = 0;  // bytes forwarded per stream; the rest is counted, dropped
   uint64_t stderr_cap = 0;
-  bool stdin_pipe = false;        // false: stdin is /dev/null
+  bool stdin_pipe = false;  // false: stdin is /dev/null
 };
 
 struct Stdin {

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Fails when a C/C++ source differs from .clang-format (Google base, 100 columns).
+# The plugin ABI header is left out on purpose: it is frozen byte for byte per ABI version
+# (tests/unit/abi_hashes.txt), so reformatting it would read as an ABI change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mapfile -t files < <(git ls-files '*.cc' '*.h' '*.hpp' '*.c' | grep -v -e '^tests/data/' \
+  -e '^sdk/include/airlock/plugin_abi_v1.h$')
+clang-format --dry-run --Werror "${files[@]}"
+echo "check-format: ${#files[@]} files match .clang-format"

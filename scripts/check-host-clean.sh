@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Fails when airlock left anything on this host: mounts, cgroups, lock files of live sandboxes,
+# or processes running as a sandbox uid (>= 2^28). CI runs it after the test suite.
+set -uo pipefail
+problems=()
+m=$(grep -c -i airlock /proc/self/mountinfo)
+[ "$m" -eq 0 ] || problems+=("$m mounts mention airlock")
+c=$(find /sys/fs/cgroup -mindepth 2 -maxdepth 3 -path '*/airlock/*' -type d 2>/dev/null | wc -l)
+[ "$c" -eq 0 ] || problems+=("$c sandbox cgroups under */airlock/")
+l=$(find /run/airlock/sandboxes -name '*.lock' 2>/dev/null | wc -l)
+[ "$l" -eq 0 ] || problems+=("$l sandbox lock files in /run/airlock/sandboxes")
+# The host's init may take a moment to reap the zombies of killed test runs.
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+  p=$(ps -eo uid= | awk '$1 >= 268435456' | wc -l)
+  [ "$p" -eq 0 ] && break
+  sleep 1
+done
+[ "$p" -eq 0 ] || problems+=("$p processes with a sandbox uid: $(ps -eo pid=,uid=,stat=,comm= | awk '$2 >= 268435456' | head -5 | tr '\n' ';')")
+if [ "${#problems[@]}" -gt 0 ]; then
+  printf 'check-host-clean: left behind: %s\n' "${problems[@]}" >&2
+  exit 1
+fi
+echo "check-host-clean: no mounts, cgroups, lock files or sandbox processes left"
