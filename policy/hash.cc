@@ -1,5 +1,11 @@
-// The policy hash: sha256 through OpenSSL's libcrypto (EVP, the non-deprecated API).
-#include <openssl/evp.h>
+// The policy hash: SHA-256 from OpenSSL's libcrypto.
+//
+// The low-level SHA256_* routines, not EVP: EVP_Digest initializes OpenSSL 3's provider tables
+// on first use, which cost ~2 ms of every `airlock run` just to hash a policy. These routines are
+// deprecated in OpenSSL 3 in favour of EVP but remain part of its API; the FIPS 180-4 test
+// vectors in tests/unit/policy_parse_test.cc check them.
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
 #include <cstdlib>
 
@@ -8,17 +14,18 @@
 namespace airlock::policy {
 
 std::string sha256Hex(std::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr) != 1) {
-    std::abort();  // only fails on allocation failure inside libcrypto
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256_CTX ctx;
+  if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, bytes.data(), bytes.size()) != 1 ||
+      SHA256_Final(digest, &ctx) != 1) {
+    std::abort();  // these cannot fail for in-memory input
   }
   static const char kHex[] = "0123456789abcdef";
   std::string out;
-  out.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 0xf];
+  out.reserve(sizeof digest * 2);
+  for (unsigned char b : digest) {
+    out += kHex[b >> 4];
+    out += kHex[b & 0xf];
   }
   return out;
 }

@@ -110,12 +110,14 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   opts.mounts = sandbox::composeView((*lang)->image_paths, profile.filesystem.readonly_paths);
   opts.agent_path = paths.agent_path;
   opts.state_dir = paths.state_dir;
+  res.prepare_ms = msSince(t0);
   auto sb = sandbox::Sandbox::create(registry, opts);
   if (!sb) return Unexpected(sb.error());
   sandbox::Sandbox& box = **sb;
   box.agent().setCancelFd(req.cancel_fd);
   res.sandbox_id = box.id();
   res.create_ms = box.timings().create_ms;
+  res.create_steps = box.timings().steps;
 
   auto finish = [&](RunResult r) -> Result<RunResult> {
     auto td = Clock::now();

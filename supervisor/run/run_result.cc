@@ -72,6 +72,11 @@ std::string toValidUtf8(const std::string& in) {
 
 nlohmann::json RunResult::toJson() const {
   using nlohmann::json;
+  auto createSteps = [this] {
+    json o = json::object();
+    for (const auto& [step, ms] : create_steps) o[step] = ms;
+    return o;
+  };
   auto files = [](const std::vector<FileOutcome>& v) {
     json a = json::array();
     for (const auto& f : v) {
@@ -99,7 +104,12 @@ nlohmann::json RunResult::toJson() const {
       {"stdout_bytes", stdout_bytes},
       {"stderr_bytes", stderr_bytes},
       {"timing_ms",
-       {{"total", total_ms}, {"create", create_ms}, {"exec", exec_ms}, {"teardown", teardown_ms}}},
+       {{"total", total_ms},
+        {"prepare", prepare_ms},
+        {"create", create_ms},
+        {"create_steps", createSteps()},
+        {"exec", exec_ms},
+        {"teardown", teardown_ms}}},
       {"usage",
        {{"user_us", user_us},
         {"sys_us", sys_us},

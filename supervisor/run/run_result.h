@@ -37,7 +37,8 @@ struct RunResult {
   bool stdout_truncated = false, stderr_truncated = false;
   uint64_t stdout_bytes = 0, stderr_bytes = 0;
 
-  double total_ms = 0, create_ms = 0, exec_ms = 0, teardown_ms = 0;
+  double total_ms = 0, prepare_ms = 0, create_ms = 0, exec_ms = 0, teardown_ms = 0;
+  std::vector<std::pair<std::string, double>> create_steps;  // the parts of create_ms
   uint64_t user_us = 0, sys_us = 0, max_rss_kb = 0;
   uint64_t memory_peak_bytes = 0, oom_kills = 0;
 

@@ -94,14 +94,22 @@ Result<protocol::Configure> configureFor(const policy::Profile& profile,
 Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
                                                  const SandboxOptions& options) {
   auto started_at = Clock::now();
+  auto step_at = started_at;
   const policy::Profile& profile = *options.profile;
   std::unique_ptr<Sandbox> sb(new Sandbox());
   sb->id_ = options.id.empty() ? newSandboxId() : options.id;
   auto ctx = [&](const char* step) { return "sandbox " + sb->id_ + ": " + step; };
+  auto lap = [&](const char* step) {
+    auto now = Clock::now();
+    sb->timings_.steps.emplace_back(
+        step, std::chrono::duration<double, std::milli>(now - step_at).count());
+    step_at = now;
+  };
 
   auto backend = plugins.isolation(profile.isolation);
   if (!backend) return Unexpected(std::move(backend.error()).wrap(ctx("isolation backend")));
   sb->backend_ = *backend;
+  lap("plugin");
 
   if (auto r = ensureDir(options.state_dir, 0755); !r) return Unexpected(r.error());
   std::string scratch = options.state_dir + "/rootfs";
@@ -115,6 +123,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   auto lease = IdRangeLease::acquire(options.state_dir + "/idmap");
   if (!lease) return Unexpected(std::move(lease.error()).wrap(ctx("uid range")));
   sb->lease_.emplace(std::move(*lease));
+  lap("lock_and_uid_range");
 
   sys::CgroupLimits limits;
   limits.memory_bytes = profile.limits.memory_mb << 20;
@@ -123,10 +132,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   auto cg = sys::SandboxCgroup::create(cgroupHost(), sb->id_, limits);
   if (!cg) return Unexpected(std::move(cg.error()).wrap(ctx("cgroup")));
   sb->cgroup_.emplace(std::move(*cg));
+  lap("cgroup");
 
   auto configure = configureFor(profile, sb->backend_->extraSyscalls());
   if (!configure) return Unexpected(std::move(configure.error()).wrap(ctx("configure")));
   sb->configure_ = std::move(*configure);
+  lap("seccomp_and_config");
 
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
@@ -171,10 +182,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   sb->sandbox_ = *started;
   sb->started_ = true;
   theirs.reset();
+  lap("backend_start");
 
   sb->agent_ = std::make_unique<AgentClient>(std::move(ours));
   auto hello = sb->agent_->handshake(sb->configure_, Clock::now() + kHandshakeTimeout);
   if (!hello) return Unexpected(std::move(hello.error()).wrap(ctx("agent handshake")));
+  lap("agent_handshake");
 
   sb->timings_.create_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - started_at).count();

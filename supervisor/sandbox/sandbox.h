@@ -37,6 +37,8 @@ struct SandboxOptions {
 
 struct Timings {
   double create_ms = 0;  // from create() entry to a configured agent
+  // The steps of create(), in order, as (name, milliseconds).
+  std::vector<std::pair<std::string, double>> steps;
 };
 
 class Sandbox {

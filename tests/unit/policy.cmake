@@ -6,7 +6,7 @@ airlock_add_test(policy_tests LABEL unit
     ${CMAKE_CURRENT_LIST_DIR}/policy_reference_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_validate_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_fuzz_test.cc
-  LIBS airlock_policy PkgConfig::TOMLPLUSPLUS)
+  LIBS airlock_policy airlock_dep_toml)
 target_compile_definitions(policy_tests PRIVATE
   AIRLOCK_POLICY_TEST_DATA="${CMAKE_SOURCE_DIR}/tests/data/policy"
   AIRLOCK_POLICY_EXAMPLES="${CMAKE_SOURCE_DIR}/policy/examples"
