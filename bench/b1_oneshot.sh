@@ -8,8 +8,9 @@
 #   --smoke   3 runs, Python only (CI keeps the script working with this; < 30 s)
 #   --runs N  timed runs per command (default 30), after 2 warm-up runs (1 with --smoke)
 #   --json    also write every measurement as JSON to FILE
-# Needs root (airlock creates namespaces and cgroups). Uses hyperfine when present, otherwise a
-# timing loop in Python. A comparison that cannot run here is listed with the reason.
+# Needs root (airlock creates namespaces and cgroups). Commands of one language are timed in
+# interleaved rounds (shuffled order each round). A comparison that cannot run here is listed
+# with the reason.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -129,59 +130,72 @@ preflight() {
   fi
 }
 
-# Times one command: writes the run times (seconds, one per line) to $3.
-measure() {
-  local runner="$1" lang="$2" times_file="$3"
-  local -a argv
-  mapfile -t argv < <(argv_of "$runner" "$lang")
-  if command -v hyperfine >/dev/null 2>&1; then
-    # -N: no intermediate shell. The argv words carry no spaces except airlock's code, which is
-    # quoted for hyperfine's own word splitting.
-    local cmd="" w
-    for w in "${argv[@]}"; do
-      if [[ "$w" == *" "* || "$w" == *"("* ]]; then cmd+=" '$w'"; else cmd+=" $w"; fi
-    done
-    "${clean_env[@]}" hyperfine -N --style none --warmup "$warmup" --runs "$runs" \
-      --export-json "$work/h.json" --output null "${cmd# }" >/dev/null 2>&1 || return 1
-    "$py" -c 'import json,sys; [print(t) for t in json.load(open(sys.argv[1]))["results"][0]["times"]]' \
-      "$work/h.json" >"$times_file"
-  else
-    "${clean_env[@]}" "$py" - "$warmup" "$runs" "${argv[@]}" >"$times_file" <<'EOF'
-import subprocess, sys, time
-warmup, runs, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+# Times every runner of one language, interleaved: each round runs every command once, in a
+# shuffled order, so a noisy machine's drift falls on all of them alike and the ratios stay
+# meaningful. Writes "runner<TAB>t1,t2,..." (seconds) lines to $2; argv files are in $work.
+# The airlock-fdm runs get favordynmods on the cgroup2 root just around each run (untimed).
+measure_interleaved() {
+  local lang="$1" out="$2"
+  "${clean_env[@]}" "$py" - "$warmup" "$runs" "$work" "$cg2" "$cg2_opts_before" "$lang" \
+    "${ok_runners[@]}" >"$out" <<'EOF'
+import ctypes, os, random, subprocess, sys, time
+warmup, runs, work, cg2, cg2_opts, lang = int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:7]
+runners = sys.argv[7:]
+argv = {r: open(f"{work}/argv.{lang}.{r}").read().split("\0")[:-1] for r in runners}
+keep = {"nsdelegate", "memory_localevents", "memory_recursiveprot", "memory_hugetlb_accounting"}
+libc = ctypes.CDLL(None, use_errno=True)
+def cg2_set(favor):
+    opts = [o for o in cg2_opts.split(",") if o in keep] + (["favordynmods"] if favor else [])
+    if libc.mount(None, cg2.encode(), b"cgroup2", 32, ",".join(opts).encode()) != 0:
+        sys.exit(f"b1: remount {cg2}: {os.strerror(ctypes.get_errno())}")
+times = {r: [] for r in runners}
 for i in range(warmup + runs):
-    t = time.perf_counter()
-    subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, check=True)
-    if i >= warmup:
-        print(time.perf_counter() - t)
+    order = runners[:]
+    random.shuffle(order)
+    for r in order:
+        fdm = r == "airlock-fdm"
+        if fdm:
+            cg2_set(True)
+        t = time.perf_counter()
+        subprocess.run(argv[r], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=True)
+        dt = time.perf_counter() - t
+        if fdm:
+            cg2_set(False)
+        if i >= warmup:
+            times[r].append(dt)
+for r in runners:
+    print(r + "\t" + ",".join(f"{x:.6f}" for x in times[r]))
 EOF
-  fi
 }
 
 echo "B1 one-shot: $runs runs per command after $warmup warm-up, $(nproc) CPUs, kernel $(uname -r)"
 echo "airlock: $airlock"
-echo "timer: $(command -v hyperfine >/dev/null && hyperfine --version || echo 'python loop')"
+echo "timer: interleaved rounds in shuffled order (python perf_counter around each run)"
 echo
 
 results="$work/results.tsv"
 : >"$results"
 for lang in $langs; do
+  ok_runners=()
   for runner in $runners; do
     reason="$(preflight "$runner" "$lang")"
     if [[ -n "$reason" ]]; then
       printf '%s\t%s\tNA\t%s\n' "$lang" "$runner" "$reason" >>"$results"
       continue
     fi
-    if [[ "$runner" == airlock-fdm ]]; then set_cg2_opts "$cg2_opts_before,favordynmods"; fi
-    if measure "$runner" "$lang" "$work/times"; then
-      if [[ "$runner" == airlock-fdm ]]; then set_cg2_opts "$cg2_opts_before"; fi
-      printf '%s\t%s\tOK\t%s\n' "$lang" "$runner" "$(paste -sd, "$work/times")" >>"$results"
-    else
-      if [[ "$runner" == airlock-fdm ]]; then set_cg2_opts "$cg2_opts_before"; fi
-      printf '%s\t%s\tNA\t%s\n' "$lang" "$runner" "failed during the timed runs" >>"$results"
-    fi
+    argv_of "$runner" "$lang" | tr '\n' '\0' >"$work/argv.$lang.$runner"
+    ok_runners+=("$runner")
   done
+  if measure_interleaved "$lang" "$work/times"; then
+    while IFS=$'\t' read -r runner data; do
+      printf '%s\t%s\tOK\t%s\n' "$lang" "$runner" "$data" >>"$results"
+    done <"$work/times"
+  else
+    for runner in "${ok_runners[@]}"; do
+      printf '%s\t%s\tNA\t%s\n' "$lang" "$runner" "failed during the timed runs" >>"$results"
+    done
+  fi
 done
 
 "$py" - "$results" "$json_out" <<'EOF'

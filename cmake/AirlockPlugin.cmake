@@ -12,5 +12,10 @@ function(airlock_add_plugin target)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
   target_link_options(${target} PRIVATE -Wl,--no-undefined -Wl,-z,defs)
+  # Self-contained C++ runtime: the supervisor links libstdc++ statically, so a plugin needing
+  # the shared one would make every run load and relocate it (~1 ms). Only C crosses the ABI.
+  if(AIRLOCK_STATIC_DEPS)
+    target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc)
+  endif()
   install(TARGETS ${target} LIBRARY DESTINATION ${AIRLOCK_PLUGIN_INSTALL_DIR})
 endfunction()
