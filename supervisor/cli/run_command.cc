@@ -217,10 +217,7 @@ int runCommand(const std::vector<std::string>& args) {
   if (json) {
     std::cout << result->toJson().dump() << "\n";
   } else {
-    if (!result->message.empty() && result->status != run::Status::kExited)
-      printError(result->message);
-    else if (!result->message.empty())
-      printError(result->message);
+    if (!result->message.empty()) printError(result->message);
     if (result->stdout_truncated)
       printError("stdout truncated: kept " + std::to_string(result->stdout_data.size()) + " of " +
                  std::to_string(result->stdout_bytes) + " bytes (limits.output_bytes)");
@@ -230,6 +227,7 @@ int runCommand(const std::vector<std::string>& args) {
     for (const auto& f : result->files_out)
       if (!f.error.empty()) printError("--out " + f.sandbox_path + ": " + f.error);
   }
+  // A program that succeeded but whose output could not be copied out did not do its job.
   for (const auto& f : result->files_out)
     if (!f.error.empty() && result->status == run::Status::kExited && result->exit_code == 0)
       return run::kExitAirlockError;
