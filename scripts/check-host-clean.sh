@@ -5,8 +5,8 @@ set -uo pipefail
 problems=()
 m=$(grep -c -i airlock /proc/self/mountinfo)
 [ "$m" -eq 0 ] || problems+=("$m mounts mention airlock")
-c=$(find /sys/fs/cgroup -mindepth 2 -maxdepth 3 -path '*/airlock/*' -type d 2>/dev/null | wc -l)
-[ "$c" -eq 0 ] || problems+=("$c sandbox cgroups under */airlock/")
+c=$(find /sys/fs/cgroup -maxdepth 3 -path '*/airlock*' -type d 2>/dev/null | wc -l)
+[ "$c" -eq 0 ] || problems+=("$c cgroup directories under */airlock (sandboxes or their parent)")
 l=$(find /run/airlock/sandboxes -name '*.lock' 2>/dev/null | wc -l)
 [ "$l" -eq 0 ] || problems+=("$l sandbox lock files in /run/airlock/sandboxes")
 # The host's init may take a moment to reap the zombies of killed test runs.

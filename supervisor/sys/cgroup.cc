@@ -67,6 +67,9 @@ std::optional<uint64_t> keyedValue(std::string_view text, std::string_view key) 
   return std::nullopt;
 }
 
+// How often create() re-makes a shared parent that a concurrent destroy() just removed.
+constexpr int kParentRetries = 8;
+
 Result<> ensureDir(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return sysError("mkdir", path);
   return {};
@@ -390,15 +393,23 @@ Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const std::s
       }
     }
     std::string parent = host.v2_mount + "/airlock";
-    if (!fileExists(parent)) {
-      if (auto r = ensureDir(parent); !r) return Unexpected(std::move(r.error()).wrap(ctx));
-      if (fake != nullptr && fake->after_mkdir) fake->after_mkdir(parent);
-    }
-    if (auto r = v2::enableControllers(host.v2_mount, v2_ctrls); !r) {
-      return Unexpected(std::move(r.error()).wrap(ctx));
-    }
     std::string dir = parent + "/" + name;
-    if (auto r = makeCgroupDir(dir, fake); !r) return Unexpected(std::move(r.error()).wrap(ctx));
+    // The last sandbox to go removes the shared parent (see destroy), so a concurrent create
+    // may find it gone between the two mkdirs: make it again and retry.
+    for (int attempt = 0;; ++attempt) {
+      if (!fileExists(parent)) {
+        if (auto r = ensureDir(parent); !r) return Unexpected(std::move(r.error()).wrap(ctx));
+        if (fake != nullptr && fake->after_mkdir) fake->after_mkdir(parent);
+      }
+      if (auto r = v2::enableControllers(host.v2_mount, v2_ctrls); !r) {
+        if (r.error().errnum() == ENOENT && attempt < kParentRetries) continue;
+        return Unexpected(std::move(r.error()).wrap(ctx));
+      }
+      auto made = makeCgroupDir(dir, fake);
+      if (made) break;
+      if (made.error().errnum() != ENOENT || attempt >= kParentRetries)
+        return Unexpected(std::move(made.error()).wrap(ctx));
+    }
     cg.v2_dir_ = dir;
     cg.v2_controllers_ = v2_ctrls;
     for (const auto& c : v2_ctrls) {
@@ -420,11 +431,16 @@ Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const std::s
     std::string dir = mount + "/airlock/" + name;
     if (auto have = cg.v1_dirs_.find(controller); have != cg.v1_dirs_.end()) return have->second;
     std::string parent = mount + "/airlock";
-    if (!fileExists(parent)) {
-      if (auto r = ensureDir(parent); !r) return Unexpected(r.error());
-      if (fake != nullptr && fake->after_mkdir) fake->after_mkdir(parent);
+    for (int attempt = 0;; ++attempt) {  // the parent may vanish between mkdirs: see above
+      if (!fileExists(parent)) {
+        if (auto r = ensureDir(parent); !r) return Unexpected(r.error());
+        if (fake != nullptr && fake->after_mkdir) fake->after_mkdir(parent);
+      }
+      auto made = makeCgroupDir(dir, fake);
+      if (made) break;
+      if (made.error().errnum() != ENOENT || attempt >= kParentRetries)
+        return Unexpected(made.error());
     }
-    if (auto r = makeCgroupDir(dir, fake); !r) return Unexpected(r.error());
     // Controllers co-mounted on this hierarchy (cpu,cpuacct) share the directory.
     for (const auto& [c, m] : host.v1_mounts) {
       if (m == mount) cg.v1_dirs_[c] = dir;
@@ -593,6 +609,14 @@ Result<> SandboxCgroup::destroy(std::chrono::milliseconds timeout) {
         return Unexpected(
             std::move(r.error()).wrap(ctx + " (kill: " + killed.error().message() + ")"));
       return Unexpected(std::move(r.error()).wrap(ctx));
+    }
+    // The last sandbox out removes the shared airlock/ parent, so nothing of airlock's stays in
+    // the host's cgroup tree; while siblings live the kernel refuses with EBUSY, which is fine.
+    std::string parent = dir.substr(0, dir.rfind('/'));
+    if (fake_ != nullptr && fake_->rmdir) {
+      (void)fake_->rmdir(parent);
+    } else {
+      (void)::rmdir(parent.c_str());
     }
   }
   destroyed_ = true;
