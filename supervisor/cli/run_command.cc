@@ -181,6 +181,7 @@ int runCommand(const std::vector<std::string>& args) {
   if (!json) {
     req.live_stdout_fd = STDOUT_FILENO;
     req.live_stderr_fd = STDERR_FILENO;
+    req.log_fd = STDERR_FILENO;
   }
 
   if (geteuid() != 0) {

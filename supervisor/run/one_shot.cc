@@ -79,6 +79,11 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   if (auto v = policy::validate(profile); !v)
     return Unexpected(std::move(v.error()).wrap("with the command-line overrides"));
   res.relaxations = policy::relaxations(profile);
+  if (req.log_fd >= 0) {
+    // Operators must never loosen a sandbox silently: every relaxation is said on each run.
+    for (const auto& r : res.relaxations)
+      writeAll(req.log_fd, "airlock: policy relaxation: " + r + "\n");
+  }
 
   auto registry = plugin::Registry::loadDirectory(paths.plugin_dir);
   auto lang = req.language.empty()

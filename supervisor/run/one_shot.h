@@ -36,6 +36,9 @@ struct RunRequest {
   // Live output: the program's stdout/stderr are written here as they arrive (-1: collect only).
   int live_stdout_fd = -1;
   int live_stderr_fd = -1;
+  // Where each policy relaxation of the chosen profile is logged before the run (-1: nowhere;
+  // the result record lists them either way).
+  int log_fd = -1;
 };
 
 struct RunPaths {

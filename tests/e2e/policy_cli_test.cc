@@ -71,6 +71,20 @@ TEST(PolicyCli, ProfileLimitsApply) {
   EXPECT_EQ(j["stdout"].get<std::string>().size(), 2048u);
 }
 
+TEST(PolicyCli, RelaxationsAreSaidOnEveryRun) {
+  AIRLOCK_REQUIRE_ROOT();
+  TempDir dir;
+  dir.write("p.toml", "schema = 1\n[profiles.default]\nlandlock = false\n");
+  auto r = runAirlock({"run", "--policy", dir.file("p.toml"), "--lang", "sh", "-c", "echo ok"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "ok\n");
+  EXPECT_NE(r.err.find("airlock: policy relaxation: profile 'default': landlock = false"),
+            std::string::npos)
+      << r.err;
+  auto plain = runAirlock({"run", "--lang", "sh", "-c", "echo ok"});
+  EXPECT_EQ(plain.err.find("relaxation"), std::string::npos) << plain.err;
+}
+
 TEST(DoctorCli, ReportsNamespacesBackend) {
   auto r = runAirlock({"doctor"});
   EXPECT_NE(r.out.find("namespaces"), std::string::npos) << r.out << r.err;
