@@ -49,7 +49,14 @@ enum class MsgType : uint16_t {
   kFileData = 11,  // agent → supervisor: a chunk of a file being read
   kShutdown = 12,  // supervisor → agent: kill everything and exit
   kOk = 13,        // agent → supervisor: the request with this id succeeded
-  // 14..63 reserved for sessions, file listings and stats (supervisor service issue).
+  kStarted = 14,   // agent → supervisor: an Exec's process is running (its pid); before output
+  kFileList = 15,     // supervisor → agent: list a directory; answered by kFileEntries*
+  kFileStat = 16,     // supervisor → agent: lstat one path; answered by one kFileEntries
+  kFileEntries = 17,  // agent → supervisor: directory entries (last flagged)
+  kFileMkdir = 18,    // supervisor → agent: create a directory; answered by kOk
+  kFileRemove = 19,   // supervisor → agent: remove a file or tree; answered by kOk
+  kFileRename = 20,   // supervisor → agent: rename within the sandbox; answered by kOk
+  // 21..63 reserved for sessions and stats.
 };
 
 const char* msgTypeName(MsgType t);
@@ -84,6 +91,8 @@ struct Configure {
   uint64_t max_output_bytes_total = 0;      // unused by v1 agents; reserved
 };
 
+enum class ExecKillScope : uint8_t { kAll = 0, kSession = 1 };
+
 struct Exec {
   std::vector<std::string> argv;  // argv[0] absolute
   std::vector<std::string> env;   // complete environment, "K=V"
@@ -92,6 +101,14 @@ struct Exec {
   uint64_t stdout_cap = 0;  // bytes forwarded per stream; the rest is counted, dropped
   uint64_t stderr_cap = 0;
   bool stdin_pipe = false;  // false: stdin is /dev/null
+  // The child gets fd 3, the write end of a pipe relayed as Output stream kControl (language
+  // session drivers report results there). Before relaying control bytes the agent relays what
+  // is already in the execution's stdout and stderr pipes, so a driver that flushes its output
+  // before reporting "done" keeps the order. Control bytes are not capped by stdout_cap.
+  bool control_pipe = false;
+  // Which processes die with the execution: kAll (one execution per sandbox: everything but
+  // the agent) or kSession (sandboxes running many executions: the execution's own session).
+  ExecKillScope kill_scope = ExecKillScope::kAll;
 };
 
 struct Stdin {
@@ -103,7 +120,11 @@ struct Signal {
   int32_t signo = 0;
 };
 
-enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };
+enum class Stream : uint8_t { kStdout = 1, kStderr = 2, kControl = 3 };
+
+struct Started {
+  uint32_t pid = 0;  // the execution's process, as the sandbox sees it
+};
 
 struct Output {
   Stream stream = Stream::kStdout;
@@ -149,6 +170,45 @@ struct FileData {
   uint64_t size = 0;  // total file size, on the first chunk
 };
 
+enum class FileType : uint8_t { kFile = 1, kDir = 2, kSymlink = 3, kOther = 4 };
+
+struct FileList {
+  std::string path;  // absolute sandbox path of a directory
+};
+
+struct FileStat {
+  std::string path;  // absolute sandbox path; symlinks are not followed
+};
+
+struct FileEntry {
+  std::string name;  // base name (FileList) or the path asked for (FileStat)
+  FileType type = FileType::kOther;
+  uint64_t size = 0;
+  uint32_t mode = 0;  // permission bits (07777)
+  int64_t mtime_ms = 0;
+};
+
+struct FileEntries {
+  std::vector<FileEntry> entries;  // at most kMaxListItems per frame
+  bool last = true;
+};
+
+struct FileMkdir {
+  std::string path;
+  bool parents = false;  // like mkdir -p: missing parents are created, existing is fine
+  uint32_t mode = 0755;
+};
+
+struct FileRemove {
+  std::string path;
+  bool recursive = false;  // directories and their contents (never following symlinks)
+};
+
+struct FileRename {
+  std::string from;
+  std::string to;
+};
+
 struct Shutdown {};
 struct Ok {};
 
@@ -166,6 +226,13 @@ void encode(std::string& out, uint32_t request_id, const FileRead& m);
 void encode(std::string& out, uint32_t request_id, const FileData& m);
 void encode(std::string& out, uint32_t request_id, const Shutdown& m);
 void encode(std::string& out, uint32_t request_id, const Ok& m);
+void encode(std::string& out, uint32_t request_id, const Started& m);
+void encode(std::string& out, uint32_t request_id, const FileList& m);
+void encode(std::string& out, uint32_t request_id, const FileStat& m);
+void encode(std::string& out, uint32_t request_id, const FileEntries& m);
+void encode(std::string& out, uint32_t request_id, const FileMkdir& m);
+void encode(std::string& out, uint32_t request_id, const FileRemove& m);
+void encode(std::string& out, uint32_t request_id, const FileRename& m);
 
 // Parses a 12-byte header; rejects unknown types and payloads over kMaxPayload.
 Result<FrameHeader> decodeHeader(std::string_view bytes);
@@ -183,6 +250,13 @@ Result<ErrorMsg> decodeError(std::string_view payload);
 Result<FileWrite> decodeFileWrite(std::string_view payload);
 Result<FileRead> decodeFileRead(std::string_view payload);
 Result<FileData> decodeFileData(std::string_view payload);
+Result<Started> decodeStarted(std::string_view payload);
+Result<FileList> decodeFileList(std::string_view payload);
+Result<FileStat> decodeFileStat(std::string_view payload);
+Result<FileEntries> decodeFileEntries(std::string_view payload);
+Result<FileMkdir> decodeFileMkdir(std::string_view payload);
+Result<FileRemove> decodeFileRemove(std::string_view payload);
+Result<FileRename> decodeFileRename(std::string_view payload);
 
 // Accumulates bytes read from the channel and yields whole frames. Never buffers more than
 // one frame beyond kMaxPayload; a bad header poisons the reader (the channel must be closed).
