@@ -24,10 +24,13 @@
 //                5  stdout_cap              u64
 //                6  stderr_cap              u64
 //                7  stdin_pipe              bool
+//                8  control_pipe            bool
+//                9  kill_scope              u8          0 (all) or 1 (session)
 //   Stdin        1  data                    bytes       <= kMaxChunk
 //                2  eof                     bool
 //   Signal       1  signo                   i32         required, 1..64
-//   Output       1  stream                  u8          required, 1 (stdout) or 2 (stderr)
+//   Output       1  stream                  u8          required, 1 (stdout), 2 (stderr) or
+//                                                       3 (control)
 //                2  data                    bytes       <= kMaxChunk
 //   Exited       1  exit_code               i32         required
 //                2  signal                  i32         0..64
@@ -40,6 +43,8 @@
 //                9  user_us                 u64
 //               10  sys_us                  u64
 //               11  max_rss_kb              u64
+//               12  control_bytes           u64
+//               13  control_truncated       bool
 //   Error        1  errnum                  i32
 //                2  stage                   text        required
 //                3  message                 bytes
@@ -53,6 +58,23 @@
 //   FileData     1  data                    bytes       <= kMaxChunk
 //                2  last                    bool
 //                3  size                    u64
+//   Started      1  pid                     u32         required, > 0
+//   FileList     1  path                    text        required, absolute, < PATH_MAX
+//   FileStat     1  path                    text        required, absolute, < PATH_MAX
+//   FileEntries  1  entry                   list        nested fields, below; <= kMaxListItems
+//                2  last                    bool
+//     entry      1  name                    text        required, 1..PATH_MAX-1 bytes
+//                2  type                    u8          required, 1..4 (FileType)
+//                3  size                    u64
+//                4  mode                    u32         <= 07777
+//                5  mtime_ms                i64 (u64)
+//   FileMkdir    1  path                    text        required, absolute, < PATH_MAX
+//                2  parents                 bool
+//                3  mode                    u32         <= 07777
+//   FileRemove   1  path                    text        required, absolute, < PATH_MAX
+//                2  recursive               bool
+//   FileRename   1  from                    text        required, absolute, < PATH_MAX
+//                2  to                      text        required, absolute, < PATH_MAX
 //   Shutdown, Ok: no fields.
 #include <climits>
 #include <cstring>
@@ -97,22 +119,10 @@ uint64_t getU64(std::string_view b, size_t at) {
   return v;
 }
 
-// Appends one frame; the payload length is patched in when the builder goes out of scope.
-class FrameBuilder {
+// Appends fields to a buffer.
+class FieldWriter {
  public:
-  FrameBuilder(std::string& out, MsgType type, uint32_t request_id)
-      : out_(out), start_(out.size()) {
-    putU32(out_, 0);
-    putU16(out_, static_cast<uint16_t>(type));
-    putU16(out_, 0);
-    putU32(out_, request_id);
-  }
-  ~FrameBuilder() {
-    uint32_t len = static_cast<uint32_t>(out_.size() - start_ - kHeaderSize);
-    for (int i = 0; i < 4; ++i) out_[start_ + i] = static_cast<char>((len >> (8 * i)) & 0xff);
-  }
-  FrameBuilder(const FrameBuilder&) = delete;
-  FrameBuilder& operator=(const FrameBuilder&) = delete;
+  explicit FieldWriter(std::string& out) : out_(out) {}
 
   void bytes(uint16_t tag, std::string_view v) {
     putU16(out_, tag);
@@ -138,10 +148,29 @@ class FrameBuilder {
   void list(uint16_t tag, const std::vector<std::string>& items) {
     for (const auto& s : items) bytes(tag, s);
   }
-  std::string& raw() { return out_; }
+
+ protected:
+  std::string& out_;
+};
+
+// Appends one frame; the payload length is patched in when the builder goes out of scope.
+class FrameBuilder : public FieldWriter {
+ public:
+  FrameBuilder(std::string& out, MsgType type, uint32_t request_id)
+      : FieldWriter(out), start_(out.size()) {
+    putU32(out_, 0);
+    putU16(out_, static_cast<uint16_t>(type));
+    putU16(out_, 0);
+    putU32(out_, request_id);
+  }
+  ~FrameBuilder() {
+    uint32_t len = static_cast<uint32_t>(out_.size() - start_ - kHeaderSize);
+    for (int i = 0; i < 4; ++i) out_[start_ + i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  }
+  FrameBuilder(const FrameBuilder&) = delete;
+  FrameBuilder& operator=(const FrameBuilder&) = delete;
 
  private:
-  std::string& out_;
   size_t start_;
 };
 
@@ -154,7 +183,7 @@ struct Field {
 // size of fixed-width fields, duplicates of single-valued tags, and presence of required ones.
 class Fields {
  public:
-  explicit Fields(const char* msg) : msg_(msg) {}
+  explicit Fields(std::string msg) : msg_(std::move(msg)) {}
 
   Result<> parse(std::string_view payload) {
     if (payload.size() > kMaxPayload)
@@ -303,15 +332,12 @@ class Fields {
   }
 
   Unexpected failField(uint16_t tag, const char* name, const std::string& problem) const {
-    return fail(std::string(msg_) + ": field '" + name + "' (tag " + std::to_string(tag) +
-                "): " + problem);
+    return fail(msg_ + ": field '" + name + "' (tag " + std::to_string(tag) + "): " + problem);
   }
-  Unexpected failMsg(const std::string& problem) const {
-    return fail(std::string(msg_) + ": " + problem);
-  }
+  Unexpected failMsg(const std::string& problem) const { return fail(msg_ + ": " + problem); }
 
  private:
-  const char* msg_;
+  std::string msg_;
   std::vector<Field> fields_;
 };
 
@@ -351,6 +377,20 @@ const char* msgTypeName(MsgType t) {
       return "Shutdown";
     case MsgType::kOk:
       return "Ok";
+    case MsgType::kStarted:
+      return "Started";
+    case MsgType::kFileList:
+      return "FileList";
+    case MsgType::kFileStat:
+      return "FileStat";
+    case MsgType::kFileEntries:
+      return "FileEntries";
+    case MsgType::kFileMkdir:
+      return "FileMkdir";
+    case MsgType::kFileRemove:
+      return "FileRemove";
+    case MsgType::kFileRename:
+      return "FileRename";
   }
   return "unknown";
 }
@@ -391,6 +431,8 @@ void encode(std::string& out, uint32_t request_id, const Exec& m) {
   b.u64(5, m.stdout_cap);
   b.u64(6, m.stderr_cap);
   b.boolean(7, m.stdin_pipe);
+  b.boolean(8, m.control_pipe);
+  b.u8(9, static_cast<uint8_t>(m.kill_scope));
 }
 
 void encode(std::string& out, uint32_t request_id, const Stdin& m) {
@@ -423,6 +465,8 @@ void encode(std::string& out, uint32_t request_id, const Exited& m) {
   b.u64(9, m.user_us);
   b.u64(10, m.sys_us);
   b.u64(11, m.max_rss_kb);
+  b.u64(12, m.control_bytes);
+  b.boolean(13, m.control_truncated);
 }
 
 void encode(std::string& out, uint32_t request_id, const ErrorMsg& m) {
@@ -454,6 +498,63 @@ void encode(std::string& out, uint32_t request_id, const FileData& m) {
   b.u64(3, m.size);
 }
 
+void encode(std::string& out, uint32_t request_id, const Started& m) {
+  FrameBuilder b(out, MsgType::kStarted, request_id);
+  b.u32(1, m.pid);
+}
+
+void encode(std::string& out, uint32_t request_id, const FileList& m) {
+  FrameBuilder b(out, MsgType::kFileList, request_id);
+  b.bytes(1, m.path);
+}
+
+void encode(std::string& out, uint32_t request_id, const FileStat& m) {
+  FrameBuilder b(out, MsgType::kFileStat, request_id);
+  b.bytes(1, m.path);
+}
+
+void encode(std::string& out, uint32_t request_id, const FileEntries& m) {
+  FrameBuilder b(out, MsgType::kFileEntries, request_id);
+  std::string item;
+  for (const auto& e : m.entries) {
+    item.clear();
+    // Each entry is a nested field list, so entries can gain fields like messages do.
+    {
+      FieldWriter w(item);
+      w.bytes(1, e.name);
+      w.u8(2, static_cast<uint8_t>(e.type));
+      w.u64(3, e.size);
+      w.u32(4, e.mode);
+      w.u64(5, static_cast<uint64_t>(e.mtime_ms));
+    }
+    b.bytes(1, item);
+  }
+  b.boolean(2, m.last);
+}
+
+size_t encodedEntrySize(const FileEntry& e) {
+  return kFieldHeaderSize + 5 * kFieldHeaderSize + e.name.size() + 1 + 8 + 4 + 8;
+}
+
+void encode(std::string& out, uint32_t request_id, const FileMkdir& m) {
+  FrameBuilder b(out, MsgType::kFileMkdir, request_id);
+  b.bytes(1, m.path);
+  b.boolean(2, m.parents);
+  b.u32(3, m.mode);
+}
+
+void encode(std::string& out, uint32_t request_id, const FileRemove& m) {
+  FrameBuilder b(out, MsgType::kFileRemove, request_id);
+  b.bytes(1, m.path);
+  b.boolean(2, m.recursive);
+}
+
+void encode(std::string& out, uint32_t request_id, const FileRename& m) {
+  FrameBuilder b(out, MsgType::kFileRename, request_id);
+  b.bytes(1, m.from);
+  b.bytes(2, m.to);
+}
+
 void encode(std::string& out, uint32_t request_id, const Shutdown&) {
   FrameBuilder b(out, MsgType::kShutdown, request_id);
 }
@@ -473,7 +574,8 @@ Result<FrameHeader> decodeHeader(std::string_view bytes) {
   uint16_t type = getU16(bytes, 4);
   h.flags = getU16(bytes, 6);
   h.request_id = getU32(bytes, 8);
-  if (type < static_cast<uint16_t>(MsgType::kHello) || type > static_cast<uint16_t>(MsgType::kOk))
+  if (type < static_cast<uint16_t>(MsgType::kHello) ||
+      type > static_cast<uint16_t>(MsgType::kFileRename))
     return fail("frame header: unknown message type " + std::to_string(type));
   h.type = static_cast<MsgType>(type);
   if (h.payload_len > kMaxPayload)
@@ -550,6 +652,13 @@ Result<Exec> decodeExec(std::string_view payload) {
   AIRLOCK_CHECK(f.u64(5, "stdout_cap", m.stdout_cap));
   AIRLOCK_CHECK(f.u64(6, "stderr_cap", m.stderr_cap));
   AIRLOCK_CHECK(f.boolean(7, "stdin_pipe", m.stdin_pipe));
+  AIRLOCK_CHECK(f.boolean(8, "control_pipe", m.control_pipe));
+  uint8_t scope = static_cast<uint8_t>(m.kill_scope);
+  AIRLOCK_CHECK(f.u8(9, "kill_scope", scope));
+  if (scope > static_cast<uint8_t>(ExecKillScope::kSession))
+    return f.failField(9, "kill_scope",
+                       "scope " + std::to_string(scope) + ", expected 0 (all) or 1 (session)");
+  m.kill_scope = static_cast<ExecKillScope>(scope);
   return m;
 }
 
@@ -578,8 +687,8 @@ Result<Output> decodeOutput(std::string_view payload) {
   Output m;
   uint8_t stream = 0;
   AIRLOCK_CHECK(f.u8(1, "stream", stream, true));
-  if (stream != 1 && stream != 2)
-    return f.failField(1, "stream", "stream " + std::to_string(stream) + ", expected 1 or 2");
+  if (stream < 1 || stream > 3)
+    return f.failField(1, "stream", "stream " + std::to_string(stream) + ", expected 1, 2 or 3");
   m.stream = static_cast<Stream>(stream);
   AIRLOCK_CHECK(f.bytes(2, "data", m.data, false, kMaxChunk));
   return m;
@@ -602,6 +711,8 @@ Result<Exited> decodeExited(std::string_view payload) {
   AIRLOCK_CHECK(f.u64(9, "user_us", m.user_us));
   AIRLOCK_CHECK(f.u64(10, "sys_us", m.sys_us));
   AIRLOCK_CHECK(f.u64(11, "max_rss_kb", m.max_rss_kb));
+  AIRLOCK_CHECK(f.u64(12, "control_bytes", m.control_bytes));
+  AIRLOCK_CHECK(f.boolean(13, "control_truncated", m.control_truncated));
   return m;
 }
 
@@ -645,6 +756,99 @@ Result<FileData> decodeFileData(std::string_view payload) {
   AIRLOCK_CHECK(f.bytes(1, "data", m.data, false, kMaxChunk));
   AIRLOCK_CHECK(f.boolean(2, "last", m.last));
   AIRLOCK_CHECK(f.u64(3, "size", m.size));
+  return m;
+}
+
+Result<Started> decodeStarted(std::string_view payload) {
+  Fields f("Started");
+  AIRLOCK_CHECK(f.parse(payload));
+  Started m;
+  AIRLOCK_CHECK(f.u32(1, "pid", m.pid, true));
+  if (m.pid == 0) return f.failField(1, "pid", "pid 0, expected a process id");
+  return m;
+}
+
+Result<FileList> decodeFileList(std::string_view payload) {
+  Fields f("FileList");
+  AIRLOCK_CHECK(f.parse(payload));
+  FileList m;
+  AIRLOCK_CHECK(f.path(1, "path", m.path, true));
+  return m;
+}
+
+Result<FileStat> decodeFileStat(std::string_view payload) {
+  Fields f("FileStat");
+  AIRLOCK_CHECK(f.parse(payload));
+  FileStat m;
+  AIRLOCK_CHECK(f.path(1, "path", m.path, true));
+  return m;
+}
+
+Result<FileEntries> decodeFileEntries(std::string_view payload) {
+  Fields f("FileEntries");
+  AIRLOCK_CHECK(f.parse(payload));
+  FileEntries m;
+  auto items = f.all(1);
+  if (items.size() > kMaxListItems)
+    return f.failField(1, "entry", "more than " + std::to_string(kMaxListItems) + " items");
+  m.entries.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    Fields e("FileEntries: field 'entry' (tag 1): item " + std::to_string(i));
+    AIRLOCK_CHECK(e.parse(items[i]));
+    FileEntry entry;
+    AIRLOCK_CHECK(e.text(1, "name", entry.name, true));
+    if (entry.name.empty()) return e.failField(1, "name", "empty");
+    if (entry.name.size() >= PATH_MAX)
+      return e.failField(
+          1, "name",
+          std::to_string(entry.name.size()) + " bytes, at most " + std::to_string(PATH_MAX - 1));
+    uint8_t type = 0;
+    AIRLOCK_CHECK(e.u8(2, "type", type, true));
+    if (type < static_cast<uint8_t>(FileType::kFile) ||
+        type > static_cast<uint8_t>(FileType::kOther))
+      return e.failField(2, "type", "type " + std::to_string(type) + " outside 1..4");
+    entry.type = static_cast<FileType>(type);
+    AIRLOCK_CHECK(e.u64(3, "size", entry.size));
+    AIRLOCK_CHECK(e.u32(4, "mode", entry.mode));
+    if (entry.mode > 07777)
+      return e.failField(4, "mode",
+                         "mode " + std::to_string(entry.mode) + " has bits outside 07777");
+    uint64_t mtime = 0;
+    AIRLOCK_CHECK(e.u64(5, "mtime_ms", mtime));
+    entry.mtime_ms = static_cast<int64_t>(mtime);
+    m.entries.push_back(std::move(entry));
+  }
+  AIRLOCK_CHECK(f.boolean(2, "last", m.last));
+  return m;
+}
+
+Result<FileMkdir> decodeFileMkdir(std::string_view payload) {
+  Fields f("FileMkdir");
+  AIRLOCK_CHECK(f.parse(payload));
+  FileMkdir m;
+  AIRLOCK_CHECK(f.path(1, "path", m.path, true));
+  AIRLOCK_CHECK(f.boolean(2, "parents", m.parents));
+  AIRLOCK_CHECK(f.u32(3, "mode", m.mode));
+  if (m.mode > 07777)
+    return f.failField(3, "mode", "mode " + std::to_string(m.mode) + " has bits outside 07777");
+  return m;
+}
+
+Result<FileRemove> decodeFileRemove(std::string_view payload) {
+  Fields f("FileRemove");
+  AIRLOCK_CHECK(f.parse(payload));
+  FileRemove m;
+  AIRLOCK_CHECK(f.path(1, "path", m.path, true));
+  AIRLOCK_CHECK(f.boolean(2, "recursive", m.recursive));
+  return m;
+}
+
+Result<FileRename> decodeFileRename(std::string_view payload) {
+  Fields f("FileRename");
+  AIRLOCK_CHECK(f.parse(payload));
+  FileRename m;
+  AIRLOCK_CHECK(f.path(1, "from", m.from, true));
+  AIRLOCK_CHECK(f.path(2, "to", m.to, true));
   return m;
 }
 

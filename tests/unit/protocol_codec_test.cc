@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <string>
 
 #include "airlock/protocol/messages.h"
@@ -86,6 +87,8 @@ TEST(ProtocolCodec, ExecRoundTrip) {
   m.stdout_cap = 1 << 20;
   m.stderr_cap = 4096;
   m.stdin_pipe = true;
+  m.control_pipe = true;
+  m.kill_scope = ExecKillScope::kSession;
   auto [h, p] = encodeFrame(42, m);
   EXPECT_EQ(h.type, MsgType::kExec);
   auto d = decodeExec(p);
@@ -97,6 +100,8 @@ TEST(ProtocolCodec, ExecRoundTrip) {
   EXPECT_EQ(d->stdout_cap, 1u << 20);
   EXPECT_EQ(d->stderr_cap, 4096u);
   EXPECT_TRUE(d->stdin_pipe);
+  EXPECT_TRUE(d->control_pipe);
+  EXPECT_EQ(d->kill_scope, ExecKillScope::kSession);
 }
 
 TEST(ProtocolCodec, ExecDefaultsWhenOptionalFieldsAbsent) {
@@ -105,6 +110,8 @@ TEST(ProtocolCodec, ExecDefaultsWhenOptionalFieldsAbsent) {
   EXPECT_EQ(d->cwd, "/home/user");
   EXPECT_EQ(d->timeout_ms, 0u);
   EXPECT_FALSE(d->stdin_pipe);
+  EXPECT_FALSE(d->control_pipe);
+  EXPECT_EQ(d->kill_scope, ExecKillScope::kAll);
   EXPECT_TRUE(d->env.empty());
 }
 
@@ -130,10 +137,16 @@ TEST(ProtocolCodec, StdinSignalOutputRoundTrip) {
   ASSERT_TRUE(d_o);
   EXPECT_EQ(d_o->stream, Stream::kStderr);
   EXPECT_EQ(d_o->data, o.data);
+
+  auto [h4, p4] = encodeFrame(3, Output{Stream::kControl, "{\"done\": 1}\n"});
+  auto dc = decodeOutput(p4);
+  ASSERT_TRUE(dc) << dc.error().message();
+  EXPECT_EQ(dc->stream, Stream::kControl);
+  EXPECT_EQ(dc->data, "{\"done\": 1}\n");
 }
 
 TEST(ProtocolCodec, ExitedRoundTrip) {
-  Exited m{-1, 9, true, true, false, 5u << 20, 17, 123456, 1000, 2000, 4096};
+  Exited m{-1, 9, true, true, false, 5u << 20, 17, 123456, 1000, 2000, 4096, 1ull << 31, true};
   auto [h, p] = encodeFrame(9, m);
   EXPECT_EQ(h.type, MsgType::kExited);
   auto d = decodeExited(p);
@@ -149,6 +162,89 @@ TEST(ProtocolCodec, ExitedRoundTrip) {
   EXPECT_EQ(d->user_us, 1000u);
   EXPECT_EQ(d->sys_us, 2000u);
   EXPECT_EQ(d->max_rss_kb, 4096u);
+  EXPECT_EQ(d->control_bytes, 1ull << 31);
+  EXPECT_TRUE(d->control_truncated);
+}
+
+TEST(ProtocolCodec, StartedRoundTrip) {
+  auto [h, p] = encodeFrame(12, Started{4242});
+  EXPECT_EQ(h.type, MsgType::kStarted);
+  auto d = decodeStarted(p);
+  ASSERT_TRUE(d) << d.error().message();
+  EXPECT_EQ(d->pid, 4242u);
+}
+
+TEST(ProtocolCodec, FileRequestsRoundTrip) {
+  auto [h1, p1] = encodeFrame(20, FileList{"/home/user"});
+  EXPECT_EQ(h1.type, MsgType::kFileList);
+  auto dl = decodeFileList(p1);
+  ASSERT_TRUE(dl) << dl.error().message();
+  EXPECT_EQ(dl->path, "/home/user");
+
+  auto [h2, p2] = encodeFrame(21, FileStat{"/home/user/a b"});
+  EXPECT_EQ(h2.type, MsgType::kFileStat);
+  auto ds = decodeFileStat(p2);
+  ASSERT_TRUE(ds) << ds.error().message();
+  EXPECT_EQ(ds->path, "/home/user/a b");
+
+  auto [h3, p3] = encodeFrame(22, FileMkdir{"/home/user/x/y", true, 0700});
+  EXPECT_EQ(h3.type, MsgType::kFileMkdir);
+  auto dm = decodeFileMkdir(p3);
+  ASSERT_TRUE(dm) << dm.error().message();
+  EXPECT_EQ(dm->path, "/home/user/x/y");
+  EXPECT_TRUE(dm->parents);
+  EXPECT_EQ(dm->mode, 0700u);
+  auto dm_default = decodeFileMkdir(field(1, "/d"));
+  ASSERT_TRUE(dm_default);
+  EXPECT_FALSE(dm_default->parents);
+  EXPECT_EQ(dm_default->mode, 0755u);
+
+  auto [h4, p4] = encodeFrame(23, FileRemove{"/home/user/x", true});
+  EXPECT_EQ(h4.type, MsgType::kFileRemove);
+  auto dr = decodeFileRemove(p4);
+  ASSERT_TRUE(dr) << dr.error().message();
+  EXPECT_EQ(dr->path, "/home/user/x");
+  EXPECT_TRUE(dr->recursive);
+
+  auto [h5, p5] = encodeFrame(24, FileRename{"/home/user/a", "/tmp/b"});
+  EXPECT_EQ(h5.type, MsgType::kFileRename);
+  auto dn = decodeFileRename(p5);
+  ASSERT_TRUE(dn) << dn.error().message();
+  EXPECT_EQ(dn->from, "/home/user/a");
+  EXPECT_EQ(dn->to, "/tmp/b");
+}
+
+TEST(ProtocolCodec, FileEntriesRoundTrip) {
+  FileEntries m;
+  m.entries = {{"a.txt", FileType::kFile, 1ull << 40, 0644, 1700000000123},
+               {"dir", FileType::kDir, 4096, 01777, -5},
+               {"link", FileType::kSymlink, 11, 0777, 0},
+               {std::string(255, 'n'), FileType::kOther, 0, 0, 1}};
+  m.last = false;
+  auto [h, p] = encodeFrame(30, m);
+  EXPECT_EQ(h.type, MsgType::kFileEntries);
+  size_t expected = 7;  // the last field
+  for (const auto& e : m.entries) expected += encodedEntrySize(e);
+  EXPECT_EQ(p.size(), expected);
+  auto d = decodeFileEntries(p);
+  ASSERT_TRUE(d) << d.error().message();
+  EXPECT_FALSE(d->last);
+  ASSERT_EQ(d->entries.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(d->entries[i].name, m.entries[i].name);
+    EXPECT_EQ(d->entries[i].type, m.entries[i].type);
+    EXPECT_EQ(d->entries[i].size, m.entries[i].size);
+    EXPECT_EQ(d->entries[i].mode, m.entries[i].mode);
+    EXPECT_EQ(d->entries[i].mtime_ms, m.entries[i].mtime_ms);
+  }
+  auto empty = decodeFileEntries("");
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->entries.empty());
+  EXPECT_TRUE(empty->last);
+  // Unknown fields inside an entry are skipped like message fields.
+  auto future = decodeFileEntries(field(1, field(1, "x") + field(2, "\x01") + field(9, "new")));
+  ASSERT_TRUE(future) << future.error().message();
+  EXPECT_EQ(future->entries[0].name, "x");
 }
 
 TEST(ProtocolCodec, ErrorAndFileMessagesRoundTrip) {
@@ -204,6 +300,13 @@ TEST(ProtocolCodec, MsgTypeNames) {
   EXPECT_STREQ(msgTypeName(MsgType::kHello), "Hello");
   EXPECT_STREQ(msgTypeName(MsgType::kFileData), "FileData");
   EXPECT_STREQ(msgTypeName(MsgType::kOk), "Ok");
+  EXPECT_STREQ(msgTypeName(MsgType::kStarted), "Started");
+  EXPECT_STREQ(msgTypeName(MsgType::kFileList), "FileList");
+  EXPECT_STREQ(msgTypeName(MsgType::kFileStat), "FileStat");
+  EXPECT_STREQ(msgTypeName(MsgType::kFileEntries), "FileEntries");
+  EXPECT_STREQ(msgTypeName(MsgType::kFileMkdir), "FileMkdir");
+  EXPECT_STREQ(msgTypeName(MsgType::kFileRemove), "FileRemove");
+  EXPECT_STREQ(msgTypeName(MsgType::kFileRename), "FileRename");
   EXPECT_STREQ(msgTypeName(static_cast<MsgType>(77)), "unknown");
 }
 
@@ -212,7 +315,8 @@ TEST(ProtocolCodec, MsgTypeNames) {
 TEST(ProtocolHeader, Rejections) {
   EXPECT_EQ(errorOf(decodeHeader("short")), "frame header: 5 bytes, need 12");
   EXPECT_EQ(errorOf(decodeHeader(header(0, 0, 1))), "frame header: unknown message type 0");
-  EXPECT_EQ(errorOf(decodeHeader(header(0, 14, 1))), "frame header: unknown message type 14");
+  EXPECT_EQ(errorOf(decodeHeader(header(0, 21, 1))), "frame header: unknown message type 21");
+  for (uint16_t t = 1; t <= 20; ++t) EXPECT_TRUE(decodeHeader(header(0, t, 1))) << t;
   EXPECT_EQ(errorOf(decodeHeader(header(kMaxPayload + 1, 6, 1))),
             "frame header: Output payload of 1048577 bytes exceeds the 1048576-byte limit");
   auto ok = decodeHeader(header(kMaxPayload, 6, 0xdeadbeef, 0x8001));
@@ -318,6 +422,12 @@ TEST(ProtocolValidation, Exec) {
             "Exec: field 'stderr_cap' (tag 6): 0 bytes, expected 8");
   EXPECT_EQ(errorOf(decodeExec(field(1, "/bin/true") + u32Field(7, 1))),
             "Exec: field 'stdin_pipe' (tag 7): 4 bytes, expected 1");
+  EXPECT_EQ(errorOf(decodeExec(field(1, "/bin/true") + field(8, "\x02"))),
+            "Exec: field 'control_pipe' (tag 8): boolean value 2, expected 0 or 1");
+  EXPECT_EQ(errorOf(decodeExec(field(1, "/bin/true") + field(9, "\x02"))),
+            "Exec: field 'kill_scope' (tag 9): scope 2, expected 0 (all) or 1 (session)");
+  EXPECT_EQ(errorOf(decodeExec(field(1, "/bin/true") + u32Field(9, 1))),
+            "Exec: field 'kill_scope' (tag 9): 4 bytes, expected 1");
 }
 
 TEST(ProtocolValidation, StdinSignalOutput) {
@@ -337,10 +447,10 @@ TEST(ProtocolValidation, StdinSignalOutput) {
   EXPECT_TRUE(decodeSignal(u32Field(1, 64)));
   EXPECT_EQ(errorOf(decodeOutput(field(2, "x"))),
             "Output: field 'stream' (tag 1): missing (required)");
-  EXPECT_EQ(errorOf(decodeOutput(field(1, "\x03"))),
-            "Output: field 'stream' (tag 1): stream 3, expected 1 or 2");
+  EXPECT_EQ(errorOf(decodeOutput(field(1, "\x04"))),
+            "Output: field 'stream' (tag 1): stream 4, expected 1, 2 or 3");
   EXPECT_EQ(errorOf(decodeOutput(field(1, std::string("\0", 1)))),
-            "Output: field 'stream' (tag 1): stream 0, expected 1 or 2");
+            "Output: field 'stream' (tag 1): stream 0, expected 1, 2 or 3");
   EXPECT_EQ(errorOf(decodeOutput(field(1, "\x01") + field(2, std::string(kMaxChunk + 1, 'x')))),
             "Output: field 'data' (tag 2): 262145 bytes, at most 262144");
 }
@@ -352,6 +462,8 @@ TEST(ProtocolValidation, ExitedAndError) {
             "Exited: field 'signal' (tag 2): signal 65 outside 0..64");
   EXPECT_EQ(errorOf(decodeExited(u32Field(1, 0) + u32Field(11, 65))),
             "Exited: field 'max_rss_kb' (tag 11): 4 bytes, expected 8");
+  EXPECT_EQ(errorOf(decodeExited(u32Field(1, 0) + field(13, "\x03"))),
+            "Exited: field 'control_truncated' (tag 13): boolean value 3, expected 0 or 1");
   EXPECT_EQ(errorOf(decodeError(u32Field(1, 2))),
             "Error: field 'stage' (tag 2): missing (required)");
   EXPECT_EQ(errorOf(decodeError(field(2, std::string("ex\0ec", 5)))),
@@ -385,6 +497,81 @@ TEST(ProtocolValidation, FileMessages) {
             "FileData: field 'last' (tag 2): boolean value 7, expected 0 or 1");
   EXPECT_EQ(errorOf(decodeFileData(field(3, "\x07"))),
             "FileData: field 'size' (tag 3): 1 bytes, expected 8");
+}
+
+TEST(ProtocolValidation, Started) {
+  EXPECT_EQ(errorOf(decodeStarted("")), "Started: field 'pid' (tag 1): missing (required)");
+  EXPECT_EQ(errorOf(decodeStarted(u32Field(1, 0))),
+            "Started: field 'pid' (tag 1): pid 0, expected a process id");
+  EXPECT_EQ(errorOf(decodeStarted(u64Field(1, 7))),
+            "Started: field 'pid' (tag 1): 8 bytes, expected 4");
+}
+
+TEST(ProtocolValidation, FileRequests) {
+  EXPECT_EQ(errorOf(decodeFileList("")), "FileList: field 'path' (tag 1): missing (required)");
+  EXPECT_EQ(errorOf(decodeFileList(field(1, "home"))),
+            "FileList: field 'path' (tag 1): 'home' is not an absolute path");
+  EXPECT_EQ(errorOf(decodeFileStat(field(1, std::string("/a\0", 3)))),
+            "FileStat: field 'path' (tag 1): contains a NUL byte");
+  EXPECT_EQ(errorOf(decodeFileStat(field(1, "/" + std::string(PATH_MAX, 'a')))),
+            "FileStat: field 'path' (tag 1): path of 4097 bytes, at most 4095");
+  EXPECT_EQ(errorOf(decodeFileMkdir(field(2, "\x01"))),
+            "FileMkdir: field 'path' (tag 1): missing (required)");
+  EXPECT_EQ(errorOf(decodeFileMkdir(field(1, "/d") + u32Field(3, 010000))),
+            "FileMkdir: field 'mode' (tag 3): mode 4096 has bits outside 07777");
+  EXPECT_EQ(errorOf(decodeFileMkdir(field(1, "/d") + field(2, "\x09"))),
+            "FileMkdir: field 'parents' (tag 2): boolean value 9, expected 0 or 1");
+  EXPECT_EQ(errorOf(decodeFileRemove(field(1, "/a") + field(1, "/b"))),
+            "FileRemove: field 'path' (tag 1): appears more than once");
+  EXPECT_EQ(errorOf(decodeFileRemove(field(1, "/a") + u32Field(2, 1))),
+            "FileRemove: field 'recursive' (tag 2): 4 bytes, expected 1");
+  EXPECT_EQ(errorOf(decodeFileRename(field(1, "/a"))),
+            "FileRename: field 'to' (tag 2): missing (required)");
+  EXPECT_EQ(errorOf(decodeFileRename(field(2, "/a"))),
+            "FileRename: field 'from' (tag 1): missing (required)");
+  EXPECT_EQ(errorOf(decodeFileRename(field(1, "/a") + field(2, "b"))),
+            "FileRename: field 'to' (tag 2): 'b' is not an absolute path");
+}
+
+std::string entry(std::string_view name, uint8_t type) {
+  return field(1, field(1, name) + field(2, std::string(1, static_cast<char>(type))));
+}
+
+TEST(ProtocolValidation, FileEntries) {
+  EXPECT_EQ(errorOf(decodeFileEntries(entry("a", 1) + field(1, field(2, "\x01")))),
+            "FileEntries: field 'entry' (tag 1): item 1: field 'name' (tag 1): missing (required)");
+  EXPECT_EQ(errorOf(decodeFileEntries(entry("", 1))),
+            "FileEntries: field 'entry' (tag 1): item 0: field 'name' (tag 1): empty");
+  EXPECT_EQ(
+      errorOf(decodeFileEntries(entry(std::string("a\0b", 3), 1))),
+      "FileEntries: field 'entry' (tag 1): item 0: field 'name' (tag 1): contains a NUL byte");
+  EXPECT_EQ(errorOf(decodeFileEntries(entry(std::string(PATH_MAX, 'a'), 1))),
+            "FileEntries: field 'entry' (tag 1): item 0: field 'name' (tag 1): 4096 bytes, at "
+            "most 4095");
+  EXPECT_EQ(
+      errorOf(decodeFileEntries(entry("a", 0))),
+      "FileEntries: field 'entry' (tag 1): item 0: field 'type' (tag 2): type 0 outside 1..4");
+  EXPECT_EQ(
+      errorOf(decodeFileEntries(entry("a", 5))),
+      "FileEntries: field 'entry' (tag 1): item 0: field 'type' (tag 2): type 5 outside 1..4");
+  EXPECT_EQ(errorOf(decodeFileEntries(field(1, field(1, "a")))),
+            "FileEntries: field 'entry' (tag 1): item 0: field 'type' (tag 2): missing (required)");
+  EXPECT_EQ(
+      errorOf(decodeFileEntries(field(1, field(1, "a") + field(2, "\x01") + u32Field(4, 070000)))),
+      "FileEntries: field 'entry' (tag 1): item 0: field 'mode' (tag 4): mode 28672 has bits "
+      "outside 07777");
+  EXPECT_EQ(
+      errorOf(decodeFileEntries(field(1, field(1, "a") + field(2, "\x01") + u32Field(3, 1)))),
+      "FileEntries: field 'entry' (tag 1): item 0: field 'size' (tag 3): 4 bytes, expected 8");
+  EXPECT_EQ(errorOf(decodeFileEntries(field(1, "abc"))),
+            "FileEntries: field 'entry' (tag 1): item 0: truncated field header at offset 0 (3 "
+            "bytes left, need 6)");
+  EXPECT_EQ(errorOf(decodeFileEntries(field(2, "\x02"))),
+            "FileEntries: field 'last' (tag 2): boolean value 2, expected 0 or 1");
+  std::string many;
+  for (size_t i = 0; i <= kMaxListItems; ++i) many += entry("a", 1);
+  EXPECT_EQ(errorOf(decodeFileEntries(many)),
+            "FileEntries: field 'entry' (tag 1): more than 4096 items");
 }
 
 }  // namespace

@@ -27,7 +27,9 @@ std::vector<std::string> seedFrames() {
            1000,
            4096,
            4096,
-           true});
+           true,
+           true,
+           ExecKillScope::kSession});
   add(Stdin{"input", true});
   add(Signal{15});
   add(Output{Stream::kStderr, "err"});
@@ -36,8 +38,18 @@ std::vector<std::string> seedFrames() {
   add(FileWrite{"/home/user/f", 0644, "abc", true, false});
   add(FileRead{"/home/user/f", 100});
   add(FileData{"abc", true, 3});
+  add(Output{Stream::kControl, "{}"});
   add(Shutdown{});
   add(Ok{});
+  add(Started{17});
+  add(FileList{"/home/user"});
+  add(FileStat{"/home/user/a"});
+  add(FileEntries{
+      {{"a", FileType::kFile, 3, 0644, 1700000000000}, {"d", FileType::kDir, 4096, 0755, 0}},
+      false});
+  add(FileMkdir{"/home/user/d/e", true, 0700});
+  add(FileRemove{"/home/user/d", true});
+  add(FileRename{"/home/user/a", "/home/user/b"});
   return frames;
 }
 
@@ -77,6 +89,20 @@ bool decodeAndRecheck(const FrameHeader& h, const std::string& p) {
       return recheck(decodeFileRead(p), decodeFileRead);
     case MsgType::kFileData:
       return recheck(decodeFileData(p), decodeFileData);
+    case MsgType::kStarted:
+      return recheck(decodeStarted(p), decodeStarted);
+    case MsgType::kFileList:
+      return recheck(decodeFileList(p), decodeFileList);
+    case MsgType::kFileStat:
+      return recheck(decodeFileStat(p), decodeFileStat);
+    case MsgType::kFileEntries:
+      return recheck(decodeFileEntries(p), decodeFileEntries);
+    case MsgType::kFileMkdir:
+      return recheck(decodeFileMkdir(p), decodeFileMkdir);
+    case MsgType::kFileRemove:
+      return recheck(decodeFileRemove(p), decodeFileRemove);
+    case MsgType::kFileRename:
+      return recheck(decodeFileRename(p), decodeFileRename);
     default:
       return true;
   }
@@ -164,6 +190,13 @@ TEST(ProtocolFuzz, MutatedFramesNeverCrash) {
     (void)decodeFileWrite(raw);
     (void)decodeFileRead(raw);
     (void)decodeFileData(raw);
+    (void)decodeStarted(raw);
+    (void)decodeFileList(raw);
+    (void)decodeFileStat(raw);
+    (void)decodeFileEntries(raw);
+    (void)decodeFileMkdir(raw);
+    (void)decodeFileRemove(raw);
+    (void)decodeFileRename(raw);
   }
   // Both outcomes must occur, or the mutator is not exercising the decoder.
   EXPECT_GT(decoded_ok, 1000u);

@@ -34,22 +34,25 @@ inline constexpr size_t kHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 1u << 20;
 inline constexpr size_t kMaxChunk = 256 * 1024;
 inline constexpr size_t kMaxListItems = 4096;  // argv/env/rlimit/path entries per message
+// Control-pipe bytes relayed per execution; beyond it they are counted and dropped (a session
+// driver lives as long as its sandbox, so this is a lifetime bound, not a per-message one).
+inline constexpr uint64_t kMaxControlBytes = 1ull << 30;
 
 enum class MsgType : uint16_t {
-  kHello = 1,      // agent → supervisor, first frame: versions
-  kConfigure = 2,  // supervisor → agent: how every execution is confined; answered by kOk
-  kExec = 3,       // supervisor → agent: start a process; answered by kOutput*, kExited
-  kStdin = 4,      // supervisor → agent: bytes for an execution's stdin (eof flag closes it)
-  kSignal = 5,     // supervisor → agent: signal an execution's process group
-  kOutput = 6,     // agent → supervisor: stdout/stderr bytes of an execution
-  kExited = 7,     // agent → supervisor: an execution ended; all its processes are gone
-  kError = 8,      // agent → supervisor: a request failed (request_id names it)
-  kFileWrite = 9,  // supervisor → agent: write a file chunk; last chunk answered by kOk
-  kFileRead = 10,  // supervisor → agent: read a file; answered by kFileData* (last flagged)
-  kFileData = 11,  // agent → supervisor: a chunk of a file being read
-  kShutdown = 12,  // supervisor → agent: kill everything and exit
-  kOk = 13,        // agent → supervisor: the request with this id succeeded
-  kStarted = 14,   // agent → supervisor: an Exec's process is running (its pid); before output
+  kHello = 1,         // agent → supervisor, first frame: versions
+  kConfigure = 2,     // supervisor → agent: how every execution is confined; answered by kOk
+  kExec = 3,          // supervisor → agent: start a process; answered by kOutput*, kExited
+  kStdin = 4,         // supervisor → agent: bytes for an execution's stdin (eof flag closes it)
+  kSignal = 5,        // supervisor → agent: signal an execution's process group
+  kOutput = 6,        // agent → supervisor: stdout/stderr bytes of an execution
+  kExited = 7,        // agent → supervisor: an execution ended; all its processes are gone
+  kError = 8,         // agent → supervisor: a request failed (request_id names it)
+  kFileWrite = 9,     // supervisor → agent: write a file chunk; last chunk answered by kOk
+  kFileRead = 10,     // supervisor → agent: read a file; answered by kFileData* (last flagged)
+  kFileData = 11,     // agent → supervisor: a chunk of a file being read
+  kShutdown = 12,     // supervisor → agent: kill everything and exit
+  kOk = 13,           // agent → supervisor: the request with this id succeeded
+  kStarted = 14,      // agent → supervisor: an Exec's process is running (its pid); before output
   kFileList = 15,     // supervisor → agent: list a directory; answered by kFileEntries*
   kFileStat = 16,     // supervisor → agent: lstat one path; answered by one kFileEntries
   kFileEntries = 17,  // agent → supervisor: directory entries (last flagged)
@@ -143,6 +146,8 @@ struct Exited {
   uint64_t user_us = 0;
   uint64_t sys_us = 0;
   uint64_t max_rss_kb = 0;
+  uint64_t control_bytes = 0;      // produced on the control pipe, including dropped bytes
+  bool control_truncated = false;  // the control pipe passed kMaxControlBytes
 };
 
 struct ErrorMsg {
@@ -192,6 +197,11 @@ struct FileEntries {
   std::vector<FileEntry> entries;  // at most kMaxListItems per frame
   bool last = true;
 };
+
+// Payload bytes one entry adds to a FileEntries frame; a sender starts a new frame before the
+// payload would pass kMaxFileEntriesPayload (long names: 4096 entries may not fit kMaxPayload).
+size_t encodedEntrySize(const FileEntry& e);
+inline constexpr size_t kMaxFileEntriesPayload = 512 * 1024;
 
 struct FileMkdir {
   std::string path;
