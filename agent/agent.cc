@@ -1,11 +1,11 @@
 #include "agent.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/filter.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -28,6 +28,7 @@
 #include "child.h"
 #include "file_ops.h"
 #include "landlock.h"
+#include "procs.h"
 #include "startup.h"
 
 #ifndef AIRLOCK_VERSION
@@ -92,7 +93,9 @@ struct Execution {
   std::vector<char*> argv_ptrs, env_ptrs;
   ChildSpec spec;
 
-  UniqueFd out, err, in, sync, timer;
+  UniqueFd out, err, in, sync, timer, ctl;
+  proto::ExecKillScope scope = proto::ExecKillScope::kAll;
+  bool started_sent = false;
   bool stdin_requested = false;
   bool stdin_eof = false;
   std::string stdin_buf;
@@ -100,6 +103,8 @@ struct Execution {
   uint64_t out_cap = 0, err_cap = 0;
   uint64_t out_bytes = 0, err_bytes = 0, out_sent = 0, err_sent = 0;
   bool out_truncated = false, err_truncated = false;
+  uint64_t ctl_bytes = 0, ctl_sent = 0;
+  bool ctl_truncated = false;
 
   uint64_t start_us = 0, end_us = 0;
   bool main_exited = false;
@@ -118,7 +123,7 @@ class Agent {
   int serve();
 
  private:
-  enum class Slot { kChannel, kSignal, kStdout, kStderr, kStdin, kSync, kTimer };
+  enum class Slot { kChannel, kSignal, kStdout, kStderr, kStdin, kSync, kTimer, kControl };
 
   template <typename M>
   bool send(uint32_t id, const M& m) {
@@ -138,6 +143,12 @@ class Agent {
   void handleSignal(uint32_t id, const std::string& payload);
   void handleFileWrite(uint32_t id, const std::string& payload);
   void handleFileRead(uint32_t id, const std::string& payload);
+  void handleFileList(uint32_t id, const std::string& payload);
+  void handleFileStat(uint32_t id, const std::string& payload);
+  void handleFileMkdir(uint32_t id, const std::string& payload);
+  void handleFileRemove(uint32_t id, const std::string& payload);
+  void handleFileRename(uint32_t id, const std::string& payload);
+  void sendFileError(uint32_t id, const Error& err, int fallback, const char* stage);
 
   Execution* find(uint32_t id) {
     auto it = execs_.find(id);
@@ -149,6 +160,9 @@ class Agent {
   void killExecution(Execution& e, int sig);
   void readOutput(Execution& e, proto::Stream stream);
   void forward(Execution& e, proto::Stream stream, const char* data, size_t n);
+  void readControl(Execution& e);
+  void drainReady(Execution& e);
+  void ensureStarted(Execution& e);
   void flushStdin(Execution& e);
   void readSync(Execution& e);
   void onTimer(Execution& e);
@@ -229,6 +243,7 @@ int Agent::serve() {
       if (e->in && !e->stdin_buf.empty()) add(e->in.get(), POLLOUT, Slot::kStdin, id);
       if (e->sync) add(e->sync.get(), POLLIN, Slot::kSync, id);
       if (e->timer) add(e->timer.get(), POLLIN, Slot::kTimer, id);
+      if (e->ctl) add(e->ctl.get(), POLLIN, Slot::kControl, id);
     }
     int n = ::poll(fds.data(), fds.size(), -1);
     if (n < 0) {
@@ -264,6 +279,9 @@ int Agent::serve() {
           break;
         case Slot::kTimer:
           onTimer(*e);
+          break;
+        case Slot::kControl:
+          readControl(*e);
           break;
         default:
           break;
@@ -329,6 +347,21 @@ void Agent::handleFrame(const proto::FrameHeader& h, const std::string& payload)
       return;
     case proto::MsgType::kFileRead:
       handleFileRead(id, payload);
+      return;
+    case proto::MsgType::kFileList:
+      handleFileList(id, payload);
+      return;
+    case proto::MsgType::kFileStat:
+      handleFileStat(id, payload);
+      return;
+    case proto::MsgType::kFileMkdir:
+      handleFileMkdir(id, payload);
+      return;
+    case proto::MsgType::kFileRemove:
+      handleFileRemove(id, payload);
+      return;
+    case proto::MsgType::kFileRename:
+      handleFileRename(id, payload);
       return;
     case proto::MsgType::kShutdown:
       shutdownAll();
@@ -414,6 +447,7 @@ void Agent::handleExec(uint32_t id, const std::string& payload) {
   e->out_cap = m->stdout_cap;
   e->err_cap = m->stderr_cap;
   e->stdin_requested = m->stdin_pipe;
+  e->scope = m->kill_scope;
   if (execs_.size() >= kMaxExecutions) {
     startFailed(*e, EAGAIN, "exec",
                 "exec '" + e->argv[0] + "': " + std::to_string(kMaxExecutions) +
@@ -458,6 +492,17 @@ void Agent::handleExec(uint32_t id, const std::string& payload) {
       return;
     }
   }
+  UniqueFd ctl_r, ctl_w;
+  if (m->control_pipe) {
+    int ctl_pipe[2];
+    if (::pipe2(ctl_pipe, O_CLOEXEC) != 0) {
+      failNow("pipe2", "control");
+      return;
+    }
+    ctl_r.reset(ctl_pipe[0]);
+    ctl_w.reset(ctl_pipe[1]);
+    setNonBlocking(ctl_r.get());
+  }
   UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   if (!timer) {
     failNow("timerfd_create", "execution timer");
@@ -483,6 +528,7 @@ void Agent::handleExec(uint32_t id, const std::string& payload) {
   s.stdout_fd = out_w.get();
   s.stderr_fd = err_w.get();
   s.sync_fd = sync_w.get();
+  s.control_fd = ctl_w ? ctl_w.get() : -1;
   s.rlimits = c.rlimits.data();
   s.rlimit_count = c.rlimits.size();
   s.landlock_fd = c.landlock.valid() ? c.landlock.fd() : -1;
@@ -511,6 +557,7 @@ void Agent::handleExec(uint32_t id, const std::string& payload) {
   e->sync = std::move(sync_r);
   e->in = std::move(in_w);
   e->timer = std::move(timer);
+  e->ctl = std::move(ctl_r);
   if (m->timeout_ms > 0) {
     int64_t ms = static_cast<int64_t>(std::min<uint64_t>(m->timeout_ms, 1ull << 40));
     armTimer(e->timer.get(), ms);
@@ -569,6 +616,10 @@ void Agent::handleSignal(uint32_t id, const std::string& payload) {
   }
   Execution* e = find(id);
   if (e == nullptr || e->main_exited) return;  // already ended: a normal race
+  if (m->signo == SIGKILL && e->scope == proto::ExecKillScope::kSession) {
+    killExecution(*e, SIGKILL);  // the whole session, not only the process group
+    return;
+  }
   if (::kill(-e->pid, m->signo) != 0) {
     // Before the child's setsid there is no group yet; signal the process itself.
     if (errno != ESRCH || ::kill(e->pid, m->signo) != 0)
@@ -609,6 +660,80 @@ void Agent::handleFileRead(uint32_t id, const std::string& payload) {
   }
 }
 
+void Agent::sendFileError(uint32_t id, const Error& err, int fallback, const char* stage) {
+  if (stop_) return;
+  sendError(id, err.errnum() != 0 ? err.errnum() : fallback, stage, err.message());
+}
+
+void Agent::handleFileList(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeFileList(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  auto r = listDirectory(*m, conf_->uid, conf_->gid,
+                         [&](const proto::FileEntries& f) { return send(id, f); });
+  if (!r) sendFileError(id, r.error(), EIO, "file_list");
+}
+
+void Agent::handleFileStat(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeFileStat(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  auto r = statPath(*m, conf_->uid, conf_->gid);
+  if (!r) {
+    sendFileError(id, r.error(), EIO, "file_stat");
+    return;
+  }
+  proto::FileEntries f;
+  f.entries.push_back(std::move(*r));
+  send(id, f);
+}
+
+void Agent::handleFileMkdir(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeFileMkdir(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  auto r = makeDirectory(*m, conf_->uid, conf_->gid);
+  if (!r) {
+    sendFileError(id, r.error(), EIO, "file_mkdir");
+    return;
+  }
+  send(id, proto::Ok{});
+}
+
+void Agent::handleFileRemove(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeFileRemove(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  auto r = removePath(*m, conf_->uid, conf_->gid);
+  if (!r) {
+    sendFileError(id, r.error(), EIO, "file_remove");
+    return;
+  }
+  send(id, proto::Ok{});
+}
+
+void Agent::handleFileRename(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeFileRename(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  auto r = renamePath(*m, conf_->uid, conf_->gid);
+  if (!r) {
+    sendFileError(id, r.error(), EIO, "file_rename");
+    return;
+  }
+  send(id, proto::Ok{});
+}
+
 void Agent::readSignals() {
   signalfd_siginfo si;
   while (::read(sigfd_.get(), &si, sizeof(si)) == sizeof(si)) {
@@ -643,11 +768,14 @@ void Agent::reapChildren() {
 void Agent::killExecution(Execution& e, int sig) {
   // As PID 1 of a sandbox running one execution, everything but the agent belongs to it,
   // including daemons that left the process group with setsid.
-  if (::getpid() == 1 && execs_.size() == 1) {
+  if (e.scope == proto::ExecKillScope::kAll && ::getpid() == 1 && execs_.size() == 1) {
     ::kill(-1, sig);
     return;
   }
   if (::kill(-e.pid, sig) != 0 && !e.main_exited) ::kill(e.pid, sig);
+  // Other executions keep running: only this execution's session goes, including process
+  // groups a shell with job control made inside it. A process that calls setsid itself leaves.
+  if (e.scope == proto::ExecKillScope::kSession) signalSession(e.pid, sig);
 }
 
 void Agent::readOutput(Execution& e, proto::Stream stream) {
@@ -666,6 +794,24 @@ void Agent::readOutput(Execution& e, proto::Stream stream) {
 }
 
 void Agent::forward(Execution& e, proto::Stream stream, const char* data, size_t n) {
+  ensureStarted(e);
+  if (stream == proto::Stream::kControl) {
+    e.ctl_bytes += n;
+    size_t take = static_cast<size_t>(std::min<uint64_t>(n, proto::kMaxControlBytes - e.ctl_sent));
+    if (take < n && !e.ctl_truncated) {
+      e.ctl_truncated = true;
+      sendError(e.id, EMSGSIZE, "control",
+                "control pipe of execution " + std::to_string(e.id) + " passed " +
+                    std::to_string(proto::kMaxControlBytes) + " bytes; the rest is dropped");
+    }
+    if (take == 0) return;
+    e.ctl_sent += take;
+    proto::Output o;
+    o.stream = stream;
+    o.data.assign(data, take);
+    send(e.id, o);
+    return;
+  }
   bool is_out = stream == proto::Stream::kStdout;
   uint64_t cap = is_out ? e.out_cap : e.err_cap;
   uint64_t& bytes = is_out ? e.out_bytes : e.err_bytes;
@@ -683,12 +829,59 @@ void Agent::forward(Execution& e, proto::Stream stream, const char* data, size_t
   send(e.id, o);
 }
 
+// What the process already wrote to stdout and stderr, and no more: a process that keeps
+// writing cannot hold the control stream back.
+void Agent::drainReady(Execution& e) {
+  for (auto stream : {proto::Stream::kStdout, proto::Stream::kStderr}) {
+    UniqueFd& fd = stream == proto::Stream::kStdout ? e.out : e.err;
+    int avail = 0;
+    if (!fd || ::ioctl(fd.get(), FIONREAD, &avail) != 0) continue;
+    while (avail > 0 && fd) {
+      ssize_t n = ::read(fd.get(), iobuf_.data(), std::min<size_t>(iobuf_.size(), avail));
+      if (n <= 0) break;
+      avail -= static_cast<int>(n);
+      forward(e, stream, iobuf_.data(), static_cast<size_t>(n));
+    }
+  }
+}
+
+void Agent::readControl(Execution& e) {
+  // A driver flushes its output before it reports on the control pipe; relay in that order.
+  drainReady(e);
+  ssize_t n = ::read(e.ctl.get(), iobuf_.data(), iobuf_.size());
+  if (n < 0) {
+    if (errno == EINTR || errno == EAGAIN) return;
+    e.ctl.reset();
+    return;
+  }
+  if (n == 0) {
+    e.ctl.reset();
+    return;
+  }
+  forward(e, proto::Stream::kControl, iobuf_.data(), static_cast<size_t>(n));
+}
+
+// Started comes after a successful execve and before the first Output; output in a pipe means
+// execve already happened (the child writes nothing before it).
+void Agent::ensureStarted(Execution& e) {
+  if (e.started_sent || e.exec_failed) return;
+  if (e.sync) readSync(e);
+  if (e.started_sent || e.exec_failed) return;
+  e.started_sent = true;
+  proto::Started st;
+  st.pid = static_cast<uint32_t>(e.pid);
+  send(e.id, st);
+}
+
 void Agent::readSync(Execution& e) {
   StageRecord rec{};
   ssize_t n = ::read(e.sync.get(), &rec, sizeof(rec));
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   e.sync.reset();
-  if (n != static_cast<ssize_t>(sizeof(rec))) return;  // EOF: execve succeeded
+  if (n != static_cast<ssize_t>(sizeof(rec))) {  // EOF: execve succeeded
+    ensureStarted(e);
+    return;
+  }
   e.exec_failed = true;
   e.exec_errno = rec.err;
   sendError(e.id, rec.err, childStageName(static_cast<ChildStage>(rec.stage)),
@@ -709,15 +902,23 @@ void Agent::onTimer(Execution& e) {
 void Agent::tryFinish(uint32_t id, bool force) {
   Execution* e = find(id);
   if (e == nullptr || !e->main_exited) return;
+  bool session = e->scope == proto::ExecKillScope::kSession;
   if (!force) {
-    if (e->sync || e->out || e->err) return;
+    if (e->sync || e->out || e->err || e->ctl) return;
     // Processes of the group still exist (dying, or zombies about to be re-parented and reaped).
     if (::kill(-e->pid, 0) == 0) return;
+    if (session && sessionAlive(e->pid)) {
+      signalSession(e->pid, SIGKILL);  // forked while the first kill was on its way
+      return;
+    }
   } else {
     if (e->sync) readSync(*e);
-    for (auto stream : {proto::Stream::kStdout, proto::Stream::kStderr}) {
+    if (session) signalSession(e->pid, SIGKILL);
+    for (auto stream : {proto::Stream::kStdout, proto::Stream::kStderr, proto::Stream::kControl}) {
       for (int i = 0; i < 64; ++i) {
-        UniqueFd& fd = stream == proto::Stream::kStdout ? e->out : e->err;
+        UniqueFd& fd = stream == proto::Stream::kStdout   ? e->out
+                       : stream == proto::Stream::kStderr ? e->err
+                                                          : e->ctl;
         if (!fd) break;
         ssize_t n = ::read(fd.get(), iobuf_.data(), iobuf_.size());
         if (n <= 0) break;
@@ -743,6 +944,8 @@ void Agent::tryFinish(uint32_t id, bool force) {
   x.user_us = timevalUs(e->usage.ru_utime);
   x.sys_us = timevalUs(e->usage.ru_stime);
   x.max_rss_kb = static_cast<uint64_t>(e->usage.ru_maxrss);
+  x.control_bytes = e->ctl_bytes;
+  x.control_truncated = e->ctl_truncated;
   execs_.erase(id);
   send(id, x);
 }
@@ -751,29 +954,8 @@ void Agent::tryFinish(uint32_t id, bool force) {
 std::vector<pid_t> childrenOfSelf() {
   std::vector<pid_t> out;
   pid_t self = ::getpid();
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return out;
-  while (dirent* de = ::readdir(d)) {
-    char* end = nullptr;
-    long pid = std::strtol(de->d_name, &end, 10);
-    if (end == de->d_name || *end != '\0') continue;
-    char path[64];
-    std::snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char buf[512];
-    ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-    ::close(fd);
-    if (n <= 0) continue;
-    buf[n] = '\0';
-    char* paren = std::strrchr(buf, ')');
-    if (paren == nullptr) continue;
-    char state = 0;
-    long ppid = 0;
-    if (std::sscanf(paren + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
-      out.push_back(static_cast<pid_t>(pid));
-  }
-  ::closedir(d);
+  for (const auto& p : listProcesses())
+    if (p.ppid == self) out.push_back(p.pid);
   return out;
 }
 
@@ -785,6 +967,7 @@ void Agent::shutdownAll() {
     for (auto& [id, e] : execs_) {
       ::kill(-e->pid, SIGKILL);
       if (!e->main_exited) ::kill(e->pid, SIGKILL);
+      if (e->scope == proto::ExecKillScope::kSession) signalSession(e->pid, SIGKILL);
     }
   }
   uint64_t deadline = monotonicUs() + kShutdownReapMs * 1000ull;

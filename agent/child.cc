@@ -41,6 +41,11 @@ void runChild(const ChildSpec& spec) {
   if (::dup2(spec.stdin_fd, 0) < 0 || ::dup2(spec.stdout_fd, 1) < 0 ||
       ::dup2(spec.stderr_fd, 2) < 0)
     failStage(spec, ChildStage::kStdio);
+  if (spec.control_fd >= 0) {
+    // dup2 onto itself would keep FD_CLOEXEC; the pipe must survive execve as fd 3.
+    if (spec.control_fd == 3 ? ::fcntl(3, F_SETFD, 0) != 0 : ::dup2(spec.control_fd, 3) < 0)
+      failStage(spec, ChildStage::kStdio);
+  }
 
   // Sandboxed code is always the OOM killer's first choice, before the agent: the backend may
   // not be able to lower the agent's score (no CAP_SYS_RESOURCE), but raising our own needs no

@@ -52,6 +52,7 @@ struct ChildSpec {
   int stdout_fd = -1;
   int stderr_fd = -1;
   int sync_fd = -1;
+  int control_fd = -1;  // becomes fd 3 in the child when >= 0
   const ChildRlimit* rlimits = nullptr;
   size_t rlimit_count = 0;
   int landlock_fd = -1;  // -1: no Landlock

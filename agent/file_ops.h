@@ -50,4 +50,22 @@ class FileWriter {
 Result<> readFile(const protocol::FileRead& m, uid_t uid, gid_t gid,
                   const std::function<bool(const protocol::FileData&)>& send);
 
+// The operations below resolve paths in the agent's own mount namespace (the sandbox's view) as
+// the sandbox user. The last component is never followed: a symlink is listed, stat'ed, removed
+// or renamed as itself. Errors carry the errno and name the path that failed.
+
+// Lists a directory (lstat of every entry, in directory order), handing frames of at most
+// kMaxListItems entries and kMaxFileEntriesPayload bytes to send; the last frame is flagged.
+Result<> listDirectory(const protocol::FileList& m, uid_t uid, gid_t gid,
+                       const std::function<bool(const protocol::FileEntries&)>& send);
+// lstat of one path; the entry's name is the path asked for.
+Result<protocol::FileEntry> statPath(const protocol::FileStat& m, uid_t uid, gid_t gid);
+// mkdir, or mkdir -p with parents (an existing directory is then fine).
+Result<> makeDirectory(const protocol::FileMkdir& m, uid_t uid, gid_t gid);
+// Removes a file, a symlink, an empty directory, or (recursive) a whole tree, walking by
+// directory fds with O_NOFOLLOW so a symlink inside the tree is removed, never entered.
+Result<> removePath(const protocol::FileRemove& m, uid_t uid, gid_t gid);
+// renameat2 without RENAME_EXCHANGE: replaces an existing target like rename(2).
+Result<> renamePath(const protocol::FileRename& m, uid_t uid, gid_t gid);
+
 }  // namespace airlock::agent

@@ -46,6 +46,16 @@ Result<UniqueFd> prepareProcess(int channel_in, int channel_out) {
       ::close(null);
     }
   }
+  // Executions with a control pipe get it as fd 3; keeping 3 taken here means no pipe of the
+  // agent's (sync, stdio) ever lands on 3 and is replaced by the child's dup2.
+  if (::fcntl(3, F_GETFD) < 0) {
+    int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0) return sysError("open", "/dev/null");
+    if (null != 3) {
+      if (::dup3(null, 3, O_CLOEXEC) < 0) return sysError("dup3", "/dev/null onto fd 3");
+      ::close(null);
+    }
+  }
   for (int fd : {channel_in, channel_out}) {
     if (::fcntl(fd, F_GETFD) < 0)
       return sysError("fcntl(F_GETFD) agent channel", std::to_string(fd));

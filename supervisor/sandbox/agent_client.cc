@@ -136,9 +136,17 @@ Result<AgentClient::ExecOutcome> AgentClient::exec(const protocol::Exec& exec,
       return protocolError("frame for request " + std::to_string(frame->header.request_id) +
                            " during execution " + std::to_string(id));
     switch (frame->header.type) {
+      case protocol::MsgType::kStarted: {
+        auto st = protocol::decodeStarted(frame->payload);
+        if (!st) return protocolError(st.error().message());
+        outcome.pid = st->pid;
+        break;
+      }
       case protocol::MsgType::kOutput: {
         auto o = protocol::decodeOutput(frame->payload);
         if (!o) return protocolError(o.error().message());
+        if (o->stream == protocol::Stream::kControl && !exec.control_pipe)
+          return protocolError("control output for an execution without a control pipe");
         on_output(o->stream, o->data);
         break;
       }
@@ -229,6 +237,88 @@ Result<uint64_t> AgentClient::readFile(const std::string& path, uint64_t max_byt
     }
     if (d->last) return total;
   }
+}
+
+template <typename M>
+Result<> AgentClient::request(const M& m, const std::string& what, Clock::time_point deadline) {
+  uint32_t id = nextId();
+  std::string f;
+  protocol::encode(f, id, m);
+  if (auto r = send(f); !r) return Unexpected(std::move(r.error()).wrap(what));
+  return expectOk(id, what.c_str(), deadline);
+}
+
+Result<> AgentClient::readEntries(uint32_t id, const std::string& what, bool listing,
+                                  size_t max_entries, std::vector<protocol::FileEntry>& out,
+                                  Clock::time_point deadline) {
+  for (;;) {
+    auto frame = nextFrame(deadline);
+    if (!frame) return Unexpected(std::move(frame.error()).wrap(what));
+    if (frame->header.request_id != id)
+      return protocolError(what + ": answer for request " +
+                           std::to_string(frame->header.request_id) + ", expected " +
+                           std::to_string(id));
+    if (frame->header.type == protocol::MsgType::kError) {
+      auto e = protocol::decodeError(frame->payload);
+      if (!e) return protocolError(e.error().message());
+      return Unexpected(Error(e->message, {}, e->errnum).wrap(what));
+    }
+    if (frame->header.type != protocol::MsgType::kFileEntries)
+      return protocolError(what + ": unexpected " + protocol::msgTypeName(frame->header.type));
+    auto d = protocol::decodeFileEntries(frame->payload);
+    if (!d) return protocolError(d.error().message());
+    if (out.size() + d->entries.size() > max_entries)
+      return protocolError(what + ": more than " + std::to_string(max_entries) + " entries");
+    for (auto& e : d->entries) {
+      // A listing names entries of the directory asked for, nothing else.
+      if (listing && (e.name.find('/') != std::string::npos || e.name == "." || e.name == ".."))
+        return protocolError(what + ": entry name '" + e.name + "' is not a plain name");
+      out.push_back(std::move(e));
+    }
+    if (d->last) return {};
+  }
+}
+
+Result<std::vector<protocol::FileEntry>> AgentClient::listFiles(const std::string& path,
+                                                                Clock::time_point deadline,
+                                                                size_t max_entries) {
+  uint32_t id = nextId();
+  std::string f;
+  protocol::encode(f, id, protocol::FileList{path});
+  std::string what = "list '" + path + "'";
+  if (auto r = send(f); !r) return Unexpected(std::move(r.error()).wrap(what));
+  std::vector<protocol::FileEntry> entries;
+  if (auto r = readEntries(id, what, true, max_entries, entries, deadline); !r)
+    return Unexpected(r.error());
+  return entries;
+}
+
+Result<protocol::FileEntry> AgentClient::statFile(const std::string& path,
+                                                  Clock::time_point deadline) {
+  uint32_t id = nextId();
+  std::string f;
+  protocol::encode(f, id, protocol::FileStat{path});
+  std::string what = "stat '" + path + "'";
+  if (auto r = send(f); !r) return Unexpected(std::move(r.error()).wrap(what));
+  std::vector<protocol::FileEntry> entries;
+  if (auto r = readEntries(id, what, false, 1, entries, deadline); !r) return Unexpected(r.error());
+  if (entries.size() != 1) return protocolError(what + ": no entry in the answer");
+  return entries[0];
+}
+
+Result<> AgentClient::makeDirectory(const std::string& path, bool parents, uint32_t mode,
+                                    Clock::time_point deadline) {
+  return request(protocol::FileMkdir{path, parents, mode}, "mkdir '" + path + "'", deadline);
+}
+
+Result<> AgentClient::removeFile(const std::string& path, bool recursive,
+                                 Clock::time_point deadline) {
+  return request(protocol::FileRemove{path, recursive}, "remove '" + path + "'", deadline);
+}
+
+Result<> AgentClient::renameFile(const std::string& from, const std::string& to,
+                                 Clock::time_point deadline) {
+  return request(protocol::FileRename{from, to}, "rename '" + from + "' to '" + to + "'", deadline);
 }
 
 void AgentClient::shutdown() {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "airlock/protocol/messages.h"
 #include "airlock/result.h"
@@ -30,6 +31,7 @@ class AgentClient {
   struct ExecOutcome {
     protocol::Exited exited;
     std::string error;  // the agent's Error for this execution ("execve '/x': ENOENT"), if any
+    uint32_t pid = 0;   // from Started: the process as the sandbox sees it (0: never started)
   };
   // Runs one execution to its end. Output is handed to on_output as it arrives. When stdin_fd
   // is >= 0 its bytes are forwarded to the program (exec.stdin_pipe must be true). Fails when
@@ -44,12 +46,28 @@ class AgentClient {
   Result<uint64_t> readFile(const std::string& path, uint64_t max_bytes, int dst_fd,
                             Clock::time_point deadline);
 
+  // File operations inside the sandbox, as the sandbox user; symlinks in the last component
+  // are acted on, never followed. Errors keep the agent's errno (ENOENT, EEXIST, ...).
+  // Lists a directory; more than max_entries entries is an error (bounds a hostile agent).
+  Result<std::vector<protocol::FileEntry>> listFiles(const std::string& path,
+                                                     Clock::time_point deadline,
+                                                     size_t max_entries = 100'000);
+  Result<protocol::FileEntry> statFile(const std::string& path, Clock::time_point deadline);
+  Result<> makeDirectory(const std::string& path, bool parents, uint32_t mode,
+                         Clock::time_point deadline);
+  Result<> removeFile(const std::string& path, bool recursive, Clock::time_point deadline);
+  Result<> renameFile(const std::string& from, const std::string& to, Clock::time_point deadline);
+
   // Asks the agent to kill everything and exit; best effort, never blocks long.
   void shutdown();
 
   // When fd becomes readable (a signal's self-pipe), every wait returns an "interrupted" error
   // with errnum EINTR, so the caller tears the sandbox down instead of waiting on.
   void setCancelFd(int fd) { cancel_fd_ = fd; }
+
+  // The channel itself, for the service's multiplexed connection (service/agent_connection.h),
+  // which takes over once the handshake is done; this client is not used afterwards.
+  int channelFd() const { return fd_.get(); }
 
  private:
   struct Frame {
@@ -60,6 +78,12 @@ class AgentClient {
                           bool* extra_ready = nullptr);
   Result<> send(const std::string& frame);
   Result<> expectOk(uint32_t id, const char* what, Clock::time_point deadline);
+  // Sends one request frame and waits for its Ok.
+  template <typename M>
+  Result<> request(const M& m, const std::string& what, Clock::time_point deadline);
+  // Reads FileEntries frames for id until the last one, appending to out.
+  Result<> readEntries(uint32_t id, const std::string& what, bool listing, size_t max_entries,
+                       std::vector<protocol::FileEntry>& out, Clock::time_point deadline);
   uint32_t nextId() { return next_id_++; }
 
   UniqueFd fd_;

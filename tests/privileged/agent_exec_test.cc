@@ -95,9 +95,7 @@ TEST_F(AgentExec, DeathBySignal) {
 
 TEST_F(AgentExec, SignalFrameReachesTheProcessGroup) {
   agent_.send(14, shell("echo started; sleep 100 & wait"));
-  auto first = agent_.nextFor(14);
-  ASSERT_TRUE(first);
-  ASSERT_EQ(first->first.type, proto::MsgType::kOutput);
+  ASSERT_TRUE(agent_.nextOutput(14));
   agent_.send(14, proto::Signal{SIGTERM});
   auto r = agent_.collect(14, 10000);
   ASSERT_TRUE(r.exited);
@@ -273,10 +271,9 @@ TEST_F(AgentExec, ChannelCloseKillsEverythingAndExits) {
   agent_.send(60, shell("sh -c 'sleep 100 & echo $!'; echo $$; sleep 100"));
   std::string out;
   while (std::count(out.begin(), out.end(), '\n') < 2) {
-    auto f = agent_.nextFor(60);
-    ASSERT_TRUE(f);
-    ASSERT_EQ(f->first.type, proto::MsgType::kOutput);
-    out += proto::decodeOutput(f->second)->data;
+    auto o = agent_.nextOutput(60);
+    ASSERT_TRUE(o);
+    out += o->data;
   }
   pid_t orphan = std::atoi(out.c_str());
   pid_t main_pid = std::atoi(out.substr(out.find('\n') + 1).c_str());

@@ -127,12 +127,23 @@ ExecResult AgentProcess::collect(uint32_t id, int timeout_ms) {
     if (!f) break;
     r.order.push_back(f->first.type);
     switch (f->first.type) {
+      case proto::MsgType::kStarted: {
+        auto st = proto::decodeStarted(f->second);
+        EXPECT_TRUE(st) << st.error().message();
+        EXPECT_FALSE(r.started_pid) << "a second Started for exec " << id;
+        if (st) r.started_pid = st->pid;
+        break;
+      }
       case proto::MsgType::kOutput: {
         auto o = proto::decodeOutput(f->second);
         EXPECT_TRUE(o) << o.error().message();
         if (!o) break;
         EXPECT_LE(o->data.size(), proto::kMaxChunk);
-        (o->stream == proto::Stream::kStdout ? r.out : r.err) += o->data;
+        if (!r.started_pid) r.started_after_output = true;
+        std::string& to = o->stream == proto::Stream::kStdout   ? r.out
+                          : o->stream == proto::Stream::kStderr ? r.err
+                                                                : r.control;
+        to += o->data;
         break;
       }
       case proto::MsgType::kError: {
@@ -156,6 +167,23 @@ ExecResult AgentProcess::collect(uint32_t id, int timeout_ms) {
     if (f.first.request_id == id && f.first.type == proto::MsgType::kOutput)
       r.output_after_exit = true;
   return r;
+}
+
+std::optional<proto::Output> AgentProcess::nextOutput(uint32_t id, int timeout_ms) {
+  for (;;) {
+    auto f = nextFor(id, timeout_ms);
+    if (!f) return std::nullopt;
+    if (f->first.type == proto::MsgType::kStarted) continue;
+    if (f->first.type != proto::MsgType::kOutput) {
+      ADD_FAILURE() << "expected Output for exec " << id << ", got "
+                    << proto::msgTypeName(f->first.type);
+      return std::nullopt;
+    }
+    auto o = proto::decodeOutput(f->second);
+    EXPECT_TRUE(o) << o.error().message();
+    if (!o) return std::nullopt;
+    return *o;
+  }
 }
 
 int AgentProcess::waitExit(int timeout_ms) {

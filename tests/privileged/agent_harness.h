@@ -17,7 +17,9 @@ using Frame = std::pair<protocol::FrameHeader, std::string>;
 
 // Everything the agent sent for one execution, in order.
 struct ExecResult {
-  std::string out, err;
+  std::string out, err, control;
+  std::optional<uint32_t> started_pid;  // from the Started frame
+  bool started_after_output = false;    // breaks the Started-before-Output guarantee
   std::vector<protocol::ErrorMsg> errors;
   std::optional<protocol::Exited> exited;
   std::vector<protocol::MsgType> order;  // frame types as received
@@ -56,6 +58,8 @@ class AgentProcess {
   // Runs one execution to its Exited frame.
   ExecResult run(uint32_t id, const protocol::Exec& e, int timeout_ms = 60000);
   ExecResult collect(uint32_t id, int timeout_ms = 60000);
+  // The next Output of execution id (skipping its Started frame); nullopt on another frame.
+  std::optional<protocol::Output> nextOutput(uint32_t id, int timeout_ms = 30000);
 
   // Closes our end of the channel and waits for the agent's exit status (-1: killed after
   // timeout_ms).
