@@ -1,0 +1,124 @@
+// airlock serve: policy → service → HTTP server, then wait for signals.
+//
+// SIGTERM/SIGINT drain: new requests get 503, requests in flight may finish for the policy's
+// server.drain_timeout_s, then every sandbox is destroyed and the socket removed. SIGHUP is
+// acknowledged and logged (policy reload applies to new sandboxes only once implemented).
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+#include "supervisor/api/server.h"
+#include "supervisor/cli/cli.h"
+#include "supervisor/plugin/registry.h"
+#include "supervisor/run/run_result.h"
+#include "supervisor/service/sandbox_service.h"
+
+namespace po = boost::program_options;
+
+namespace airlock::cli {
+
+namespace {
+
+constexpr const char* kServeUsage = R"(Usage: airlock serve [options]
+
+Runs the supervisor: sandboxes that live across requests, driven over HTTP+JSON on a Unix socket
+(docs/api.md). Stops on SIGTERM or SIGINT after draining requests in flight; every sandbox is
+destroyed on the way out.
+
+Options)";
+
+// The installed policy (cmake --install puts policy/examples/reference.toml there).
+constexpr const char* kDefaultPolicy = AIRLOCK_DEFAULT_POLICY;
+
+}  // namespace
+
+int serveCommand(const std::vector<std::string>& args) {
+  po::options_description opts(kServeUsage);
+  std::string socket_path, policy_file, state_dir;
+  opts.add_options()("help,h", "this text")(
+      "socket", po::value(&socket_path),
+      "Unix socket to listen on (default: the policy's server.socket)")(
+      "policy", po::value(&policy_file),
+      "policy file (default: the installed policy.toml when it exists, else built-in)")(
+      "state-dir", po::value(&state_dir)->default_value("/run/airlock"),
+      "runtime state: sandbox locks, uid leases, scratch");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    printError(std::string("serve: ") + e.what());
+    return run::kExitAirlockError;
+  }
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (geteuid() != 0) {
+    printError("serve: must run as root (it creates namespaces, cgroups and mounts)");
+    return run::kExitAirlockError;
+  }
+  if (policy_file.empty() && std::filesystem::exists(kDefaultPolicy)) policy_file = kDefaultPolicy;
+  auto pol = policy_file.empty() ? Result<policy::Policy>(policy::builtinDefault())
+                                 : policy::loadFile(policy_file);
+  if (!pol) {
+    printError(pol.error().message());
+    return run::kExitAirlockError;
+  }
+  for (const auto& r : policy::relaxations(*pol))
+    std::cerr << "airlock: policy relaxation: " << r << "\n";
+
+  // Signals are taken synchronously by this thread only: block them before any thread starts
+  // so every thread inherits the mask.
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the supervisor
+
+  service::ServiceOptions so;
+  so.policy = *pol;
+  so.plugin_dir = plugin::defaultPluginDir();
+  so.agent_path = plugin::defaultAgentPath();
+  so.state_dir = state_dir;
+  auto svc = service::SandboxService::start(std::move(so));
+  if (!svc) {
+    printError("serve: " + svc.error().message());
+    return run::kExitAirlockError;
+  }
+
+  api::ServerOptions server_opts = api::serverOptionsFrom(*pol);
+  if (!socket_path.empty()) server_opts.socket_path = socket_path;
+  auto server = api::Server::start(**svc, server_opts);
+  if (!server) {
+    printError("serve: " + server.error().message());
+    return run::kExitAirlockError;
+  }
+  std::cerr << "airlock: serving on unix://" << server_opts.socket_path
+            << (server_opts.tcp_listen.empty() ? "" : " and http://" + server_opts.tcp_listen)
+            << " (policy " << pol->source << ", sha256 " << pol->hash.substr(0, 12) << ")\n";
+
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      std::cerr << "airlock: SIGHUP: policy reload is not supported yet; restart to apply\n";
+      continue;
+    }
+    std::cerr << "airlock: " << sigabbrev_np(sig) << ": draining\n";
+    break;
+  }
+  (*svc)->drain();
+  (*server)->drain(std::chrono::seconds(pol->server.drain_timeout_s));
+  (*server)->stop();
+  size_t n = (*svc)->sandboxCount();
+  (*svc)->destroyAll();
+  std::cerr << "airlock: stopped; destroyed " << n << " sandbox(es)\n";
+  return 0;
+}
+
+}  // namespace airlock::cli

@@ -1,0 +1,44 @@
+// One served sandbox and everything the service tracks about it.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "airlock/policy/policy.h"
+#include "supervisor/sandbox/sandbox.h"
+#include "supervisor/service/agent_connection.h"
+#include "supervisor/service/code_context.h"
+#include "supervisor/service/command.h"
+
+namespace airlock::service {
+
+struct LiveSandbox {
+  std::string id;
+  std::string name;
+  std::string tenant;
+  std::string language;
+  policy::Profile profile;
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> metadata;
+  bool persistent = false;
+  int64_t created_at = 0;  // Unix ms
+  std::atomic<int64_t> last_active_at{0};
+  std::atomic<int64_t> keep_alive_s{0};
+  std::atomic<int64_t> ends_at{0};
+  int64_t lifetime_s = 0;
+  std::atomic<int> busy{0};  // foreground streams and code runs in progress: never idle
+
+  std::unique_ptr<sandbox::Sandbox> box;
+  std::shared_ptr<AgentConnection> conn;
+
+  std::mutex mu;  // state, commands, contexts
+  std::string state = "running";
+  std::map<std::string, std::shared_ptr<Command>> commands;
+  std::map<std::string, std::shared_ptr<CodeContext>> contexts;
+  int next_context = 1;
+};
+
+}  // namespace airlock::service

@@ -1,0 +1,132 @@
+// The Service on live sandboxes: what `airlock serve` runs.
+//
+// Owns every served sandbox: creates them (quotas first), routes requests to their agents,
+// destroys them when asked, when idle past keep_alive, or at the end of their lifetime, and
+// destroys all of them when it is destroyed itself.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "airlock/policy/policy.h"
+#include "airlock/result.h"
+#include "supervisor/plugin/registry.h"
+#include "supervisor/service/agent_connection.h"
+#include "supervisor/service/metrics.h"
+#include "supervisor/service/service.h"
+
+namespace airlock::service {
+
+struct ServiceOptions {
+  policy::Policy policy;
+  std::string plugin_dir;
+  std::string agent_path;
+  std::string state_dir = "/run/airlock";  // runtime state: locks, uid leases, scratch
+};
+
+struct LiveSandbox;
+
+class SandboxService final : public Service {
+ public:
+  static Result<std::unique_ptr<SandboxService>> start(ServiceOptions options);
+  ~SandboxService() override;
+
+  // Refuses new sandboxes from now on (503); running ones keep working.
+  void drain();
+  // Destroys every sandbox; used on shutdown.
+  void destroyAll();
+  size_t sandboxCount();
+  size_t warmCount();  // ready sandboxes in the warm pools
+
+  SResult<SandboxInfo> createSandbox(const Caller& caller, const SandboxSpec& spec) override;
+  SResult<std::vector<SandboxInfo>> listSandboxes(
+      const Caller& caller, const std::map<std::string, std::string>& metadata) override;
+  SResult<SandboxInfo> getSandbox(const Caller& caller, const std::string& sb) override;
+  SResult<> destroySandbox(const Caller& caller, const std::string& sb) override;
+  SResult<SandboxInfo> keepAlive(const Caller& caller, const std::string& sb,
+                                 std::optional<int64_t> keep_alive_s,
+                                 std::optional<int64_t> lifetime_s) override;
+
+  SResult<std::unique_ptr<EventStream>> runCommand(const Caller& caller, const std::string& sb,
+                                                   const CommandSpec& spec) override;
+  SResult<std::vector<CommandInfo>> listCommands(const Caller& caller,
+                                                 const std::string& sb) override;
+  SResult<std::unique_ptr<EventStream>> attachCommand(const Caller& caller,
+                                                      const std::string& sb,
+                                                      const std::string& command_id) override;
+  SResult<> sendStdin(const Caller& caller, const std::string& sb, const std::string& command_id,
+                      std::string data, bool eof) override;
+  SResult<> signalCommand(const Caller& caller, const std::string& sb,
+                          const std::string& command_id, int signo) override;
+
+  SResult<ContextInfo> createContext(const Caller& caller, const std::string& sb,
+                                     const std::string& language) override;
+  SResult<std::vector<ContextInfo>> listContexts(const Caller& caller,
+                                                 const std::string& sb) override;
+  SResult<ContextInfo> restartContext(const Caller& caller, const std::string& sb,
+                                      const std::string& context_id) override;
+  SResult<> destroyContext(const Caller& caller, const std::string& sb,
+                           const std::string& context_id) override;
+  SResult<std::unique_ptr<EventStream>> runCode(const Caller& caller, const std::string& sb,
+                                                const CodeSpec& spec) override;
+
+  SResult<FileEntry> writeFile(const Caller& caller, const std::string& sb,
+                               const std::string& path, uint32_t mode,
+                               const ByteSource& source) override;
+  SResult<> readFile(const Caller& caller, const std::string& sb, const std::string& path,
+                     const std::function<void(uint64_t size)>& on_size,
+                     const ByteSink& sink) override;
+  SResult<std::vector<FileEntry>> listFiles(const Caller& caller, const std::string& sb,
+                                            const std::string& path) override;
+  SResult<FileEntry> statFile(const Caller& caller, const std::string& sb,
+                              const std::string& path) override;
+  SResult<> makeDirectory(const Caller& caller, const std::string& sb, const std::string& path,
+                          bool parents) override;
+  SResult<> removeFile(const Caller& caller, const std::string& sb, const std::string& path,
+                       bool recursive) override;
+  SResult<> renameFile(const Caller& caller, const std::string& sb, const std::string& from,
+                       const std::string& to) override;
+
+  Json health() override;
+  std::string metricsText() override;
+
+ private:
+  explicit SandboxService(ServiceOptions options);
+  SResult<std::shared_ptr<LiveSandbox>> find(const Caller& caller, const std::string& sb);
+  SResult<std::shared_ptr<LiveSandbox>> findRunning(const Caller& caller, const std::string& sb);
+  SandboxInfo infoOf(const LiveSandbox& s);
+  void destroyLive(const std::shared_ptr<LiveSandbox>& s, const char* reason);
+  void reaperLoop();
+  void poolLoop();
+  // A fresh sandbox of the profile, not yet owned by anyone.
+  SResult<std::shared_ptr<LiveSandbox>> startBox(const policy::Profile& profile);
+  std::shared_ptr<LiveSandbox> takeWarm(const std::string& profile);
+  SResult<std::shared_ptr<plugin::Language>> language(const std::string& name);
+
+  ServiceOptions options_;
+  plugin::Registry registry_;
+  std::unique_ptr<ChannelHub> hub_;
+  Metrics metrics_;
+
+  std::mutex mu_;  // sandboxes_, reserved_, draining_
+  std::map<std::string, std::shared_ptr<LiveSandbox>> sandboxes_;  // by id
+  std::map<std::string, int> reserved_by_tenant_;  // creations in progress, counted in quotas
+  std::map<std::string, uint64_t> reserved_memory_by_tenant_;
+  int reserved_ = 0;
+  bool draining_ = false;
+
+  std::map<std::string, std::deque<std::shared_ptr<LiveSandbox>>> pool_;  // by profile
+
+  std::condition_variable reaper_cv_;
+  std::condition_variable pool_cv_;
+  bool stopping_ = false;
+  std::thread reaper_;
+  std::thread pool_thread_;
+};
+
+}  // namespace airlock::service

@@ -1,0 +1,439 @@
+// The supervisor service on real sandboxes, in-process: what `airlock serve` does behind its
+// HTTP layer. Every test checks the host is as clean afterwards as before.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "supervisor/service/sandbox_service.h"
+#include "test_support.h"
+
+namespace airlock::service {
+namespace {
+
+using airlock::testing::snapshotHostResources;
+
+std::vector<Json> drain(EventStream& s, int timeout_s = 60) {
+  std::vector<Json> events;
+  auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  while (!s.done() && Clock::now() < deadline) {
+    if (auto e = s.next(deadline)) events.push_back(std::move(*e));
+  }
+  return events;
+}
+
+std::string joined(const std::vector<Json>& events, const std::string& type) {
+  std::string out;
+  for (const auto& e : events)
+    if (e["type"] == type && e.contains("data")) out += e["data"].get<std::string>();
+  return out;
+}
+
+const Json* find(const std::vector<Json>& events, const std::string& type) {
+  for (const auto& e : events)
+    if (e["type"] == type) return &e;
+  return nullptr;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AIRLOCK_REQUIRE_ROOT();
+    before_ = snapshotHostResources();
+    start(policy::builtinDefault());
+  }
+  void TearDown() override {
+    if (svc_ == nullptr) return;
+    svc_.reset();
+    EXPECT_EQ(snapshotHostResources(), before_) << "the service left host resources behind";
+  }
+  void start(policy::Policy pol) {
+    svc_.reset();
+    ServiceOptions o;
+    o.policy = std::move(pol);
+    o.plugin_dir = airlock::testing::pluginDir();
+    o.agent_path = airlock::testing::agentBinary();
+    auto s = SandboxService::start(std::move(o));
+    ASSERT_TRUE(s) << s.error().message();
+    svc_ = std::move(*s);
+  }
+  SandboxInfo create(SandboxSpec spec = {}, const Caller& caller = {}) {
+    auto r = svc_->createSandbox(caller, spec);
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? *r : SandboxInfo{};
+  }
+  std::vector<Json> run(const std::string& sb, const std::string& cmd) {
+    CommandSpec c;
+    c.cmd = cmd;
+    auto s = svc_->runCommand({}, sb, c);
+    EXPECT_TRUE(s) << s.error().message;
+    return s ? drain(**s) : std::vector<Json>{};
+  }
+
+  airlock::testing::HostResources before_;
+  std::unique_ptr<SandboxService> svc_;
+};
+
+TEST_F(ServiceTest, CreateGetListDestroy) {
+  SandboxSpec spec;
+  spec.name = "analysis-1";
+  spec.metadata = {{"user", "u1"}};
+  auto info = create(spec);
+  EXPECT_EQ(info.id.size(), 16u);
+  EXPECT_EQ(info.state, "running");
+  EXPECT_EQ(info.keep_alive_s, 300);
+  EXPECT_EQ(info.ends_at, info.created_at + info.lifetime_s * 1000);
+  EXPECT_GE(info.idle_expires_at, info.created_at + 300 * 1000);
+
+  auto by_name = svc_->getSandbox({}, "analysis-1");
+  ASSERT_TRUE(by_name) << by_name.error().message;
+  EXPECT_EQ(by_name->id, info.id);
+
+  auto dup = svc_->createSandbox({}, spec);
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().code, ErrorCode::kConflict) << dup.error().message;
+
+  auto other = create();
+  auto filtered = svc_->listSandboxes({}, {{"user", "u1"}});
+  ASSERT_TRUE(filtered);
+  ASSERT_EQ(filtered->size(), 1u);
+  EXPECT_EQ(filtered->front().id, info.id);
+  auto all = svc_->listSandboxes({}, {});
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->size(), 2u);
+
+  ASSERT_TRUE(svc_->destroySandbox({}, info.id));
+  auto gone = svc_->getSandbox({}, info.id);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(gone.error().message.find(info.id), std::string::npos);
+  ASSERT_TRUE(svc_->destroySandbox({}, other.id));
+}
+
+TEST_F(ServiceTest, ForegroundCommandStreamsOutputAndExit) {
+  auto sb = create();
+  auto events = run(sb.id, "echo out; echo err >&2; id -u; exit 3");
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front()["type"], "start");
+  EXPECT_GT(events.front()["pid"].get<int>(), 1);
+  EXPECT_EQ(joined(events, "stdout"), "out\n1000\n");
+  EXPECT_EQ(joined(events, "stderr"), "err\n");
+  const Json* exit = find(events, "exit");
+  ASSERT_NE(exit, nullptr);
+  EXPECT_EQ((*exit)["exit_code"], 3);
+  EXPECT_EQ(events.back()["type"], "exit");
+
+  CommandSpec argv;
+  argv.argv = {"printf", "%s", "a b"};  // looked up on PATH, no shell
+  auto s = svc_->runCommand({}, sb.id, argv);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(joined(drain(**s), "stdout"), "a b");
+
+  CommandSpec missing;
+  missing.argv = {"/no/such/program"};
+  auto m = svc_->runCommand({}, sb.id, missing);
+  if (m) {
+    auto ev = drain(**m);
+    const Json* e = find(ev, "exit");
+    ASSERT_NE(e, nullptr);
+    EXPECT_NE((*e)["exit_code"], 0);
+  } else {
+    EXPECT_NE(m.error().message.find("/no/such/program"), std::string::npos) << m.error().message;
+  }
+}
+
+TEST_F(ServiceTest, StateAndFilesPersistAcrossCommands) {
+  auto sb = create();
+  run(sb.id, "echo 42 > /home/user/n.txt; mkdir -p /tmp/d");
+  auto events = run(sb.id, "cat /home/user/n.txt; test -d /tmp/d && echo dir");
+  EXPECT_EQ(joined(events, "stdout"), "42\ndir\n");
+}
+
+TEST_F(ServiceTest, BackgroundCommandsCanBeListedFedAndSignalled) {
+  auto sb = create();
+  CommandSpec cat;
+  cat.argv = {"/bin/cat"};
+  cat.background = true;
+  auto started = svc_->runCommand({}, sb.id, cat);
+  ASSERT_TRUE(started) << started.error().message;
+  auto start_events = drain(**started);
+  ASSERT_EQ(start_events.size(), 1u);
+  std::string cid = start_events[0]["command_id"];
+
+  CommandSpec sleeper;
+  sleeper.cmd = "sleep 60";
+  sleeper.background = true;
+  auto s2 = svc_->runCommand({}, sb.id, sleeper);
+  ASSERT_TRUE(s2);
+  std::string sleep_id = drain(**s2)[0]["command_id"];
+
+  auto listed = svc_->listCommands({}, sb.id);
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 2u);
+  for (const auto& c : *listed) EXPECT_EQ(c.state, "running") << c.command_id;
+
+  ASSERT_TRUE(svc_->sendStdin({}, sb.id, cid, "hello ", false));
+  ASSERT_TRUE(svc_->sendStdin({}, sb.id, cid, "world", true));
+  auto attached = svc_->attachCommand({}, sb.id, cid);
+  ASSERT_TRUE(attached);
+  auto ev = drain(**attached);
+  EXPECT_EQ(joined(ev, "stdout"), "hello world");
+  ASSERT_NE(find(ev, "exit"), nullptr);
+  EXPECT_EQ((*find(ev, "exit"))["exit_code"], 0);
+
+  ASSERT_TRUE(svc_->signalCommand({}, sb.id, sleep_id, SIGTERM));
+  auto sleep_events = svc_->attachCommand({}, sb.id, sleep_id);
+  ASSERT_TRUE(sleep_events);
+  auto se = drain(**sleep_events, 10);
+  ASSERT_NE(find(se, "exit"), nullptr);
+  EXPECT_EQ((*find(se, "exit"))["signal"], SIGTERM);
+
+  auto unknown = svc_->sendStdin({}, sb.id, "c999", "x", true);
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
+}
+
+TEST_F(ServiceTest, AbandonedForegroundCommandIsKilled) {
+  auto sb = create();
+  CommandSpec c;
+  c.cmd = "sleep 60";
+  {
+    auto s = svc_->runCommand({}, sb.id, c);
+    ASSERT_TRUE(s);
+    auto first = (*s)->next(Clock::now() + std::chrono::seconds(5));
+    ASSERT_TRUE(first);
+    EXPECT_EQ((*first)["type"], "start");
+  }  // the client went away
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  bool exited = false;
+  while (!exited && Clock::now() < deadline) {
+    auto l = svc_->listCommands({}, sb.id);
+    ASSERT_TRUE(l);
+    exited = !l->empty() && l->front().state == "exited";
+    if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(exited) << "the command of a vanished client kept running";
+  // Positive control: nothing named sleep is left in the sandbox.
+  EXPECT_EQ(joined(run(sb.id, "pgrep -x sleep || echo none"), "stdout"), "none\n");
+}
+
+TEST_F(ServiceTest, FilesRoundTripAndStayInsideTheSandbox) {
+  auto sb = create();
+  std::string payload(3 * 256 * 1024 + 17, 'x');  // several chunks
+  for (size_t i = 0; i < payload.size(); i += 7) payload[i] = static_cast<char>(i);
+  size_t off = 0;
+  ByteSource src = [&](char* buf, size_t cap) -> SResult<size_t> {
+    size_t n = std::min(cap, payload.size() - off);
+    std::memcpy(buf, payload.data() + off, n);
+    off += n;
+    return n;
+  };
+  ASSERT_TRUE(svc_->makeDirectory({}, sb.id, "/home/user/data/in", true));
+  auto w = svc_->writeFile({}, sb.id, "/home/user/data/in/blob.bin", 0600, src);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ(w->size, payload.size());
+
+  std::string back;
+  uint64_t announced = 0;
+  auto r = svc_->readFile({}, sb.id, "/home/user/data/in/blob.bin",
+                          [&](uint64_t n) { announced = n; },
+                          [&](std::string_view c) { back.append(c); return true; });
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(announced, payload.size());
+  EXPECT_EQ(back, payload);
+
+  auto st = svc_->statFile({}, sb.id, "/home/user/data/in/blob.bin");
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(st->type, "file");
+  EXPECT_EQ(st->mode, 0600u);
+  EXPECT_EQ(st->size, payload.size());
+
+  ASSERT_TRUE(svc_->renameFile({}, sb.id, "/home/user/data/in/blob.bin", "/home/user/b.bin"));
+  auto ls = svc_->listFiles({}, sb.id, "/home/user");
+  ASSERT_TRUE(ls) << ls.error().message;
+  bool seen = false;
+  for (const auto& e : *ls) seen |= e.name == "b.bin" && e.type == "file";
+  EXPECT_TRUE(seen);
+  ASSERT_TRUE(svc_->removeFile({}, sb.id, "/home/user/data", true));
+  auto gone = svc_->statFile({}, sb.id, "/home/user/data");
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
+
+  // A symlink planted by sandboxed code resolves inside the sandbox: the host's shadow file
+  // (positive control: it exists and is not empty on the host) never comes back.
+  ASSERT_FALSE(airlock::testing::readFile("/etc/shadow").empty());
+  run(sb.id, "ln -s /etc/shadow /home/user/link");
+  std::string leaked;
+  auto via_link = svc_->readFile({}, sb.id, "/home/user/link", [](uint64_t) {},
+                                 [&](std::string_view c) { leaked.append(c); return true; });
+  EXPECT_FALSE(via_link && leaked.find("root:") != std::string::npos)
+      << "read the host's /etc/shadow through a planted symlink";
+
+  auto relative = svc_->statFile({}, sb.id, "home/user");
+  ASSERT_FALSE(relative);
+  EXPECT_EQ(relative.error().code, ErrorCode::kBadRequest);
+}
+
+TEST_F(ServiceTest, IdleSandboxesAreReapedButBusyOnesAreNot) {
+  SandboxSpec idle;
+  idle.keep_alive_s = 1;
+  auto a = create(idle);
+  auto b = create(idle);
+  // b stays busy with a foreground command longer than its keep-alive.
+  CommandSpec c;
+  c.cmd = "sleep 2.5; echo done";
+  auto s = svc_->runCommand({}, b.id, c);
+  ASSERT_TRUE(s);
+  auto events = drain(**s);
+  EXPECT_EQ(joined(events, "stdout"), "done\n");
+  EXPECT_TRUE(svc_->getSandbox({}, b.id)) << "a sandbox running a command was reaped as idle";
+  auto ga = svc_->getSandbox({}, a.id);
+  ASSERT_FALSE(ga) << "an idle sandbox outlived its keep-alive";
+  EXPECT_EQ(ga.error().code, ErrorCode::kNotFound);
+
+  auto bad = svc_->keepAlive({}, b.id, 999999, std::nullopt);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kBadRequest);
+  auto ok = svc_->keepAlive({}, b.id, 60, std::nullopt);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->keep_alive_s, 60);
+}
+
+TEST_F(ServiceTest, QuotasAndTenantsAreEnforced) {
+  auto pol = policy::builtinDefault();
+  pol.tenants["default"].max_sandboxes = 2;
+  policy::Tenant other;
+  other.name = "other";
+  pol.tenants["other"] = other;
+  start(std::move(pol));
+  auto a = create();
+  create();
+  auto third = svc_->createSandbox({}, {});
+  ASSERT_FALSE(third);
+  EXPECT_EQ(third.error().code, ErrorCode::kTooManyRequests);
+  EXPECT_NE(third.error().message.find("maximum of 2"), std::string::npos) << third.error().message;
+
+  Caller intruder{"other"};
+  auto peek = svc_->getSandbox(intruder, a.id);
+  ASSERT_FALSE(peek);
+  EXPECT_EQ(peek.error().code, ErrorCode::kNotFound) << "another tenant's sandbox was visible";
+  auto kill = svc_->destroySandbox(intruder, a.id);
+  ASSERT_FALSE(kill);
+  auto listed = svc_->listSandboxes(intruder, {});
+  ASSERT_TRUE(listed);
+  EXPECT_TRUE(listed->empty());
+  EXPECT_TRUE(svc_->getSandbox({}, a.id)) << "another tenant destroyed our sandbox";
+}
+
+TEST_F(ServiceTest, WarmPoolHandsOutReadySandboxesAndRefills) {
+  auto pol = policy::builtinDefault();
+  pol.profiles["default"].lifetime.pool_size = 2;
+  start(std::move(pol));
+  auto wait_warm = [&](size_t n) {
+    auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (svc_->warmCount() < n && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return svc_->warmCount();
+  };
+  ASSERT_EQ(wait_warm(2), 2u);
+  auto t0 = Clock::now();
+  auto sb = create();
+  double warm_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  EXPECT_EQ(svc_->sandboxCount(), 1u);
+  // A warm sandbox works like any other, and the pool fills up again behind it.
+  EXPECT_EQ(joined(run(sb.id, "echo warm"), "stdout"), "warm\n");
+  EXPECT_EQ(wait_warm(2), 2u);
+  auto metrics = svc_->metricsText();
+  EXPECT_NE(metrics.find("airlock_sandbox_creates_total{path=\"warm\"} 1"), std::string::npos)
+      << metrics;
+  std::printf("warm create took %.2f ms\n", warm_ms);
+}
+
+TEST_F(ServiceTest, ConcurrentClientsCreateRunDestroy) {
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 4; ++i) {
+        auto sb = svc_->createSandbox({}, {});
+        if (!sb) continue;
+        CommandSpec c;
+        c.cmd = "echo " + std::to_string(t * 100 + i);
+        auto s = svc_->runCommand({}, sb->id, c);
+        if (s && joined(drain(**s), "stdout") == std::to_string(t * 100 + i) + "\n") ++ok;
+        svc_->destroySandbox({}, sb->id);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 24);
+  EXPECT_EQ(svc_->sandboxCount(), 0u);
+}
+
+TEST_F(ServiceTest, CodeContextsKeepStateAndReturnRichResults) {
+  SandboxSpec spec;
+  spec.language = "python";
+  auto sb = create(spec);
+  CodeSpec c;
+  c.code = "x = 40\nx + 2";
+  auto s = svc_->runCode({}, sb.id, c);
+  ASSERT_TRUE(s) << s.error().message;
+  auto ev = drain(**s);
+  const Json* result = find(ev, "result");
+  ASSERT_NE(result, nullptr) << Json(ev).dump();
+  EXPECT_EQ((*result)["data"]["text/plain"], "42");
+  EXPECT_EQ(ev.back()["type"], "end");
+  EXPECT_EQ(ev.back()["status"], "ok");
+
+  c.code = "print('x is', x)\n1/0";
+  s = svc_->runCode({}, sb.id, c);
+  ASSERT_TRUE(s);
+  ev = drain(**s);
+  EXPECT_EQ(joined(ev, "stdout"), "x is 40\n");
+  const Json* err = find(ev, "error");
+  ASSERT_NE(err, nullptr);
+  EXPECT_EQ((*err)["name"], "ZeroDivisionError");
+  EXPECT_EQ(ev.back()["status"], "error");
+
+  c.code =
+      "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nNone";
+  s = svc_->runCode({}, sb.id, c);
+  ASSERT_TRUE(s);
+  ev = drain(**s);
+  const Json* display = find(ev, "display");
+  ASSERT_NE(display, nullptr) << Json(ev).dump();
+  EXPECT_TRUE((*display)["data"]["image/png"].get<std::string>().starts_with("iVBORw0KGgo"));
+
+  // A run past its timeout is interrupted; the context and its variables survive.
+  c.code = "while True: pass";
+  c.timeout_s = 1;
+  s = svc_->runCode({}, sb.id, c);
+  ASSERT_TRUE(s);
+  ev = drain(**s);
+  EXPECT_EQ(ev.back()["status"], "timeout");
+  c.code = "x";
+  c.timeout_s.reset();
+  s = svc_->runCode({}, sb.id, c);
+  ASSERT_TRUE(s);
+  ev = drain(**s);
+  ASSERT_NE(find(ev, "result"), nullptr) << Json(ev).dump();
+  EXPECT_EQ((*find(ev, "result"))["data"]["text/plain"], "40");
+
+  // Node has its own context in the same sandbox.
+  CodeSpec js;
+  js.language = "node";
+  js.code = "let y = 5; y * 2";
+  s = svc_->runCode({}, sb.id, js);
+  ASSERT_TRUE(s) << s.error().message;
+  ev = drain(**s);
+  ASSERT_NE(find(ev, "result"), nullptr) << Json(ev).dump();
+  EXPECT_EQ((*find(ev, "result"))["data"]["text/plain"], "10");
+  auto contexts = svc_->listContexts({}, sb.id);
+  ASSERT_TRUE(contexts);
+  EXPECT_EQ(contexts->size(), 2u);
+}
+
+}  // namespace
+}  // namespace airlock::service
