@@ -118,7 +118,11 @@ struct Execution {
 class Agent {
  public:
   Agent(int in, int out, UniqueFd sigfd)
-      : in_(in), out_(out), sigfd_(std::move(sigfd)), iobuf_(proto::kMaxChunk) {}
+      : in_(in),
+        out_(out),
+        sigfd_(std::move(sigfd)),
+        iobuf_(proto::kMaxChunk),
+        ctlbuf_(proto::kMaxChunk) {}
 
   int serve();
 
@@ -173,6 +177,7 @@ class Agent {
   UniqueFd sigfd_;
   proto::FrameReader reader_;
   std::vector<char> iobuf_;
+  std::vector<char> ctlbuf_;  // control bytes held while stdout/stderr are drained first
   std::unique_ptr<Confinement> conf_;
   std::map<uint32_t, std::unique_ptr<Execution>> execs_;
   FileWriter writer_;
@@ -846,9 +851,7 @@ void Agent::drainReady(Execution& e) {
 }
 
 void Agent::readControl(Execution& e) {
-  // A driver flushes its output before it reports on the control pipe; relay in that order.
-  drainReady(e);
-  ssize_t n = ::read(e.ctl.get(), iobuf_.data(), iobuf_.size());
+  ssize_t n = ::read(e.ctl.get(), ctlbuf_.data(), ctlbuf_.size());
   if (n < 0) {
     if (errno == EINTR || errno == EAGAIN) return;
     e.ctl.reset();
@@ -858,7 +861,11 @@ void Agent::readControl(Execution& e) {
     e.ctl.reset();
     return;
   }
-  forward(e, proto::Stream::kControl, iobuf_.data(), static_cast<size_t>(n));
+  // A driver flushes its output before it reports on the control pipe. Whatever it wrote
+  // before these control bytes is in the stdout/stderr pipes now (the drain comes after the
+  // control read), so relaying that first keeps the order.
+  drainReady(e);
+  forward(e, proto::Stream::kControl, ctlbuf_.data(), static_cast<size_t>(n));
 }
 
 // Started comes after a successful execve and before the first Output; output in a pipe means

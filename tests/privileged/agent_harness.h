@@ -40,6 +40,9 @@ class AgentProcess {
   Frame configure(const protocol::Configure& c, uint32_t id = 1);
 
   pid_t pid() const { return pid_; }
+  // Hands the channel to another client (e.g. sandbox::AgentClient); call when nothing is
+  // pending. The agent then exits when that client closes it.
+  UniqueFd takeChannel() { return std::move(sock_); }
   const protocol::Hello& hello() const { return hello_; }
 
   template <typename M>
