@@ -66,6 +66,41 @@ TEST_F(AgentPid1, OrphanedZombiesAreReaped) {
   EXPECT_EQ(listProcesses(*agent_, 7), "1 \n");
 }
 
+// kill_scope session never uses kill(-1), even as the only execution: a concurrent execution
+// survives another's timeout, and a process that left the session with setsid outlives it.
+TEST_F(AgentPid1, SessionScopeKillsOnlyTheSession) {
+  auto keep = shell("echo $$; sleep 1000");
+  keep.kill_scope = proto::ExecKillScope::kSession;
+  agent_->send(10, keep);
+  auto first = agent_->nextOutput(10);
+  ASSERT_TRUE(first);
+  std::string keep_pid = first->data.substr(0, first->data.find('\n'));
+
+  auto doomed = shell("sleep 1000 & sleep 1000");
+  doomed.kill_scope = proto::ExecKillScope::kSession;
+  doomed.timeout_ms = 300;
+  auto r = agent_->run(11, doomed, 20000);
+  ASSERT_TRUE(r.exited);
+  EXPECT_TRUE(r.exited->timed_out);
+  std::string after = listProcesses(*agent_, 12);
+  // comm of sandboxed processes is unreadable here; pids tell: the agent, sh and its sleep.
+  EXPECT_THAT(after, HasSubstr("\n" + keep_pid + " \n"));
+  EXPECT_EQ(std::count(after.begin(), after.end(), '\n'), 3) << after;
+
+  agent_->send(10, proto::Signal{SIGKILL});
+  ASSERT_TRUE(agent_->collect(10, 10000).exited);
+
+  EXPECT_EQ(listProcesses(*agent_, 13), "1 \n");
+
+  auto detach = shell("setsid sleep 1000 >&- 2>&- & echo $!; sleep 0.2");
+  detach.kill_scope = proto::ExecKillScope::kSession;
+  auto d = agent_->run(14, detach);
+  ASSERT_TRUE(d.exited);
+  std::string escaped = d.out.substr(0, d.out.find('\n'));
+  ASSERT_FALSE(escaped.empty());
+  EXPECT_EQ(listProcesses(*agent_, 15), "1 \n" + escaped + " \n");
+}
+
 TEST_F(AgentPid1, ChannelCloseEndsTheNamespace) {
   agent_->send(8, shell("setsid sleep 1000 & sleep 1000"));
   EXPECT_EQ(agent_->closeAndWait(), 0);
