@@ -196,15 +196,15 @@ void ChannelHub::loop() {
 }
 
 FrameHandler Mailbox::handler(std::function<bool(const proto::FrameHeader&)> is_last) {
-  return [this, is_last = std::move(is_last)](const proto::FrameHeader& h,
-                                                std::string_view payload) {
-    {
-      std::lock_guard lock(mu_);
-      frames_.push_back(Frame{h, std::string(payload)});
-    }
-    cv_.notify_one();
-    return isChannelFailure(h) || is_last(h);
-  };
+  return
+      [this, is_last = std::move(is_last)](const proto::FrameHeader& h, std::string_view payload) {
+        {
+          std::lock_guard lock(mu_);
+          frames_.push_back(Frame{h, std::string(payload)});
+        }
+        cv_.notify_one();
+        return isChannelFailure(h) || is_last(h);
+      };
 }
 
 std::optional<Mailbox::Frame> Mailbox::pop(std::chrono::steady_clock::time_point deadline) {

@@ -41,8 +41,7 @@ struct CodeContext::Run {
   OutputEncoder out_enc, err_enc;
 };
 
-CodeContext::CodeContext(std::shared_ptr<AgentConnection> conn, std::string id,
-                         DriverLaunch launch)
+CodeContext::CodeContext(std::shared_ptr<AgentConnection> conn, std::string id, DriverLaunch launch)
     : conn_(std::move(conn)), launch_(std::move(launch)) {
   info_.context_id = std::move(id);
   info_.language = launch_.language;
@@ -92,8 +91,8 @@ SResult<> CodeContext::start() {
   if (!cv_.wait_for(lock, kReadyTimeout, [&] { return ready_ || !alive_; })) {
     lock.unlock();
     sendSignal(SIGKILL);
-    return serviceError(ErrorCode::kInternal, "the " + launch_.language +
-                                                  " session driver did not get ready in 30 s");
+    return serviceError(ErrorCode::kInternal,
+                        "the " + launch_.language + " session driver did not get ready in 30 s");
   }
   if (!ready_) {
     info_.state = "dead";
@@ -198,7 +197,8 @@ void CodeContext::checkTimeout() {
     if (!run_->interrupted_at && now >= run_->deadline) {
       run_->interrupted_at = now;
       signo = SIGINT;
-    } else if (run_->interrupted_at && !run_->killed && now >= *run_->interrupted_at + kInterruptGrace) {
+    } else if (run_->interrupted_at && !run_->killed &&
+               now >= *run_->interrupted_at + kInterruptGrace) {
       run_->killed = true;  // the interpreter ignored SIGINT: its state is lost
       signo = SIGKILL;
     }
@@ -220,7 +220,8 @@ void CodeContext::endRun(const std::string& status, Json error) {
   restarted_by_timeout_ = false;
   Json end{{"type", "end"},
            {"status", status},
-           {"duration_ms", std::chrono::duration<double, std::milli>(Clock::now() - run->started).count()},
+           {"duration_ms",
+            std::chrono::duration<double, std::milli>(Clock::now() - run->started).count()},
            {"context_id", info_.context_id},
            {"context_restarted", restarted},
            {"stdout_truncated", run->out_truncated},
@@ -294,8 +295,7 @@ void CodeContext::onControlLine(std::string_view line) {
 // mu_ held.
 void CodeContext::handleControlLine(std::string_view line) {
   Json j = Json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string())
-    return;
+  if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string()) return;
   std::string type = j["type"];
   if (type == "ready") {
     ready_ = true;

@@ -80,8 +80,11 @@ bool Command::onFrame(const proto::FrameHeader& h, std::string_view payload) {
       return false;
     }
     exited_ = true;
-    deliver(Json{{"type", "exit"}, {"exit_code", nullptr}, {"signal", nullptr},
-                 {"timed_out", false}, {"error", why}},
+    deliver(Json{{"type", "exit"},
+                 {"exit_code", nullptr},
+                 {"signal", nullptr},
+                 {"timed_out", false},
+                 {"error", why}},
             true);
     return true;
   }
@@ -91,8 +94,7 @@ bool Command::onFrame(const proto::FrameHeader& h, std::string_view payload) {
       if (!m) return startAnswered("agent: " + m.error().message()), true;
       info_.pid = static_cast<int>(m->pid);
       startAnswered("");
-      deliver(Json{{"type", "start"}, {"command_id", info_.command_id}, {"pid", info_.pid}},
-              false);
+      deliver(Json{{"type", "start"}, {"command_id", info_.command_id}, {"pid", info_.pid}}, false);
       return false;
     }
     case proto::MsgType::kOutput: {
@@ -133,8 +135,7 @@ bool Command::onFrame(const proto::FrameHeader& h, std::string_view payload) {
         e["timed_out"] = false;
         e["error"] = "agent: " + m.error().message();
       }
-      e["duration_ms"] =
-          std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+      e["duration_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
       info_.state = "exited";
       deliver(std::move(e), true);
       return true;
@@ -189,7 +190,8 @@ std::unique_ptr<EventStream> Command::attach() {
 }
 
 SResult<> Command::sendStdin(std::string data, bool eof) {
-  if (!running()) return serviceError(ErrorCode::kConflict, "command " + info_.command_id + " has exited");
+  if (!running())
+    return serviceError(ErrorCode::kConflict, "command " + info_.command_id + " has exited");
   size_t off = 0;
   do {
     proto::Stdin m;
@@ -200,17 +202,20 @@ SResult<> Command::sendStdin(std::string data, bool eof) {
     std::string frame;
     proto::encode(frame, request_id_, m);
     if (auto r = conn_->send(frame); !r)
-      return serviceError(ErrorCode::kInternal, "stdin of " + info_.command_id + ": " + r.error().message());
+      return serviceError(ErrorCode::kInternal,
+                          "stdin of " + info_.command_id + ": " + r.error().message());
   } while (off < data.size());
   return {};
 }
 
 SResult<> Command::signal(int signo) {
-  if (!running()) return serviceError(ErrorCode::kConflict, "command " + info_.command_id + " has exited");
+  if (!running())
+    return serviceError(ErrorCode::kConflict, "command " + info_.command_id + " has exited");
   std::string frame;
   proto::encode(frame, request_id_, proto::Signal{signo});
   if (auto r = conn_->send(frame); !r)
-    return serviceError(ErrorCode::kInternal, "signal to " + info_.command_id + ": " + r.error().message());
+    return serviceError(ErrorCode::kInternal,
+                        "signal to " + info_.command_id + ": " + r.error().message());
   return {};
 }
 

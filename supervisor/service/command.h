@@ -50,8 +50,8 @@ class Command : public std::enable_shared_from_this<Command> {
   std::string start_error_;
   bool exited_ = false;
   OutputEncoder out_enc_, err_enc_;
-  std::shared_ptr<EventQueue> foreground_;      // foreground commands
-  std::vector<Json> kept_;                      // background commands: every event so far
+  std::shared_ptr<EventQueue> foreground_;  // foreground commands
+  std::vector<Json> kept_;                  // background commands: every event so far
   std::vector<std::weak_ptr<EventQueue>> attached_;
 };
 

@@ -63,7 +63,8 @@ class Exchange {
   }
   SResult<Mailbox::Frame> next(const std::string& path) {
     auto f = box_->pop(Clock::now() + kStepTimeout);
-    if (!f) return serviceError(ErrorCode::kInternal, "the sandbox did not answer for 30 s: " + path);
+    if (!f)
+      return serviceError(ErrorCode::kInternal, "the sandbox did not answer for 30 s: " + path);
     if (f->header.type == proto::MsgType::kError) {
       auto m = proto::decodeError(f->payload);
       if (!m) return serviceError(ErrorCode::kInternal, "agent: " + m.error().message());
@@ -76,9 +77,9 @@ class Exchange {
     auto f = next(path);
     if (!f) return std::unexpected(f.error());
     if (f->header.type != proto::MsgType::kOk)
-      return serviceError(ErrorCode::kInternal, "agent answered " +
-                                                    std::string(proto::msgTypeName(f->header.type)) +
-                                                    " where Ok was due: " + path);
+      return serviceError(ErrorCode::kInternal,
+                          "agent answered " + std::string(proto::msgTypeName(f->header.type)) +
+                              " where Ok was due: " + path);
     return {};
   }
 
@@ -173,9 +174,9 @@ SResult<> read(AgentConnection& conn, const std::string& path, uint64_t max_byte
     auto f = ex.next(path);
     if (!f) return std::unexpected(f.error());
     if (f->header.type != proto::MsgType::kFileData)
-      return serviceError(ErrorCode::kInternal, "agent sent " +
-                                                    std::string(proto::msgTypeName(f->header.type)) +
-                                                    " while reading " + path);
+      return serviceError(ErrorCode::kInternal,
+                          "agent sent " + std::string(proto::msgTypeName(f->header.type)) +
+                              " while reading " + path);
     auto d = proto::decodeFileData(f->payload);
     if (!d) return serviceError(ErrorCode::kInternal, "agent: " + d.error().message());
     if (first) on_size(d->size);
@@ -209,9 +210,8 @@ SResult<std::vector<FileEntry>> list(AgentConnection& conn, const std::string& p
 }
 
 SResult<FileEntry> stat(AgentConnection& conn, const std::string& path) {
-  Exchange ex(conn, [](const proto::FrameHeader& h) {
-    return h.type == proto::MsgType::kFileEntries;
-  });
+  Exchange ex(conn,
+              [](const proto::FrameHeader& h) { return h.type == proto::MsgType::kFileEntries; });
   std::string frame;
   proto::encode(frame, ex.id(), proto::FileStat{path});
   if (auto r = ex.send(frame); !r) return std::unexpected(r.error());

@@ -11,8 +11,7 @@ void Histogram::observe(double seconds) {
   sum_us_.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
 }
 
-void Histogram::render(std::string& out, const std::string& name,
-                       const std::string& labels) const {
+void Histogram::render(std::string& out, const std::string& name, const std::string& labels) const {
   uint64_t cumulative = 0;
   char buf[64];
   std::string sep = labels.empty() ? "" : ",";

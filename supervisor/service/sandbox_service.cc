@@ -72,38 +72,59 @@ class FixedStream : public EventStream {
 
 int httpStatus(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kBadRequest: return 400;
-    case ErrorCode::kUnauthorized: return 401;
-    case ErrorCode::kForbidden: return 403;
-    case ErrorCode::kNotFound: return 404;
-    case ErrorCode::kMethodNotAllowed: return 405;
-    case ErrorCode::kConflict: return 409;
-    case ErrorCode::kPayloadTooLarge: return 413;
-    case ErrorCode::kTooManyRequests: return 429;
-    case ErrorCode::kInternal: return 500;
-    case ErrorCode::kUnavailable: return 503;
+    case ErrorCode::kBadRequest:
+      return 400;
+    case ErrorCode::kUnauthorized:
+      return 401;
+    case ErrorCode::kForbidden:
+      return 403;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kMethodNotAllowed:
+      return 405;
+    case ErrorCode::kConflict:
+      return 409;
+    case ErrorCode::kPayloadTooLarge:
+      return 413;
+    case ErrorCode::kTooManyRequests:
+      return 429;
+    case ErrorCode::kInternal:
+      return 500;
+    case ErrorCode::kUnavailable:
+      return 503;
   }
   return 500;
 }
 
 const char* errorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kBadRequest: return "bad_request";
-    case ErrorCode::kUnauthorized: return "unauthorized";
-    case ErrorCode::kForbidden: return "forbidden";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kMethodNotAllowed: return "method_not_allowed";
-    case ErrorCode::kConflict: return "conflict";
-    case ErrorCode::kPayloadTooLarge: return "payload_too_large";
-    case ErrorCode::kTooManyRequests: return "too_many_requests";
-    case ErrorCode::kInternal: return "internal";
-    case ErrorCode::kUnavailable: return "unavailable";
+    case ErrorCode::kBadRequest:
+      return "bad_request";
+    case ErrorCode::kUnauthorized:
+      return "unauthorized";
+    case ErrorCode::kForbidden:
+      return "forbidden";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kMethodNotAllowed:
+      return "method_not_allowed";
+    case ErrorCode::kConflict:
+      return "conflict";
+    case ErrorCode::kPayloadTooLarge:
+      return "payload_too_large";
+    case ErrorCode::kTooManyRequests:
+      return "too_many_requests";
+    case ErrorCode::kInternal:
+      return "internal";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
   }
   return "internal";
 }
 
 SandboxService::SandboxService(ServiceOptions options)
-    : options_(std::move(options)), registry_(plugin::Registry::loadDirectory(options_.plugin_dir)) {}
+    : options_(std::move(options)),
+      registry_(plugin::Registry::loadDirectory(options_.plugin_dir)) {}
 
 Result<std::unique_ptr<SandboxService>> SandboxService::start(ServiceOptions options) {
   std::unique_ptr<SandboxService> s(new SandboxService(std::move(options)));
@@ -158,7 +179,8 @@ void SandboxService::destroyAll() {
 
 SResult<std::shared_ptr<plugin::Language>> SandboxService::language(const std::string& name) {
   auto l = registry_.language(name);
-  if (!l) return serviceError(ErrorCode::kBadRequest, "language '" + name + "': " + l.error().message());
+  if (!l)
+    return serviceError(ErrorCode::kBadRequest, "language '" + name + "': " + l.error().message());
   return *l;
 }
 
@@ -171,10 +193,11 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
   auto prof = pol.profile(profile_name);
   if (!prof) return serviceError(ErrorCode::kBadRequest, "profile: " + prof.error().message());
   const auto& allowed = (*tenant)->profiles;
-  if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), profile_name) == allowed.end()) {
+  if (!allowed.empty() &&
+      std::find(allowed.begin(), allowed.end(), profile_name) == allowed.end()) {
     metrics_.reject("profile_forbidden");
-    return serviceError(ErrorCode::kForbidden,
-                        "tenant '" + caller.tenant + "' may not use profile '" + profile_name + "'");
+    return serviceError(ErrorCode::kForbidden, "tenant '" + caller.tenant +
+                                                   "' may not use profile '" + profile_name + "'");
   }
   const policy::Profile& profile = **prof;
   if (!spec.name.empty() && !validName(spec.name))
@@ -184,7 +207,8 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
     return serviceError(ErrorCode::kBadRequest,
                         "persistent sandboxes are not supported by this supervisor yet");
   std::string lang = spec.language.empty() ? profile.languages.front() : spec.language;
-  if (std::find(profile.languages.begin(), profile.languages.end(), lang) == profile.languages.end())
+  if (std::find(profile.languages.begin(), profile.languages.end(), lang) ==
+      profile.languages.end())
     return serviceError(ErrorCode::kBadRequest,
                         "profile '" + profile_name + "' does not allow language '" + lang + "'");
   const auto& lt = profile.lifetime;
@@ -192,11 +216,13 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
   int64_t lifetime = spec.lifetime_s.value_or(lt.lifetime_s);
   if (keep_alive < 1 || keep_alive > lt.max_keep_alive_s)
     return serviceError(ErrorCode::kBadRequest, "keep_alive_s " + std::to_string(keep_alive) +
-                                                    ": must be 1.." + std::to_string(lt.max_keep_alive_s) +
+                                                    ": must be 1.." +
+                                                    std::to_string(lt.max_keep_alive_s) +
                                                     " for profile '" + profile_name + "'");
   if (lifetime < 1 || lifetime > lt.max_lifetime_s)
     return serviceError(ErrorCode::kBadRequest, "lifetime_s " + std::to_string(lifetime) +
-                                                    ": must be 1.." + std::to_string(lt.max_lifetime_s) +
+                                                    ": must be 1.." +
+                                                    std::to_string(lt.max_lifetime_s) +
                                                     " for profile '" + profile_name + "'");
   uint64_t memory = profile.limits.memory_mb;
 
@@ -211,8 +237,8 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
       ++live;
       live_memory += s->profile.limits.memory_mb;
       if (!spec.name.empty() && s->name == spec.name)
-        return serviceError(ErrorCode::kConflict, "a sandbox named '" + spec.name +
-                                                      "' already exists (" + s->id + ")");
+        return serviceError(ErrorCode::kConflict,
+                            "a sandbox named '" + spec.name + "' already exists (" + s->id + ")");
     }
     live += reserved_by_tenant_[caller.tenant];
     live_memory += reserved_memory_by_tenant_[caller.tenant];
@@ -220,7 +246,8 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
     if (sandboxes_.size() + reserved_ >= pol.server.max_sandboxes) {
       metrics_.reject("host_sandboxes");
       return serviceError(ErrorCode::kTooManyRequests,
-                          "this host runs its maximum of " + std::to_string(pol.server.max_sandboxes) +
+                          "this host runs its maximum of " +
+                              std::to_string(pol.server.max_sandboxes) +
                               " sandboxes (server.max_sandboxes)");
     }
     if (live >= static_cast<int64_t>((*tenant)->max_sandboxes)) {
@@ -300,7 +327,8 @@ SResult<std::shared_ptr<LiveSandbox>> SandboxService::startBox(const policy::Pro
   opts.agent_path = options_.agent_path;
   opts.state_dir = options_.state_dir;
   auto box = sandbox::Sandbox::create(registry_, opts);
-  if (!box) return serviceError(ErrorCode::kInternal, "creating the sandbox: " + box.error().message());
+  if (!box)
+    return serviceError(ErrorCode::kInternal, "creating the sandbox: " + box.error().message());
   s->box = std::move(*box);
   s->id = s->box->id();
   auto conn = hub_->attach(s->box->agent().channelFd(), s->id);
@@ -339,7 +367,8 @@ void SandboxService::poolLoop() {
       for (const auto& [name, q] : pool_) live += q.size();
       for (const auto& [name, profile] : options_.policy.profiles) {
         if (profile.lifetime.pool_size == 0) continue;
-        if (pool_[name].size() < profile.lifetime.pool_size && live < options_.policy.server.max_sandboxes) {
+        if (pool_[name].size() < profile.lifetime.pool_size &&
+            live < options_.policy.server.max_sandboxes) {
           want = &profile;
           break;
         }
@@ -392,7 +421,7 @@ SandboxInfo SandboxService::infoOf(const LiveSandbox& s) {
 }
 
 SResult<std::shared_ptr<LiveSandbox>> SandboxService::find(const Caller& caller,
-                                                            const std::string& sb) {
+                                                           const std::string& sb) {
   std::lock_guard lock(mu_);
   auto it = sandboxes_.find(sb);
   if (it != sandboxes_.end() && it->second->tenant == caller.tenant) return it->second;
@@ -403,7 +432,7 @@ SResult<std::shared_ptr<LiveSandbox>> SandboxService::find(const Caller& caller,
 }
 
 SResult<std::shared_ptr<LiveSandbox>> SandboxService::findRunning(const Caller& caller,
-                                                                   const std::string& sb) {
+                                                                  const std::string& sb) {
   auto s = find(caller, sb);
   if (!s) return s;
   (*s)->last_active_at = nowMs();
@@ -490,9 +519,9 @@ SResult<SandboxInfo> SandboxService::keepAlive(const Caller& caller, const std::
   const auto& lt = (*s)->profile.lifetime;
   if (keep_alive_s) {
     if (*keep_alive_s < 1 || *keep_alive_s > lt.max_keep_alive_s)
-      return serviceError(ErrorCode::kBadRequest,
-                          "keep_alive_s " + std::to_string(*keep_alive_s) + ": must be 1.." +
-                              std::to_string(lt.max_keep_alive_s));
+      return serviceError(ErrorCode::kBadRequest, "keep_alive_s " + std::to_string(*keep_alive_s) +
+                                                      ": must be 1.." +
+                                                      std::to_string(lt.max_keep_alive_s));
     (*s)->keep_alive_s = *keep_alive_s;
   }
   if (lifetime_s) {
@@ -632,9 +661,9 @@ SResult<std::unique_ptr<EventStream>> SandboxService::attachCommand(const Caller
   auto c = commandOf(**s, id);
   if (!c) return std::unexpected(c.error());
   if (!(*c)->info().background)
-    return serviceError(ErrorCode::kConflict,
-                        "command '" + id + "' streams to the client that started it; only "
-                        "background commands can be attached");
+    return serviceError(ErrorCode::kConflict, "command '" + id +
+                                                  "' streams to the client that started it; only "
+                                                  "background commands can be attached");
   return (*c)->attach();
 }
 
@@ -654,7 +683,8 @@ SResult<> SandboxService::signalCommand(const Caller& caller, const std::string&
   auto s = findRunning(caller, sb);
   if (!s) return std::unexpected(s.error());
   if (signo < 1 || signo > 64)
-    return serviceError(ErrorCode::kBadRequest, "signal " + std::to_string(signo) + " is not 1..64");
+    return serviceError(ErrorCode::kBadRequest,
+                        "signal " + std::to_string(signo) + " is not 1..64");
   auto c = commandOf(**s, id);
   if (!c) return std::unexpected(c.error());
   return (*c)->signal(signo);
@@ -671,8 +701,9 @@ SResult<ContextInfo> SandboxService::createContext(const Caller& caller, const s
   std::string short_name = (*lang)->name();
   if (std::find(box.profile.languages.begin(), box.profile.languages.end(), short_name) ==
       box.profile.languages.end())
-    return serviceError(ErrorCode::kBadRequest, "profile '" + box.profile.name +
-                                                    "' does not allow language '" + short_name + "'");
+    return serviceError(
+        ErrorCode::kBadRequest,
+        "profile '" + box.profile.name + "' does not allow language '" + short_name + "'");
   auto cmd = (*lang)->buildSession();
   if (!cmd) return serviceError(ErrorCode::kBadRequest, cmd.error().message());
   DriverLaunch launch;
@@ -687,8 +718,9 @@ SResult<ContextInfo> SandboxService::createContext(const Caller& caller, const s
       return serviceError(ErrorCode::kTooManyRequests,
                           "sandbox " + box.id + " already has 32 contexts");
     // The first context of a language is its default and is named after it.
-    id = box.contexts.count(short_name) == 0 ? short_name
-                                             : short_name + "-" + std::to_string(++box.next_context);
+    id = box.contexts.count(short_name) == 0
+             ? short_name
+             : short_name + "-" + std::to_string(++box.next_context);
   }
   auto ctx = std::make_shared<CodeContext>(box.conn, id, std::move(launch));
   if (auto r = ctx->start(); !r) return std::unexpected(r.error());
@@ -740,7 +772,8 @@ SResult<> SandboxService::destroyContext(const Caller& caller, const std::string
     std::lock_guard lock((*s)->mu);
     auto it = (*s)->contexts.find(id);
     if (it == (*s)->contexts.end())
-      return serviceError(ErrorCode::kNotFound, "context '" + id + "' not found in sandbox " + (*s)->id);
+      return serviceError(ErrorCode::kNotFound,
+                          "context '" + id + "' not found in sandbox " + (*s)->id);
     c = it->second;
     (*s)->contexts.erase(it);
   }
@@ -779,7 +812,8 @@ SResult<std::unique_ptr<EventStream>> SandboxService::runCode(const Caller& call
     return serviceError(ErrorCode::kBadRequest, "timeout_s must be in (0, 86400]");
   double limit = static_cast<double>(box.profile.limits.timeout_s);
   double timeout = spec.timeout_s ? std::min(*spec.timeout_s, limit) : limit;
-  auto stream = ctx->run(spec.code, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
+  auto stream =
+      ctx->run(spec.code, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
   if (!stream) return std::unexpected(stream.error());
   metrics_.code_runs++;
   return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(std::move(*stream), *s));
@@ -894,27 +928,37 @@ std::string SandboxService::metricsText() {
   std::string out;
   out += "# HELP airlock_sandboxes Live sandboxes by state.\n# TYPE airlock_sandboxes gauge\n";
   for (const char* st : {"starting", "running", "stopping"})
-    out += std::string("airlock_sandboxes{state=\"") + st + "\"} " +
-           std::to_string(by_state[st]) + "\n";
-  out += "# TYPE airlock_warm_sandboxes gauge\nairlock_warm_sandboxes " + std::to_string(warm) + "\n";
+    out += std::string("airlock_sandboxes{state=\"") + st + "\"} " + std::to_string(by_state[st]) +
+           "\n";
+  out +=
+      "# TYPE airlock_warm_sandboxes gauge\nairlock_warm_sandboxes " + std::to_string(warm) + "\n";
   out += "# TYPE airlock_sandbox_creates_total counter\n";
-  out += "airlock_sandbox_creates_total{path=\"warm\"} " + std::to_string(metrics_.warm_creates.load()) + "\n";
-  out += "airlock_sandbox_creates_total{path=\"cold\"} " + std::to_string(metrics_.cold_creates.load()) + "\n";
-  out += "# TYPE airlock_code_contexts gauge\nairlock_code_contexts " + std::to_string(contexts) + "\n";
+  out += "airlock_sandbox_creates_total{path=\"warm\"} " +
+         std::to_string(metrics_.warm_creates.load()) + "\n";
+  out += "airlock_sandbox_creates_total{path=\"cold\"} " +
+         std::to_string(metrics_.cold_creates.load()) + "\n";
+  out += "# TYPE airlock_code_contexts gauge\nairlock_code_contexts " + std::to_string(contexts) +
+         "\n";
   out += "# TYPE airlock_commands_running gauge\nairlock_commands_running " +
          std::to_string(commands_running) + "\n";
   out += "# TYPE airlock_sandboxes_created_total counter\nairlock_sandboxes_created_total " +
          std::to_string(metrics_.sandboxes_created.load()) + "\n";
   out += "# TYPE airlock_sandboxes_destroyed_total counter\nairlock_sandboxes_destroyed_total " +
          std::to_string(metrics_.sandboxes_destroyed.load()) + "\n";
-  out += "# TYPE airlock_sandbox_create_failures_total counter\nairlock_sandbox_create_failures_total " +
-         std::to_string(metrics_.create_failures.load()) + "\n";
+  out +=
+      "# TYPE airlock_sandbox_create_failures_total "
+      "counter\nairlock_sandbox_create_failures_total " +
+      std::to_string(metrics_.create_failures.load()) + "\n";
   out += "# TYPE airlock_executions_total counter\n";
-  out += "airlock_executions_total{kind=\"command\"} " + std::to_string(metrics_.commands.load()) + "\n";
-  out += "airlock_executions_total{kind=\"code\"} " + std::to_string(metrics_.code_runs.load()) + "\n";
-  out += "airlock_executions_total{kind=\"file\"} " + std::to_string(metrics_.file_ops.load()) + "\n";
-  out += "# HELP airlock_create_seconds Time to create a sandbox until it is ready.\n"
-         "# TYPE airlock_create_seconds histogram\n";
+  out += "airlock_executions_total{kind=\"command\"} " + std::to_string(metrics_.commands.load()) +
+         "\n";
+  out +=
+      "airlock_executions_total{kind=\"code\"} " + std::to_string(metrics_.code_runs.load()) + "\n";
+  out +=
+      "airlock_executions_total{kind=\"file\"} " + std::to_string(metrics_.file_ops.load()) + "\n";
+  out +=
+      "# HELP airlock_create_seconds Time to create a sandbox until it is ready.\n"
+      "# TYPE airlock_create_seconds histogram\n";
   metrics_.create_seconds.render(out, "airlock_create_seconds", "");
   std::lock_guard lock(metrics_.mu);
   out += "# TYPE airlock_rejections_total counter\n";

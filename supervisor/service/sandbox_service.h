@@ -56,8 +56,7 @@ class SandboxService final : public Service {
                                                    const CommandSpec& spec) override;
   SResult<std::vector<CommandInfo>> listCommands(const Caller& caller,
                                                  const std::string& sb) override;
-  SResult<std::unique_ptr<EventStream>> attachCommand(const Caller& caller,
-                                                      const std::string& sb,
+  SResult<std::unique_ptr<EventStream>> attachCommand(const Caller& caller, const std::string& sb,
                                                       const std::string& command_id) override;
   SResult<> sendStdin(const Caller& caller, const std::string& sb, const std::string& command_id,
                       std::string data, bool eof) override;
@@ -75,9 +74,8 @@ class SandboxService final : public Service {
   SResult<std::unique_ptr<EventStream>> runCode(const Caller& caller, const std::string& sb,
                                                 const CodeSpec& spec) override;
 
-  SResult<FileEntry> writeFile(const Caller& caller, const std::string& sb,
-                               const std::string& path, uint32_t mode,
-                               const ByteSource& source) override;
+  SResult<FileEntry> writeFile(const Caller& caller, const std::string& sb, const std::string& path,
+                               uint32_t mode, const ByteSource& source) override;
   SResult<> readFile(const Caller& caller, const std::string& sb, const std::string& path,
                      const std::function<void(uint64_t size)>& on_size,
                      const ByteSink& sink) override;

@@ -122,10 +122,10 @@ struct CommandSpec {
 struct CommandInfo {
   std::string command_id;
   std::vector<std::string> argv;
-  int pid = 0;              // inside the sandbox
-  std::string state;        // "running", "exited"
+  int pid = 0;        // inside the sandbox
+  std::string state;  // "running", "exited"
   bool background = false;
-  int64_t started_at = 0;   // Unix ms
+  int64_t started_at = 0;  // Unix ms
   std::optional<int> exit_code;
   std::optional<int> signal;
 };
@@ -202,8 +202,7 @@ class Service {
   virtual SResult<> destroyContext(const Caller& caller, const std::string& sb,
                                    const std::string& context_id) = 0;
   // Events: stdout, stderr, result, display, error, end.
-  virtual SResult<std::unique_ptr<EventStream>> runCode(const Caller& caller,
-                                                        const std::string& sb,
+  virtual SResult<std::unique_ptr<EventStream>> runCode(const Caller& caller, const std::string& sb,
                                                         const CodeSpec& spec) = 0;
 
   virtual SResult<FileEntry> writeFile(const Caller& caller, const std::string& sb,
@@ -220,10 +219,10 @@ class Service {
                                       const std::string& path) = 0;
   virtual SResult<> makeDirectory(const Caller& caller, const std::string& sb,
                                   const std::string& path, bool parents) = 0;
-  virtual SResult<> removeFile(const Caller& caller, const std::string& sb,
-                               const std::string& path, bool recursive) = 0;
-  virtual SResult<> renameFile(const Caller& caller, const std::string& sb,
-                               const std::string& from, const std::string& to) = 0;
+  virtual SResult<> removeFile(const Caller& caller, const std::string& sb, const std::string& path,
+                               bool recursive) = 0;
+  virtual SResult<> renameFile(const Caller& caller, const std::string& sb, const std::string& from,
+                               const std::string& to) = 0;
 
   // {"status": "ok", "sandboxes": N, "draining": false}
   virtual Json health() = 0;

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "supervisor/service/sandbox_service.h"
@@ -237,9 +239,12 @@ TEST_F(ServiceTest, FilesRoundTripAndStayInsideTheSandbox) {
 
   std::string back;
   uint64_t announced = 0;
-  auto r = svc_->readFile({}, sb.id, "/home/user/data/in/blob.bin",
-                          [&](uint64_t n) { announced = n; },
-                          [&](std::string_view c) { back.append(c); return true; });
+  auto r = svc_->readFile(
+      {}, sb.id, "/home/user/data/in/blob.bin", [&](uint64_t n) { announced = n; },
+      [&](std::string_view c) {
+        back.append(c);
+        return true;
+      });
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(announced, payload.size());
   EXPECT_EQ(back, payload);
@@ -266,8 +271,12 @@ TEST_F(ServiceTest, FilesRoundTripAndStayInsideTheSandbox) {
   ASSERT_FALSE(airlock::testing::readFile("/etc/shadow").empty());
   run(sb.id, "ln -s /etc/shadow /home/user/link");
   std::string leaked;
-  auto via_link = svc_->readFile({}, sb.id, "/home/user/link", [](uint64_t) {},
-                                 [&](std::string_view c) { leaked.append(c); return true; });
+  auto via_link = svc_->readFile(
+      {}, sb.id, "/home/user/link", [](uint64_t) {},
+      [&](std::string_view c) {
+        leaked.append(c);
+        return true;
+      });
   EXPECT_FALSE(via_link && leaked.find("root:") != std::string::npos)
       << "read the host's /etc/shadow through a planted symlink";
 
@@ -372,6 +381,50 @@ TEST_F(ServiceTest, ConcurrentClientsCreateRunDestroy) {
   EXPECT_EQ(svc_->sandboxCount(), 0u);
 }
 
+size_t openFds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+long rssKb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.starts_with("VmRSS:")) return std::stol(line.substr(6));
+  return 0;
+}
+
+// 1,000 create/destroy cycles (every 10th runs a command): fds, memory and host resources stay
+// flat. bench/service_bench.py runs the 10,000-cycle version.
+TEST_F(ServiceTest, CreateDestroySoakLeavesNothingBehind) {
+  constexpr int kCycles = 1000;
+  size_t fds_after_warmup = 0;
+  long rss_after_warmup = 0;
+  for (int i = 0; i < kCycles; ++i) {
+    auto sb = svc_->createSandbox({}, {});
+    ASSERT_TRUE(sb) << "cycle " << i << ": " << sb.error().message;
+    if (i % 10 == 0) {
+      CommandSpec c;
+      c.argv = {"/bin/true"};
+      auto s = svc_->runCommand({}, sb->id, c);
+      ASSERT_TRUE(s) << "cycle " << i << ": " << s.error().message;
+      auto ev = drain(**s);
+      ASSERT_FALSE(ev.empty());
+      ASSERT_EQ(ev.back()["exit_code"], 0) << "cycle " << i;
+    }
+    ASSERT_TRUE(svc_->destroySandbox({}, sb->id)) << "cycle " << i;
+    if (i == 99) {
+      fds_after_warmup = openFds();
+      rss_after_warmup = rssKb();
+    }
+  }
+  EXPECT_EQ(openFds(), fds_after_warmup) << "file descriptors leak per sandbox";
+  // Allocator noise is fine; a leak of even 2 KiB per sandbox would show as 1.8 MiB here.
+  EXPECT_LT(rssKb() - rss_after_warmup, 1536) << "memory grows with every sandbox";
+  EXPECT_EQ(snapshotHostResources(), before_);
+}
+
 TEST_F(ServiceTest, CodeContextsKeepStateAndReturnRichResults) {
   SandboxSpec spec;
   spec.language = "python";
@@ -397,8 +450,7 @@ TEST_F(ServiceTest, CodeContextsKeepStateAndReturnRichResults) {
   EXPECT_EQ((*err)["name"], "ZeroDivisionError");
   EXPECT_EQ(ev.back()["status"], "error");
 
-  c.code =
-      "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nNone";
+  c.code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nNone";
   s = svc_->runCode({}, sb.id, c);
   ASSERT_TRUE(s);
   ev = drain(**s);

@@ -1,0 +1,270 @@
+// `airlock serve` as an operator runs it, driven over its Unix socket the way clients do:
+// the API contract end to end, the CLI client, SIGTERM draining, and kill -9 recovery.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "test_support.h"
+
+namespace airlock::testing {
+namespace {
+
+using Json = nlohmann::json;
+
+struct Response {
+  int status = 0;
+  std::string body;
+};
+
+// A deliberately independent HTTP/1.1 client (one request per connection, chunked decoding), so
+// the test does not share code with the server or the CLI client it checks.
+Response http(const std::string& sock, const std::string& method, const std::string& path,
+              const std::string& body = "", const std::string& content_type = "application/json") {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return {};
+  }
+  std::string req = method + " " + path + " HTTP/1.1\r\nHost: airlock\r\nConnection: close\r\n";
+  if (!body.empty() || method == "POST" || method == "PUT")
+    req += "Content-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n";
+  req += "\r\n" + body;
+  (void)!write(fd, req.data(), req.size());
+  std::string raw;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) raw.append(buf, static_cast<size_t>(n));
+  close(fd);
+  Response r;
+  if (raw.size() < 12) return r;
+  r.status = std::stoi(raw.substr(9, 3));
+  size_t hdr_end = raw.find("\r\n\r\n");
+  std::string headers = raw.substr(0, hdr_end);
+  std::string rest = raw.substr(hdr_end + 4);
+  for (auto& c : headers) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (headers.find("transfer-encoding: chunked") != std::string::npos) {
+    size_t pos = 0;
+    while (pos < rest.size()) {
+      size_t eol = rest.find("\r\n", pos);
+      size_t len = std::stoul(rest.substr(pos, eol - pos), nullptr, 16);
+      if (len == 0) break;
+      r.body += rest.substr(eol + 2, len);
+      pos = eol + 2 + len + 2;
+    }
+  } else {
+    r.body = rest;
+  }
+  return r;
+}
+
+std::vector<Json> ndjson(const std::string& body) {
+  std::vector<Json> out;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t eol = body.find('\n', pos);
+    if (eol == std::string::npos) eol = body.size();
+    if (eol > pos) out.push_back(Json::parse(body.substr(pos, eol - pos)));
+    pos = eol + 1;
+  }
+  return out;
+}
+
+class Serve {
+ public:
+  explicit Serve(const TempDir& dir, const std::string& extra_policy = "") {
+    sock_ = dir.file("airlock.sock");
+    dir.write("policy.toml", "schema = 1\n[server]\nsocket = \"" + sock_ + "\"\n" + extra_policy);
+    policy_ = dir.file("policy.toml");
+    start();
+  }
+  ~Serve() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  void start() {
+    std::string bin = airlockBinary();
+    std::vector<std::string> args = {bin, "serve", "--policy", policy_};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ASSERT_EQ(posix_spawn(&pid_, bin.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (http(sock_, "GET", "/healthz").status != 200) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "airlock serve did not come up";
+      int st;
+      ASSERT_EQ(waitpid(pid_, &st, WNOHANG), 0) << "airlock serve exited early";
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  // Returns the exit status after the signal.
+  int stop(int sig = SIGTERM) {
+    kill(pid_, sig);
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return st;
+  }
+  const std::string& sock() const { return sock_; }
+
+ private:
+  std::string sock_, policy_;
+  pid_t pid_ = -1;
+};
+
+class ServeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AIRLOCK_REQUIRE_ROOT();
+    before_ = snapshotHostResources();
+  }
+  void TearDown() override {
+    if (!isRealRoot()) return;
+    EXPECT_EQ(snapshotHostResources(), before_) << "airlock serve left host resources behind";
+  }
+  HostResources before_;
+  TempDir dir_;
+};
+
+TEST_F(ServeTest, ApiContractEndToEnd) {
+  Serve serve(dir_);
+  auto health = http(serve.sock(), "GET", "/healthz");
+  ASSERT_EQ(health.status, 200);
+  EXPECT_EQ(Json::parse(health.body)["status"], "ok");
+
+  auto created = http(serve.sock(), "POST", "/v1/sandboxes",
+                      R"({"name": "e2e", "metadata": {"k": "v"}, "language": "python"})");
+  ASSERT_EQ(created.status, 201) << created.body;
+  std::string id = Json::parse(created.body)["id"];
+
+  auto cmd = http(serve.sock(), "POST", "/v1/sandboxes/e2e/commands",
+                  R"({"cmd": "echo hello; echo oops >&2; exit 4"})");
+  ASSERT_EQ(cmd.status, 200) << cmd.body;
+  auto events = ndjson(cmd.body);
+  ASSERT_GE(events.size(), 3u) << cmd.body;
+  EXPECT_EQ(events.front()["type"], "start");
+  EXPECT_EQ(events.back()["type"], "exit");
+  EXPECT_EQ(events.back()["exit_code"], 4);
+
+  auto agg = http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/commands",
+                  R"({"argv": ["printf", "%s", "x y"], "stream": false})");
+  ASSERT_EQ(agg.status, 200) << agg.body;
+  EXPECT_EQ(Json::parse(agg.body)["stdout"], "x y");
+
+  auto put = http(serve.sock(), "PUT", "/v1/sandboxes/" + id + "/files?path=/home/user/in.csv",
+                  "a,b\n1,2\n", "application/octet-stream");
+  ASSERT_EQ(put.status, 201) << put.body;
+  auto code = http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/code",
+                   R"({"code": "import csv\nrows = list(csv.reader(open('/home/user/in.csv')))\nlen(rows)", "stream": false
+})");
+  ASSERT_EQ(code.status, 200) << code.body;
+auto cj = Json::parse(code.body);
+EXPECT_EQ(cj["status"], "ok") << code.body;
+ASSERT_FALSE(cj["results"].empty()) << code.body;
+EXPECT_EQ(cj["results"][0]["text/plain"], "2");
+auto get = http(serve.sock(), "GET", "/v1/sandboxes/" + id + "/files?path=/home/user/in.csv");
+ASSERT_EQ(get.status, 200);
+EXPECT_EQ(get.body, "a,b\n1,2\n");
+
+// Bad input gets a precise 4xx, never a crash.
+auto malformed = http(serve.sock(), "POST", "/v1/sandboxes", "{\"name\": ");
+EXPECT_EQ(malformed.status, 400);
+EXPECT_EQ(Json::parse(malformed.body)["error"]["code"], "bad_request");
+auto unknown_field = http(serve.sock(), "POST", "/v1/sandboxes", R"({"nmae": "x"})");
+EXPECT_EQ(unknown_field.status, 400);
+EXPECT_NE(unknown_field.body.find("nmae"), std::string::npos) << unknown_field.body;
+auto wrong_type = http(serve.sock(), "POST", "/v1/sandboxes", R"({"keep_alive_s": "long"})");
+EXPECT_EQ(wrong_type.status, 400);
+EXPECT_NE(wrong_type.body.find("keep_alive_s"), std::string::npos) << wrong_type.body;
+auto missing = http(serve.sock(), "GET", "/v1/sandboxes/0123456789abcdef");
+EXPECT_EQ(missing.status, 404);
+EXPECT_EQ(http(serve.sock(), "GET", "/v1/nothing-here").status, 404);
+
+auto openapi = http(serve.sock(), "GET", "/v1/openapi.json");
+ASSERT_EQ(openapi.status, 200);
+EXPECT_TRUE(Json::parse(openapi.body).contains("paths"));
+auto metrics = http(serve.sock(), "GET", "/metrics");
+ASSERT_EQ(metrics.status, 200);
+EXPECT_NE(metrics.body.find("airlock_sandboxes{state=\"running\"} 1"), std::string::npos)
+    << metrics.body;
+
+EXPECT_EQ(http(serve.sock(), "DELETE", "/v1/sandboxes/" + id).status, 204);
+EXPECT_EQ(http(serve.sock(), "GET", "/v1/sandboxes/" + id).status, 404);
+int st = serve.stop(SIGTERM);
+EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+}
+
+TEST_F(ServeTest, SigtermDestroysEverySandbox) {
+  Serve serve(dir_);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(http(serve.sock(), "POST", "/v1/sandboxes", "{}").status, 201);
+  auto during = snapshotHostResources();
+  EXPECT_GT(during.airlock_cgroups, before_.airlock_cgroups) << "positive control: sandboxes exist";
+  int st = serve.stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+  EXPECT_FALSE(access((dir_.path() + "/airlock.sock").c_str(), F_OK) == 0)
+      << "the socket file was left behind";
+}
+
+TEST_F(ServeTest, KillNineThenRestartReclaimsOrphans) {
+  auto serve = std::make_unique<Serve>(dir_);
+  auto created = http(serve->sock(), "POST", "/v1/sandboxes", "{}");
+  ASSERT_EQ(created.status, 201);
+  std::string id = Json::parse(created.body)["id"];
+  auto bg = http(serve->sock(), "POST", "/v1/sandboxes/" + id + "/commands",
+                 R"({"cmd": "sleep 300", "background": true})");
+  ASSERT_EQ(bg.status, 201) << bg.body;
+  serve->stop(SIGKILL);
+  // Positive control: the dead supervisor's sandbox is still there.
+  auto orphaned = snapshotHostResources();
+  EXPECT_GT(orphaned.airlock_cgroups, before_.airlock_cgroups);
+  serve->start();  // startup reclaims what the dead supervisor left
+  auto after = snapshotHostResources();
+  EXPECT_EQ(after, before_) << "orphans of a kill -9'd supervisor survived its restart";
+  EXPECT_EQ(http(serve->sock(), "GET", "/v1/sandboxes/" + id).status, 404);
+  serve.reset();
+}
+
+TEST_F(ServeTest, CliClientTalksToTheSupervisor) {
+  Serve serve(dir_);
+  std::vector<std::string> env = {"AIRLOCK_URL=unix://" + serve.sock()};
+  auto created = runCommand({airlockBinary(), "sandbox", "create", "--name", "cli"}, "", 60, env);
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  auto out = runCommand({airlockBinary(), "exec", "cli", "--", "echo", "hi"}, "", 60, env);
+  EXPECT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_EQ(out.out, "hi\n");
+  auto code7 = runCommand({airlockBinary(), "exec", "cli", "--cmd", "exit 7"}, "", 60, env);
+  EXPECT_EQ(code7.exit_code, 7) << code7.err;
+  dir_.write("local.txt", "payload\n");
+  auto put = runCommand(
+      {airlockBinary(), "files", "put", "cli", dir_.file("local.txt"), "/home/user/p.txt"}, "", 60,
+      env);
+  EXPECT_EQ(put.exit_code, 0) << put.err;
+  auto code = runCommand({airlockBinary(), "code", "cli", "-c", "open('/home/user/p.txt').read()"},
+                         "", 60, env);
+  EXPECT_EQ(code.exit_code, 0) << code.err;
+  EXPECT_NE(code.out.find("payload"), std::string::npos) << code.out;
+  auto ls = runCommand({airlockBinary(), "sandbox", "ls"}, "", 60, env);
+  EXPECT_NE(ls.out.find("cli"), std::string::npos) << ls.out;
+  auto rm = runCommand({airlockBinary(), "sandbox", "rm", "cli"}, "", 60, env);
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  auto gone = runCommand({airlockBinary(), "sandbox", "get", "cli"}, "", 60, env);
+  EXPECT_NE(gone.exit_code, 0);
+  EXPECT_NE(gone.err.find("not found"), std::string::npos) << gone.err;
+}
+
+}  // namespace
+}  // namespace airlock::testing
