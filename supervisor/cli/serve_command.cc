@@ -1,8 +1,8 @@
 // airlock serve: policy → service → HTTP server, then wait for signals.
 //
 // SIGTERM/SIGINT drain: new requests get 503, requests in flight may finish for the policy's
-// server.drain_timeout_s, then every sandbox is destroyed and the socket removed. SIGHUP is
-// acknowledged and logged (policy reload applies to new sandboxes only once implemented).
+// server.drain_timeout_s, then every sandbox is destroyed and the socket removed. SIGHUP reloads
+// the policy file for new sandboxes; a bad file is refused and the old policy stays.
 #include <signal.h>
 #include <unistd.h>
 
@@ -106,7 +106,20 @@ int serveCommand(const std::vector<std::string>& args) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      std::cerr << "airlock: SIGHUP: policy reload is not supported yet; restart to apply\n";
+      // A bad new file is refused and the running policy stays.
+      auto next = policy_file.empty() ? Result<policy::Policy>(policy::builtinDefault())
+                                      : policy::loadFile(policy_file);
+      if (!next) {
+        std::cerr << "airlock: SIGHUP: keeping the current policy: " << next.error().message()
+                  << "\n";
+        continue;
+      }
+      for (const auto& r : policy::relaxations(*next))
+        std::cerr << "airlock: policy relaxation: " << r << "\n";
+      std::cerr << "airlock: SIGHUP: policy reloaded (sha256 " << next->hash.substr(0, 12)
+                << "); new sandboxes use it, running ones keep theirs; [server] changes need a "
+                   "restart\n";
+      (*svc)->reloadPolicy(std::move(*next));
       continue;
     }
     std::cerr << "airlock: " << sigabbrev_np(sig) << ": draining\n";

@@ -124,7 +124,8 @@ const char* errorCodeName(ErrorCode code) {
 
 SandboxService::SandboxService(ServiceOptions options)
     : options_(std::move(options)),
-      registry_(plugin::Registry::loadDirectory(options_.plugin_dir)) {}
+      registry_(plugin::Registry::loadDirectory(options_.plugin_dir)),
+      policy_(std::make_shared<const policy::Policy>(options_.policy)) {}
 
 Result<std::unique_ptr<SandboxService>> SandboxService::start(ServiceOptions options) {
   std::unique_ptr<SandboxService> s(new SandboxService(std::move(options)));
@@ -149,6 +150,27 @@ SandboxService::~SandboxService() {
   if (reaper_.joinable()) reaper_.join();
   if (pool_thread_.joinable()) pool_thread_.join();
   destroyAll();
+}
+
+std::shared_ptr<const policy::Policy> SandboxService::currentPolicy() {
+  std::lock_guard lock(mu_);
+  return policy_;
+}
+
+void SandboxService::reloadPolicy(policy::Policy policy) {
+  auto next = std::make_shared<const policy::Policy>(std::move(policy));
+  std::vector<std::shared_ptr<LiveSandbox>> stale;
+  {
+    std::lock_guard lock(mu_);
+    policy_ = next;
+    // Warm sandboxes were made under the old profiles: replace them. Live sandboxes keep the
+    // profile they were created with.
+    for (auto& [name, q] : pool_)
+      for (auto& s : q) stale.push_back(s);
+    pool_.clear();
+  }
+  pool_cv_.notify_all();
+  for (auto& s : stale) destroyLive(s, "reload");
 }
 
 void SandboxService::drain() {
@@ -186,7 +208,8 @@ SResult<std::shared_ptr<plugin::Language>> SandboxService::language(const std::s
 
 SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const SandboxSpec& spec) {
   auto t0 = Clock::now();
-  const auto& pol = options_.policy;
+  auto pol_ref = currentPolicy();  // a reload mid-create does not change this request's view
+  const auto& pol = *pol_ref;
   auto tenant = pol.tenant(caller.tenant);
   if (!tenant) return serviceError(ErrorCode::kForbidden, "unknown tenant '" + caller.tenant + "'");
   std::string profile_name = spec.profile.empty() ? pol.default_profile : spec.profile;
@@ -365,10 +388,10 @@ void SandboxService::poolLoop() {
     if (!draining_) {
       size_t live = sandboxes_.size() + static_cast<size_t>(reserved_);
       for (const auto& [name, q] : pool_) live += q.size();
-      for (const auto& [name, profile] : options_.policy.profiles) {
+      for (const auto& [name, profile] : policy_->profiles) {
         if (profile.lifetime.pool_size == 0) continue;
         if (pool_[name].size() < profile.lifetime.pool_size &&
-            live < options_.policy.server.max_sandboxes) {
+            live < policy_->server.max_sandboxes) {
           want = &profile;
           break;
         }

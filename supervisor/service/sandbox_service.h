@@ -36,6 +36,11 @@ class SandboxService final : public Service {
   static Result<std::unique_ptr<SandboxService>> start(ServiceOptions options);
   ~SandboxService() override;
 
+  // New sandboxes (and warm pools) use this policy from now on; running sandboxes keep the
+  // profile they were created with.
+  void reloadPolicy(policy::Policy policy);
+  std::shared_ptr<const policy::Policy> currentPolicy();
+
   // Refuses new sandboxes from now on (503); running ones keep working.
   void drain();
   // Destroys every sandbox; used on shutdown.
@@ -106,12 +111,13 @@ class SandboxService final : public Service {
   std::shared_ptr<LiveSandbox> takeWarm(const std::string& profile);
   SResult<std::shared_ptr<plugin::Language>> language(const std::string& name);
 
-  ServiceOptions options_;
+  ServiceOptions options_;  // options_.policy: the policy at start; policy_ is the current one
   plugin::Registry registry_;
   std::unique_ptr<ChannelHub> hub_;
   Metrics metrics_;
 
-  std::mutex mu_;  // sandboxes_, reserved_, draining_
+  std::mutex mu_;  // policy_, sandboxes_, pool_, reserved_*, draining_, stopping_
+  std::shared_ptr<const policy::Policy> policy_;
   std::map<std::string, std::shared_ptr<LiveSandbox>> sandboxes_;  // by id
   std::map<std::string, int> reserved_by_tenant_;  // creations in progress, counted in quotas
   std::map<std::string, uint64_t> reserved_memory_by_tenant_;

@@ -360,6 +360,26 @@ TEST_F(ServiceTest, WarmPoolHandsOutReadySandboxesAndRefills) {
   std::printf("warm create took %.2f ms\n", warm_ms);
 }
 
+TEST_F(ServiceTest, PolicyReloadAppliesToNewSandboxesOnly) {
+  auto old_sb = create();
+  EXPECT_EQ(old_sb.keep_alive_s, 300);
+  auto pol = policy::builtinDefault();
+  pol.profiles["default"].lifetime.keep_alive_s = 60;
+  pol.profiles["default"].limits.output_bytes = 4096;
+  svc_->reloadPolicy(std::move(pol));
+  auto new_sb = create();
+  EXPECT_EQ(new_sb.keep_alive_s, 60);
+  auto again = svc_->getSandbox({}, old_sb.id);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->keep_alive_s, 300);
+  // The old sandbox keeps its output cap; the new one has the reloaded one.
+  auto big = "head -c 10000 /dev/zero | tr '\\0' a";
+  auto old_out = joined(run(old_sb.id, big), "stdout");
+  auto new_out = joined(run(new_sb.id, big), "stdout");
+  EXPECT_EQ(old_out.size(), 10000u);
+  EXPECT_EQ(new_out.size(), 4096u);
+}
+
 TEST_F(ServiceTest, ConcurrentClientsCreateRunDestroy) {
   std::atomic<int> ok{0};
   std::vector<std::thread> threads;
