@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "airlock/policy/policy.h"
 
@@ -12,10 +13,21 @@ namespace airlock::policy::detail {
 struct Problem {
   std::string key;      // dotted key that is wrong: "limits.memory_mb", "env.LD_PRELOAD"
   std::string message;  // "limits.memory_mb = 0: must be at least 16"
+  // The other key of a cross-field rule ("lifetime.max_keep_alive_s" for keep_alive_s above it):
+  // the error points there when the file set only that one.
+  std::string other_key = {};
 };
 
 // The first problem of the profile, in a fixed key order, or nothing.
 std::optional<Problem> check(const Profile& profile);
+
+// Problems of [server], of each tenant and of the rules across sections (the first of each), in
+// a fixed order. Keys are dotted from the top of the file: "server.tcp",
+// "tenants.ci.token_sha256", "profiles.data-science.lifetime.pool_size".
+std::vector<Problem> checkPolicy(const Policy& policy);
+
+// relaxations() of the [server] table.
+std::vector<std::string> serverRelaxations(const Server& server);
 
 // "profile 'name': " or "" for an unnamed profile.
 std::string profilePrefix(const Profile& profile);

@@ -1,6 +1,6 @@
 // Policy files: TOML (toml++) → Policy. Phases, each reporting its first error in file order:
 // syntax, schema version, structure (unknown keys, types, ranges), references (extends,
-// default_profile), then validate() of every resolved profile.
+// default_profile), then the checks of every resolved profile, [server] and [tenants.*].
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <limits>
 #include <set>
+#include <span>
 #include <type_traits>
 
 #include "airlock/policy/keys.h"
@@ -130,15 +131,17 @@ void readInteger(const toml::node& node, Int* target, const std::string& prefix,
   *target = static_cast<Int>(x);
 }
 
-// Writes one key's value into the profile: type and range checked, location recorded.
-// Lists replace what the profile had; env adds to it (so `extends` merges env).
-void applyField(const Field& field, const toml::node& node, Profile& profile, Where& where,
-                const std::string& prefix, Diags& diags) {
+// Writes one key's value into a profile, server or tenant: type and range checked, location
+// recorded under where_prefix + the key's path. Lists replace what the struct had; env adds to
+// it (so `extends` merges env).
+template <typename S>
+void applyField(const detail::FieldOf<S>& field, const toml::node& node, S& object, Where& where,
+                const std::string& prefix, Diags& diags, const std::string& where_prefix = "") {
   const std::string path = field.path();
   std::visit(
       [&](auto get) {
-        using T = std::remove_pointer_t<decltype(get(profile))>;
-        T* target = get(profile);
+        using T = std::remove_pointer_t<decltype(get(object))>;
+        T* target = get(object);
         if constexpr (std::is_same_v<T, std::string>) {
           const auto* s = node.as_string();
           if (s == nullptr) return typeError(diags, node, prefix, path, "a string");
@@ -159,7 +162,7 @@ void applyField(const Field& field, const toml::node& node, Profile& profile, Wh
             const auto* s = el.as_string();
             if (s == nullptr) return typeError(diags, el, prefix, el_path, "a string");
             values.push_back(s->get());
-            where[el_path] = el.source();
+            where[where_prefix + el_path] = el.source();
           }
           *target = std::move(values);
         } else {
@@ -174,12 +177,12 @@ void applyField(const Field& field, const toml::node& node, Profile& profile, Wh
               continue;
             }
             (*target)[std::string(k.str())] = s->get();
-            where[el_path] = k.source();
+            where[where_prefix + el_path] = k.source();
           }
         }
       },
       field.ref);
-  where[path] = node.source();
+  where[where_prefix + path] = node.source();
 }
 
 std::string didYouMean(std::string_view suggestion) {
@@ -246,9 +249,16 @@ void readProfile(const std::string& name, const toml::table& table, Profile& pro
         for (const Field& f2 : detail::fields()) {
           if (f2.table == key) candidates.push_back(f2.key);
         }
+        std::string hint = didYouMean(detail::closest(k2.str(), candidates));
+        for (const Field& f2 : detail::fields()) {
+          // A key of a sibling table: "pool_size" written in [profiles.x.limits].
+          if (hint.empty() && f2.key == k2.str()) {
+            hint = " (it belongs in " + header +
+                   (f2.table.empty() ? "" : "." + std::string(f2.table)) + "])";
+          }
+        }
         diags.add(k2.source(), "unknown key '" + std::string(k2.str()) + "' in " + header + "." +
-                                   std::string(key) + "]" +
-                                   didYouMean(detail::closest(k2.str(), candidates)));
+                                   std::string(key) + "]" + hint);
       }
       continue;
     }
@@ -277,7 +287,8 @@ struct RawProfile {
 
 struct Resolved {
   Profile profile;
-  Where where;
+  Where where;  // every key's location, inherited ones included
+  Where own;    // only the keys this profile's table sets
 };
 
 // Follows `extends` chains without recursion; every profile is read onto a copy of its base.
@@ -334,7 +345,9 @@ std::map<std::string, Resolved> resolveProfiles(const std::map<std::string, RawP
       Extends ignored;
       r.profile.name = *name;
       r.where["*"] = raws.at(*name).where;
-      readProfile(*name, *raws.at(*name).table, r.profile, r.where, ignored, diags);
+      r.own.clear();
+      readProfile(*name, *raws.at(*name).table, r.profile, r.own, ignored, diags);
+      for (const auto& [key, at] : r.own) r.where[key] = at;
       base = r;
       resolved.emplace(*name, std::move(r));
     }
@@ -342,8 +355,12 @@ std::map<std::string, Resolved> resolveProfiles(const std::map<std::string, RawP
   return resolved;
 }
 
-// The location of a dotted key, or of the nearest enclosing key that has one.
-toml::source_region locate(const Where& where, std::string key) {
+// The location of a dotted key; else of `other_key` (the second key of a cross-field rule, when
+// only that one was written); else of the nearest enclosing key that has one.
+toml::source_region locate(const Where& where, std::string key, const std::string& other_key = "") {
+  if (!other_key.empty() && !where.contains(key)) {
+    if (auto it = where.find(other_key); it != where.end()) return it->second;
+  }
   for (;;) {
     if (auto it = where.find(key); it != where.end()) return it->second;
     size_t cut = key.find_last_of(".[");
@@ -352,6 +369,46 @@ toml::source_region locate(const Where& where, std::string key) {
   }
   if (auto it = where.find("*"); it != where.end()) return it->second;
   return {};
+}
+
+template <typename S>
+void readFields(const toml::table& table, std::span<const detail::FieldOf<S>> fields, S& object,
+                const std::string& header, const std::string& prefix,
+                const std::string& where_prefix, Where& where, Diags& diags) {
+  for (auto&& [k, v] : table) {
+    if (const auto* f = detail::findIn(fields, k.str())) {
+      applyField(*f, v, object, where, prefix, diags, where_prefix);
+      continue;
+    }
+    std::vector<std::string_view> candidates;
+    for (const auto& f : fields) candidates.push_back(f.key);
+    diags.add(k.source(), "unknown key '" + std::string(k.str()) + "' in " + header +
+                              didYouMean(detail::closest(k.str(), candidates)));
+  }
+}
+
+// [tenants.<name>] tables onto policy.tenants; locations under "tenants.<name>...".
+void readTenants(const toml::table& tenants, Policy& policy, Where& where, Diags& diags) {
+  for (auto&& [name_key, body] : tenants) {
+    const std::string name(name_key.str());
+    if (!validProfileName(name)) {
+      diags.add(name_key.source(), "tenant name '" + name +
+                                       "' is not allowed: use up to 64 letters, digits, '-' "
+                                       "and '_'");
+      continue;
+    }
+    const auto* table = body.as_table();
+    if (table == nullptr) {
+      typeError(diags, body, "", "tenants." + name, "a table");
+      continue;
+    }
+    Tenant tenant;
+    tenant.name = name;
+    where["tenants." + name] = name_key.source();
+    readFields(*table, detail::tenantFields(), tenant, "[tenants." + name + "]",
+               "tenant '" + name + "': ", "tenants." + name + ".", where, diags);
+    policy.tenants.emplace(name, std::move(tenant));
+  }
 }
 
 Result<Policy> parseTable(const toml::table& doc, std::string_view text,
@@ -381,6 +438,7 @@ Result<Policy> parseTable(const toml::table& doc, std::string_view text,
   policy.hash = sha256Hex(text);
   std::optional<toml::source_region> default_where;
   std::map<std::string, RawProfile> raws;
+  Where top_where;  // [server] and [tenants.*] keys, dotted from the top: "server.tcp"
 
   for (auto&& [k, v] : doc) {
     const std::string_view key = k.str();
@@ -421,10 +479,32 @@ Result<Policy> parseTable(const toml::table& doc, std::string_view text,
       }
       continue;
     }
+    if (key == "server") {
+      const auto* table = v.as_table();
+      if (table == nullptr) {
+        typeError(diags, v, "", "server", "a table ([server])");
+        continue;
+      }
+      top_where["server"] = v.source();
+      readFields(*table, detail::serverFields(), policy.server, "[server]", "server.", "server.",
+                 top_where, diags);
+      continue;
+    }
+    if (key == "tenants") {
+      const auto* tenants = v.as_table();
+      if (tenants == nullptr) {
+        typeError(diags, v, "", "tenants", "a table of [tenants.<name>] tables");
+        continue;
+      }
+      readTenants(*tenants, policy, top_where, diags);
+      continue;
+    }
     std::string hint;
     if (detail::findField("", key) != nullptr || key == detail::kExtendsKey ||
         std::ranges::find(detail::subTables(), key) != detail::subTables().end()) {
       hint = " (profile settings go under [profiles.<name>], e.g. [profiles.default])";
+    } else if (detail::findIn(detail::serverFields(), key) != nullptr) {
+      hint = " (server settings go under [server])";
     } else {
       hint = didYouMean(detail::closest(key, detail::kTopLevelKeys));
     }
@@ -453,11 +533,36 @@ Result<Policy> parseTable(const toml::table& doc, std::string_view text,
   }
   if (!diags.empty()) return diags.first();
 
+  if (!policy.tenants.contains(std::string(kDefaultTenant))) {
+    Tenant tenant;
+    tenant.name = kDefaultTenant;
+    policy.tenants.emplace(tenant.name, std::move(tenant));
+  }
+
   for (auto& [name, r] : resolved) {
     if (auto problem = detail::check(r.profile)) {
-      diags.add(locate(r.where, problem->key), detail::profilePrefix(r.profile) + problem->message);
+      // A cross-field rule broken by a key this profile sets points there, not at the base.
+      const Where& where =
+          !r.own.contains(problem->key) && r.own.contains(problem->other_key) ? r.own : r.where;
+      diags.add(locate(where, problem->key, problem->other_key),
+                detail::profilePrefix(r.profile) + problem->message);
     }
-    policy.profiles.emplace(name, std::move(r.profile));
+    policy.profiles.emplace(name, r.profile);
+  }
+  // Rules of the server, the tenants and across sections; keys are dotted from the top, and
+  // "profiles.<name>.<key>" is found in that profile's own locations.
+  for (const detail::Problem& problem : detail::checkPolicy(policy)) {
+    toml::source_region at;
+    if (problem.key.starts_with("profiles.")) {
+      const std::string rest = problem.key.substr(9);
+      const size_t dot = rest.find('.');
+      if (auto it = resolved.find(rest.substr(0, dot)); it != resolved.end()) {
+        at = locate(it->second.where, dot == std::string::npos ? "" : rest.substr(dot + 1));
+      }
+    } else {
+      at = locate(top_where, problem.key, problem.other_key);
+    }
+    diags.add(at, problem.message);
   }
   if (!diags.empty()) return diags.first();
   return policy;
@@ -530,17 +635,20 @@ Result<Policy> loadFile(const std::string& path) {
   return parse(text, path);
 }
 
-std::string profileToToml(const Profile& profile) {
-  Profile copy = profile;
-  const std::string header =
-      "[profiles." + tomlKey(profile.name.empty() ? "default" : profile.name);
-  std::string plain, env, sub;
+namespace {
+
+// One TOML table per struct: plain keys under `header`, then each sub-table, env-like maps as
+// their own tables.
+template <typename S>
+std::string tableToToml(S copy, std::span<const detail::FieldOf<S>> fields,
+                        const std::string& header) {
+  std::string plain, maps, sub;
   std::string_view current_table;
-  for (const Field& f : detail::fields()) {
+  for (const auto& f : fields) {
     std::string* out = f.table.empty() ? &plain : &sub;
     if (!f.table.empty() && f.table != current_table) {
       current_table = f.table;
-      sub += "\n" + header + "." + std::string(f.table) + "]\n";
+      sub += "\n[" + header + "." + std::string(f.table) + "]\n";
     }
     std::visit(
         [&](auto get) {
@@ -557,14 +665,41 @@ std::string profileToToml(const Profile& profile) {
             for (const auto& s : v) items += (items.empty() ? "" : ", ") + quoteToml(s);
             *out += std::string(f.key) + " = [" + items + "]\n";
           } else {
-            env += "\n" + header + "." + std::string(f.key) + "]\n";
-            for (const auto& [k, val] : v) env += tomlKey(k) + " = " + quoteToml(val) + "\n";
+            maps += "\n[" + header + "." + std::string(f.key) + "]\n";
+            for (const auto& [k, val] : v) maps += tomlKey(k) + " = " + quoteToml(val) + "\n";
           }
         },
         f.ref);
   }
-  return header + "]\n" + plain + env + sub;
+  return "[" + header + "]\n" + plain + maps + sub;
 }
+
+template <typename S>
+std::vector<std::string> keysOf(std::span<const detail::FieldOf<S>> fields) {
+  std::vector<std::string> keys;
+  for (const auto& f : fields) keys.push_back(f.path());
+  return keys;
+}
+
+}  // namespace
+
+std::string profileToToml(const Profile& profile) {
+  return tableToToml(profile, detail::fields(),
+                     "profiles." + tomlKey(profile.name.empty() ? "default" : profile.name));
+}
+
+std::string serverToToml(const Server& server) {
+  return tableToToml(server, detail::serverFields(), "server");
+}
+
+std::string tenantToToml(const Tenant& tenant) {
+  return tableToToml(tenant, detail::tenantFields(),
+                     "tenants." + tomlKey(tenant.name.empty() ? "default" : tenant.name));
+}
+
+std::vector<std::string> serverKeys() { return keysOf(detail::serverFields()); }
+
+std::vector<std::string> tenantKeys() { return keysOf(detail::tenantFields()); }
 
 Result<> applyOverride(Profile& profile, std::string_view assignment) {
   const std::string what = "override '" + std::string(assignment) + "'";

@@ -1,4 +1,4 @@
-// Every way a profile is looser than the defaults in policy.h, one line each.
+// Every way a profile or the server is looser than the defaults in policy.h, one line each.
 #include <type_traits>
 
 #include "airlock/policy/policy.h"
@@ -48,6 +48,33 @@ std::vector<std::string> relaxations(const Profile& profile) {
         },
         f.ref);
   }
+  return out;
+}
+
+namespace detail {
+
+std::vector<std::string> serverRelaxations(const Server& s) {
+  std::vector<std::string> out;
+  if (!s.tcp.empty()) {
+    out.push_back("server.tcp = '" + s.tcp +
+                  "': the API also listens on loopback TCP (tenants with a token_sha256)");
+  }
+  // Connecting to a Unix socket needs write permission on it.
+  if (s.socketModeBits() != UINT32_MAX && (s.socketModeBits() & 0002) != 0) {
+    out.push_back("server.socket_mode = '" + s.socket_mode +
+                  "': every local user may connect to the API as tenant 'default'");
+  }
+  return out;
+}
+
+}  // namespace detail
+
+std::vector<std::string> relaxations(const Policy& policy) {
+  std::vector<std::string> out;
+  for (const auto& [name, profile] : policy.profiles) {
+    for (auto& line : relaxations(profile)) out.push_back(std::move(line));
+  }
+  for (auto& line : detail::serverRelaxations(policy.server)) out.push_back(std::move(line));
   return out;
 }
 

@@ -12,6 +12,14 @@ namespace {
   Field {                                             \
     table, key, +[](Profile& p) { return &p.member; } \
   }
+#define AIRLOCK_SERVER_FIELD(key, member)         \
+  ServerField {                                   \
+    "", key, +[](Server& s) { return &s.member; } \
+  }
+#define AIRLOCK_TENANT_FIELD(key, member)         \
+  TenantField {                                   \
+    "", key, +[](Tenant& t) { return &t.member; } \
+  }
 
 const std::array kFields = {
     AIRLOCK_FIELD("", "description", description),
@@ -31,6 +39,11 @@ const std::array kFields = {
     AIRLOCK_FIELD("limits", "output_bytes", limits.output_bytes),
     AIRLOCK_FIELD("limits", "workspace_mb", limits.workspace_mb),
     AIRLOCK_FIELD("limits", "tmp_mb", limits.tmp_mb),
+    AIRLOCK_FIELD("lifetime", "keep_alive_s", lifetime.keep_alive_s),
+    AIRLOCK_FIELD("lifetime", "max_keep_alive_s", lifetime.max_keep_alive_s),
+    AIRLOCK_FIELD("lifetime", "lifetime_s", lifetime.lifetime_s),
+    AIRLOCK_FIELD("lifetime", "max_lifetime_s", lifetime.max_lifetime_s),
+    AIRLOCK_FIELD("lifetime", "pool_size", lifetime.pool_size),
     AIRLOCK_FIELD("filesystem", "image", filesystem.image),
     AIRLOCK_FIELD("filesystem", "readonly_paths", filesystem.readonly_paths),
     AIRLOCK_FIELD("network", "mode", network.mode),
@@ -38,19 +51,40 @@ const std::array kFields = {
     AIRLOCK_FIELD("seccomp", "deny", seccomp.deny),
 };
 
-#undef AIRLOCK_FIELD
+const std::array kServerFields = {
+    AIRLOCK_SERVER_FIELD("socket", socket),
+    AIRLOCK_SERVER_FIELD("socket_mode", socket_mode),
+    AIRLOCK_SERVER_FIELD("socket_group", socket_group),
+    AIRLOCK_SERVER_FIELD("tcp", tcp),
+    AIRLOCK_SERVER_FIELD("max_connections", max_connections),
+    AIRLOCK_SERVER_FIELD("max_json_body_kb", max_json_body_kb),
+    AIRLOCK_SERVER_FIELD("max_upload_mb", max_upload_mb),
+    AIRLOCK_SERVER_FIELD("max_sandboxes", max_sandboxes),
+    AIRLOCK_SERVER_FIELD("state_dir", state_dir),
+    AIRLOCK_SERVER_FIELD("drain_timeout_s", drain_timeout_s),
+};
 
-constexpr std::array<std::string_view, 4> kSubTables = {"limits", "filesystem", "network",
-                                                        "seccomp"};
+const std::array kTenantFields = {
+    AIRLOCK_TENANT_FIELD("max_sandboxes", max_sandboxes),
+    AIRLOCK_TENANT_FIELD("max_memory_mb", max_memory_mb),
+    AIRLOCK_TENANT_FIELD("profiles", profiles),
+    AIRLOCK_TENANT_FIELD("token_sha256", token_sha256),
+};
+
+#undef AIRLOCK_FIELD
+#undef AIRLOCK_SERVER_FIELD
+#undef AIRLOCK_TENANT_FIELD
+
+constexpr std::array<std::string_view, 5> kSubTables = {"limits", "lifetime", "filesystem",
+                                                        "network", "seccomp"};
 
 }  // namespace
 
-std::string Field::path() const {
-  if (table.empty()) return std::string(key);
-  return std::string(table) + "." + std::string(key);
-}
-
 std::span<const Field> fields() { return kFields; }
+
+std::span<const ServerField> serverFields() { return kServerFields; }
+
+std::span<const TenantField> tenantFields() { return kTenantFields; }
 
 std::span<const std::string_view> subTables() { return kSubTables; }
 

@@ -14,30 +14,54 @@
 
 namespace airlock::policy::detail {
 
-// Where a key's value lives in a Profile; the variant alternative is the key's TOML type.
-using FieldRef =
-    std::variant<std::string* (*)(Profile&), std::vector<std::string>* (*)(Profile&),
-                 std::map<std::string, std::string>* (*)(Profile&), bool* (*)(Profile&),
-                 uint32_t* (*)(Profile&), uint64_t* (*)(Profile&)>;
+// Where a key's value lives in a struct S (Profile, Server, Tenant); the variant alternative is
+// the key's TOML type.
+template <typename S>
+using FieldRefOf = std::variant<std::string* (*)(S&), std::vector<std::string>* (*)(S&),
+                                std::map<std::string, std::string>* (*)(S&), bool* (*)(S&),
+                                uint32_t* (*)(S&), uint64_t* (*)(S&)>;
 
-struct Field {
-  std::string_view table;  // "" for keys directly in [profiles.<name>], else "limits", ...
+template <typename S>
+struct FieldOf {
+  std::string_view table;  // "" for keys directly in the struct's table, else "limits", ...
   std::string_view key;
-  FieldRef ref;
+  FieldRefOf<S> ref;
 
-  std::string path() const;  // "limits.memory_mb", "hostname"
+  // "limits.memory_mb", "hostname"
+  std::string path() const {
+    if (table.empty()) return std::string(key);
+    return std::string(table) + "." + std::string(key);
+  }
 };
+
+using Field = FieldOf<Profile>;
+using FieldRef = FieldRefOf<Profile>;
+using ServerField = FieldOf<Server>;
+using TenantField = FieldOf<Tenant>;
 
 // Every field of Profile except `name`, in reference.toml order.
 std::span<const Field> fields();
-// Sub-tables of a profile in order: "limits", "filesystem", "network", "seccomp".
+// Sub-tables of a profile in order: "limits", "lifetime", "filesystem", "network", "seccomp".
 std::span<const std::string_view> subTables();
 const Field* findField(std::string_view table, std::string_view key);
+
+// Every field of Server, and of Tenant except `name`, in reference.toml order.
+std::span<const ServerField> serverFields();
+std::span<const TenantField> tenantFields();
+
+template <typename S>
+const FieldOf<S>* findIn(std::span<const FieldOf<S>> fields, std::string_view key) {
+  for (const FieldOf<S>& f : fields) {
+    if (f.table.empty() && f.key == key) return &f;
+  }
+  return nullptr;
+}
 
 inline constexpr std::string_view kExtendsKey = "extends";
 
 // Top-level keys of a policy file.
-inline constexpr std::string_view kTopLevelKeys[] = {"schema", "default_profile", "profiles"};
+inline constexpr std::string_view kTopLevelKeys[] = {"schema", "default_profile", "profiles",
+                                                     "server", "tenants"};
 
 // Optimal-string-alignment distance (Levenshtein plus adjacent transposition), for "did you mean".
 size_t editDistance(std::string_view a, std::string_view b);

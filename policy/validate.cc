@@ -1,7 +1,9 @@
-// Cross-field checks of one profile. Each message names the key and says what is allowed.
+// Cross-field checks of profiles, [server] and [tenants.*]. Each message names the key and says
+// what is allowed.
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <map>
 #include <set>
 
 #include "airlock/policy/keys.h"
@@ -63,6 +65,10 @@ constexpr std::array<std::string_view, 3> kRefusedEnv = {"LD_PRELOAD", "LD_LIBRA
                                                          "LD_AUDIT"};
 
 constexpr uint64_t kMaxMiB = uint64_t{1} << 24;  // 16 TiB: MiB → bytes never overflows
+constexpr uint64_t kMaxLifetimeS = 365 * 86400;  // a year; ms timestamps stay far from overflow
+constexpr uint64_t kMaxPoolSize = 1000;
+constexpr uint64_t kMaxSandboxes = 100000;
+constexpr size_t kMaxSocketPath = 107;  // sun_path holds 108 bytes with the final NUL
 
 using detail::Problem;
 using Check = std::optional<Problem>;
@@ -224,7 +230,44 @@ Check checkLimits(const Limits& l) {
         "limits.workspace_mb",
         "limits.workspace_mb + limits.tmp_mb = " + std::to_string(l.workspace_mb + l.tmp_mb) +
             " MiB must be below limits.memory_mb = " + std::to_string(l.memory_mb) +
-            " MiB: files in /home/user and /tmp count against the memory limit"};
+            " MiB: files in /home/user and /tmp count against the memory limit",
+        "limits.memory_mb"};
+  }
+  return std::nullopt;
+}
+
+// "lifetime.a = 7200 must be at most lifetime.b = 3600: why"
+Check notAbove(std::string_view a, uint64_t a_value, std::string_view b, uint64_t b_value,
+               std::string_view why) {
+  if (a_value <= b_value) return std::nullopt;
+  return Problem{"lifetime." + std::string(a),
+                 "lifetime." + std::string(a) + " = " + std::to_string(a_value) +
+                     " must be at most lifetime." + std::string(b) + " = " +
+                     std::to_string(b_value) + ": " + std::string(why),
+                 "lifetime." + std::string(b)};
+}
+
+Check checkLifetime(const Lifetime& t) {
+  for (Check c : {
+           range("lifetime.keep_alive_s", t.keep_alive_s, 1, kMaxLifetimeS),
+           range("lifetime.max_keep_alive_s", t.max_keep_alive_s, 1, kMaxLifetimeS),
+           range("lifetime.lifetime_s", t.lifetime_s, 1, kMaxLifetimeS),
+           range("lifetime.max_lifetime_s", t.max_lifetime_s, 1, kMaxLifetimeS),
+           range("lifetime.pool_size", t.pool_size, 0, kMaxPoolSize),
+           notAbove("keep_alive_s", t.keep_alive_s, "max_keep_alive_s", t.max_keep_alive_s,
+                    "the default must be a value a request may ask for"),
+           notAbove("lifetime_s", t.lifetime_s, "max_lifetime_s", t.max_lifetime_s,
+                    "the default must be a value a request may ask for"),
+           // An idle timer longer than the whole life never fires: the operator has most likely
+           // swapped the two.
+           notAbove("keep_alive_s", t.keep_alive_s, "lifetime_s", t.lifetime_s,
+                    "a sandbox never lives past its lifetime, so it could never be idle that "
+                    "long"),
+           notAbove("max_keep_alive_s", t.max_keep_alive_s, "max_lifetime_s", t.max_lifetime_s,
+                    "a sandbox never lives past its lifetime, so it could never be idle that "
+                    "long"),
+       }) {
+    if (c) return c;
   }
   return std::nullopt;
 }
@@ -276,6 +319,110 @@ Check checkSeccomp(const Seccomp& s) {
   return std::nullopt;
 }
 
+bool isLowerHex(unsigned char c) { return std::isdigit(c) || (c >= 'a' && c <= 'f'); }
+
+// A group name (letters, digits, '_', '-', '.', not starting with '-') or a numeric gid.
+bool validGroup(std::string_view g) {
+  return !g.empty() && g.size() <= 32 && g.front() != '-' && allChars(g, [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+std::optional<Problem> serverPath(std::string_view key, const std::string& path) {
+  if (auto why = pathProblem(path)) {
+    return Problem{"server." + std::string(key),
+                   "server." + std::string(key) + " = " + q(path) + ": " + *why};
+  }
+  return std::nullopt;
+}
+
+Check checkServer(const Server& s) {
+  if (auto p = serverPath("socket", s.socket)) return p;
+  if (s.socket.size() > kMaxSocketPath) {
+    return Problem{"server.socket",
+                   "server.socket = " + q(s.socket) + ": " + std::to_string(s.socket.size()) +
+                       " bytes, longer than the " + std::to_string(kMaxSocketPath) +
+                       " a Unix socket address holds"};
+  }
+  const bool octal = !s.socket_mode.empty() && s.socket_mode.size() <= 4 &&
+                     allChars(s.socket_mode, [](unsigned char c) { return c >= '0' && c <= '7'; });
+  if (!octal || s.socketModeBits() > 0777) {
+    return Problem{"server.socket_mode", "server.socket_mode = " + q(s.socket_mode) +
+                                             ": must be octal permission bits such as '0660', "
+                                             "at most '0777' (no setuid, setgid or sticky bit)"};
+  }
+  if (!s.socket_group.empty() && !validGroup(s.socket_group)) {
+    return Problem{"server.socket_group",
+                   "server.socket_group = " + q(s.socket_group) +
+                       ": must be a group name (letters, digits, '_', '-', '.'), a numeric gid, "
+                       "or '' for root's group"};
+  }
+  if (auto tcp = parseTcp(s.tcp); !tcp) return Problem{"server.tcp", tcp.error().message()};
+  for (Check c : {
+           range("server.max_connections", s.max_connections, 1, 65536),
+           range("server.max_json_body_kb", s.max_json_body_kb, 1, 1 << 20),
+           range("server.max_upload_mb", s.max_upload_mb, 1, kMaxMiB),
+           range("server.max_sandboxes", s.max_sandboxes, 1, kMaxSandboxes),
+       }) {
+    if (c) return c;
+  }
+  if (auto p = serverPath("state_dir", s.state_dir)) return p;
+  return range("server.drain_timeout_s", s.drain_timeout_s, 0, 3600);
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "none" : out;
+}
+
+Check checkTenant(const Tenant& t, const Policy& policy) {
+  const std::string prefix = "tenant " + q(t.name) + ": ";
+  const std::string root = "tenants." + t.name + ".";
+  auto problem = [&](std::string key, std::string message) {
+    return Problem{root + key, prefix + message};
+  };
+  for (Check c : {range("max_sandboxes", t.max_sandboxes, 0, kMaxSandboxes),
+                  range("max_memory_mb", t.max_memory_mb, 16, kMaxMiB)}) {
+    if (c) return problem(c->key, c->message);
+  }
+  std::vector<std::string> names;
+  for (const auto& [name, p] : policy.profiles) names.push_back(name);
+  std::vector<std::string_view> candidates(names.begin(), names.end());
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < t.profiles.size(); ++i) {
+    const std::string& name = t.profiles[i];
+    const std::string key = "profiles[" + std::to_string(i) + "]";
+    auto it = policy.profiles.find(name);
+    if (it == policy.profiles.end()) {
+      std::string_view guess = detail::closest(name, candidates);
+      return problem(key, key + " = " + q(name) + ": no such profile" +
+                              (guess.empty() ? " (this policy has: " + joined(names) + ")"
+                                             : " (did you mean " + q(guess) + "?)"));
+    }
+    if (!seen.insert(name).second) return problem(key, key + " = " + q(name) + ": listed twice");
+    // Checked only for profiles named here: [] (all) may include big profiles this tenant is
+    // simply not meant to use.
+    if (it->second.limits.memory_mb > t.max_memory_mb) {
+      return problem(
+          key, key + " = " + q(name) +
+                   ": its limits.memory_mb = " + std::to_string(it->second.limits.memory_mb) +
+                   " is above this tenant's max_memory_mb = " + std::to_string(t.max_memory_mb) +
+                   ", so the tenant could never create one");
+    }
+  }
+  if (!t.token_sha256.empty() &&
+      (t.token_sha256.size() != 64 || !allChars(t.token_sha256, isLowerHex))) {
+    return problem("token_sha256",
+                   "token_sha256: must be 64 lowercase hex digits, the sha256 of the token (e.g. "
+                   "`printf %s \"$TOKEN\" | sha256sum`), not the token itself; " +
+                       (t.token_sha256.size() == 64
+                            ? std::string("this one has characters other than 0-9 and a-f")
+                            : "got " + std::to_string(t.token_sha256.size()) + " characters"));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 namespace detail {
@@ -286,11 +433,52 @@ std::string profilePrefix(const Profile& profile) {
 
 std::optional<Problem> check(const Profile& p) {
   for (Check c :
-       {checkIdentity(p), checkEnv(p), checkLimits(p.limits), checkFilesystem(p.filesystem),
-        checkNetwork(p.network), checkSeccomp(p.seccomp)}) {
+       {checkIdentity(p), checkEnv(p), checkLimits(p.limits), checkLifetime(p.lifetime),
+        checkFilesystem(p.filesystem), checkNetwork(p.network), checkSeccomp(p.seccomp)}) {
     if (c) return c;
   }
   return std::nullopt;
+}
+
+std::vector<Problem> checkPolicy(const Policy& policy) {
+  std::vector<Problem> out;
+  if (Check c = checkServer(policy.server)) out.push_back(*c);
+  std::map<std::string_view, std::string_view> token_owner;
+  bool any_token = false;
+  for (const auto& [name, tenant] : policy.tenants) {
+    if (Check c = checkTenant(tenant, policy)) {
+      out.push_back(*c);
+      continue;
+    }
+    if (tenant.token_sha256.empty()) continue;
+    any_token = true;
+    auto [it, fresh] = token_owner.emplace(tenant.token_sha256, name);
+    if (!fresh) {
+      out.push_back({"tenants." + name + ".token_sha256",
+                     "tenant " + q(name) + ": token_sha256 is also the token_sha256 of tenant " +
+                         q(it->second) + ": each token must name one tenant"});
+    }
+  }
+  if (!policy.server.tcp.empty() && !any_token) {
+    out.push_back({"server.tcp", "server.tcp = " + q(policy.server.tcp) +
+                                     ": no tenant has a token_sha256, so every TCP request "
+                                     "would be refused; give a tenant a token or set tcp = ''"});
+  }
+  // Warm sandboxes are live sandboxes on this host before any tenant claims them.
+  uint64_t pooled = 0;
+  for (const auto& [name, profile] : policy.profiles) {
+    if (profile.lifetime.pool_size == 0) continue;
+    pooled += profile.lifetime.pool_size;
+    if (pooled > policy.server.max_sandboxes) {
+      out.push_back({"profiles." + name + ".lifetime.pool_size",
+                     "profile " + q(name) + ": lifetime.pool_size: the profiles' pools add up to " +
+                         std::to_string(pooled) + " warm sandboxes, above server.max_sandboxes = " +
+                         std::to_string(policy.server.max_sandboxes) +
+                         ": warm sandboxes count as live sandboxes of this host"});
+      break;
+    }
+  }
+  return out;
 }
 
 }  // namespace detail
@@ -303,6 +491,27 @@ int capabilityNumber(std::string_view name) {
 Result<> validate(const Profile& profile) {
   if (auto problem = detail::check(profile)) {
     return fail(detail::profilePrefix(profile) + problem->message);
+  }
+  return {};
+}
+
+Result<> validate(const Policy& policy) {
+  for (const auto& [name, profile] : policy.profiles) {
+    if (auto v = validate(profile); !v) return v;
+  }
+  if (!policy.profiles.contains(policy.default_profile)) {
+    return fail("default_profile = " + q(policy.default_profile) + " names no profile");
+  }
+  if (!policy.tenants.contains(std::string(kDefaultTenant))) {
+    return fail("tenants: there is no tenant 'default'");
+  }
+  for (const auto& [name, tenant] : policy.tenants) {
+    if (tenant.name != name) {
+      return fail("tenants." + name + ": the tenant's name is " + q(tenant.name));
+    }
+  }
+  if (auto problems = detail::checkPolicy(policy); !problems.empty()) {
+    return fail(problems.front().message);
   }
   return {};
 }

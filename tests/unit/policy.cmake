@@ -1,10 +1,12 @@
-# The policy library: fixtures, reference.toml drift, validate/relaxations, mutated inputs.
+# The policy library: fixtures, reference.toml drift, validate/relaxations, server and tenants,
+# mutated inputs.
 airlock_add_test(policy_tests LABEL unit
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/policy_test_util.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_parse_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_reference_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_validate_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/policy_serve_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_fuzz_test.cc
   LIBS airlock_policy airlock_dep_toml)
 target_compile_definitions(policy_tests PRIVATE

@@ -6,6 +6,7 @@
 #include <random>
 #include <regex>
 
+#include "airlock/policy/keys.h"
 #include "airlock/policy/policy.h"
 #include "policy_test_util.h"
 
@@ -20,9 +21,12 @@ void expectSane(const std::string& text, const std::string& what) {
   ASSERT_NO_THROW(p = parse(text, "fuzz.toml")) << what;
   if (p) {
     ASSERT_TRUE(p->profiles.contains(p->default_profile)) << what;
+    ASSERT_TRUE(p->tenants.contains("default")) << what;
     for (const auto& [name, profile] : p->profiles) {
       ASSERT_TRUE(validate(profile).has_value()) << what << ": " << name;
     }
+    auto whole = validate(*p);
+    ASSERT_TRUE(whole.has_value()) << what << ": " << whole.error().message();
     ASSERT_EQ(p->hash.size(), 64u);
   } else {
     const std::string msg = p.error().message();
@@ -38,12 +42,13 @@ TEST(PolicyFuzz, EveryTruncationOfTheReference) {
   }
 }
 
-TEST(PolicyFuzz, MutatedReferenceBytes) {
-  std::mt19937 rng(20261122);
+// Random byte edits of `source`; returns how many mutants still parsed.
+int mutate(const std::string& source, uint32_t seed, int rounds) {
+  std::mt19937 rng(seed);
   const std::string alphabet = "[]{}=\"'.,#\n\\ -_0123456789abcxyz\t\r\x01\x7f\xff\xc3";
   int parsed = 0;
-  for (int i = 0; i < 2000; ++i) {
-    std::string text = kReferenceText;
+  for (int i = 0; i < rounds; ++i) {
+    std::string text = source;
     const int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits; ++e) {
       size_t at = rng() % (text.size() + 1);
@@ -75,11 +80,19 @@ TEST(PolicyFuzz, MutatedReferenceBytes) {
       }
     }
     expectSane(text, "mutation " + std::to_string(i));
-    if (HasFatalFailure()) return;
+    if (::testing::Test::HasFatalFailure()) return parsed;
     if (parse(text, "fuzz.toml")) ++parsed;
   }
-  // Some mutations land in comments or values and still parse: the valid path is exercised too.
-  EXPECT_GT(parsed, 50);
+  return parsed;
+}
+
+// Some mutations land in comments or values and still parse: the valid path is exercised too.
+TEST(PolicyFuzz, MutatedReferenceBytes) { EXPECT_GT(mutate(kReferenceText, 20261122, 2000), 50); }
+
+TEST(PolicyFuzz, MutatedServerAndTenants) {
+  const std::string text = test::slurp(test::dataDir() + "/valid/server_and_tenants.toml");
+  ASSERT_FALSE(text.empty());
+  EXPECT_GT(mutate(text, 8720, 2000), 50);
 }
 
 TEST(PolicyFuzz, RandomGarbage) {
@@ -115,6 +128,25 @@ TEST(PolicyFuzz, PathologicalShapes) {
   ASSERT_FALSE(looped.has_value());
   EXPECT_NE(looped.error().message().find("makes a cycle: p0 -> p1 -> p2 -> "), std::string::npos)
       << looped.error().message().substr(0, 200);
+}
+
+TEST(PolicyFuzz, ManyTenants) {
+  std::string text = "schema = 1\n[server]\ntcp = \"127.0.0.1:1\"\n";
+  for (int i = 0; i < 3000; ++i) {
+    std::string hex = sha256Hex(std::to_string(i));
+    text += "[tenants.t" + std::to_string(i) + "]\ntoken_sha256 = \"" + hex + "\"\n";
+  }
+  auto p = parse(text, "fuzz.toml");
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  EXPECT_EQ(p->tenants.size(), 3001u);
+  EXPECT_EQ(p->tenantForTokenSha256(sha256Hex("2999")), "t2999");
+  text += "[tenants.dup]\ntoken_sha256 = \"" + sha256Hex("17") + "\"\n";
+  auto dup = parse(text, "fuzz.toml");
+  ASSERT_FALSE(dup.has_value());
+  EXPECT_NE(dup.error().message().find("tenant 't17': token_sha256 is also the token_sha256 of "
+                                       "tenant 'dup'"),
+            std::string::npos)
+      << dup.error().message();
 }
 
 TEST(PolicyFuzz, ParsingTheReferenceIsFast) {

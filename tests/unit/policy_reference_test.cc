@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <toml++/toml.h>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -46,6 +47,25 @@ TEST(PolicyReference, ListsEveryKeyTheParserKnowsAndNoOther) {
   EXPECT_EQ(known.size(), std::set<std::string>(known.begin(), known.end()).size());
 }
 
+TEST(PolicyReference, ListsEveryServerAndTenantKeyAndNoOther) {
+  toml::table doc = toml::parse_file(kReference);
+  const toml::table* server = doc["server"].as_table();
+  ASSERT_NE(server, nullptr);
+  std::set<std::string> in_server;
+  collectKeys(*server, "", in_server);
+  const auto server_keys = serverKeys();
+  EXPECT_EQ(in_server, std::set<std::string>(server_keys.begin(), server_keys.end()));
+  EXPECT_EQ(server_keys.size(), in_server.size());
+
+  const toml::table* tenant = doc["tenants"]["default"].as_table();
+  ASSERT_NE(tenant, nullptr);
+  std::set<std::string> in_tenant;
+  collectKeys(*tenant, "", in_tenant);
+  const auto tenant_keys = tenantKeys();
+  EXPECT_EQ(in_tenant, std::set<std::string>(tenant_keys.begin(), tenant_keys.end()));
+  EXPECT_EQ(tenant_keys.size(), in_tenant.size());
+}
+
 TEST(PolicyReference, DefaultProfileHoldsTheStructDefaults) {
   auto p = loadFile(kReference);
   ASSERT_TRUE(p.has_value()) << p.error().message();
@@ -54,6 +74,12 @@ TEST(PolicyReference, DefaultProfileHoldsTheStructDefaults) {
   EXPECT_EQ(profileToToml(p->profiles.at("default")), profileToToml(defaults));
   EXPECT_TRUE(relaxations(p->profiles.at("default")).empty());
   EXPECT_EQ(p->profiles.at("quick").limits.timeout_s, 5u);
+  EXPECT_EQ(serverToToml(p->server), serverToToml(Server{}));
+  ASSERT_EQ(p->tenants.size(), 1u);
+  Tenant tenant_defaults;
+  tenant_defaults.name = "default";
+  EXPECT_EQ(tenantToToml(p->tenants.at("default")), tenantToToml(tenant_defaults));
+  EXPECT_TRUE(relaxations(*p).empty());
 }
 
 TEST(PolicyReference, EveryKeyLineHasAComment) {
@@ -62,12 +88,17 @@ TEST(PolicyReference, EveryKeyLineHasAComment) {
   int key_lines = 0;
   bool in_default = false;
   while (std::getline(in, line)) {
-    if (line.starts_with("[")) in_default = line.starts_with("[profiles.default");
+    if (line.starts_with("[")) {
+      in_default = line.starts_with("[profiles.default") || line.starts_with("[server]") ||
+                   line.starts_with("[tenants.default]");
+    }
     if (!in_default || line.empty() || line.starts_with("#") || line.starts_with("[")) continue;
     ++key_lines;
     EXPECT_NE(line.find('#'), std::string::npos) << "no unit comment on: " << line;
   }
-  EXPECT_EQ(key_lines, static_cast<int>(profileKeys().size()) - 2);  // minus env and extends
+  // Profile keys minus env and extends, then every server and tenant key.
+  EXPECT_EQ(key_lines,
+            static_cast<int>(profileKeys().size() - 2 + serverKeys().size() + tenantKeys().size()));
 }
 
 // Structured bindings only compile with the exact member count: a field added to policy.h
@@ -78,11 +109,69 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [f1, f2] = Filesystem{};
   [[maybe_unused]] auto [n1] = Network{};
   [[maybe_unused]] auto [s1, s2] = Seccomp{};
-  [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13] = Profile{};
-  [[maybe_unused]] auto [y1, y2, y3, y4, y5] = Policy{};
-  // Profile: 13 members minus name, minus the 4 sub-tables, plus their 9 + 2 + 1 + 2 keys,
+  [[maybe_unused]] auto [t1, t2, t3, t4, t5] = Lifetime{};
+  [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14] = Profile{};
+  [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10] = Server{};
+  [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
+  [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7] = Policy{};
+  // Profile: 14 members minus name, minus the 5 sub-tables, plus their 9 + 5 + 2 + 1 + 2 keys,
   // plus `extends`.
-  EXPECT_EQ(profileKeys().size(), 13u - 1 - 4 + 9 + 2 + 1 + 2 + 1);
+  EXPECT_EQ(profileKeys().size(), 14u - 1 - 5 + 9 + 5 + 2 + 1 + 2 + 1);
+  EXPECT_EQ(serverKeys().size(), 10u);
+  EXPECT_EQ(tenantKeys().size(), 5u - 1);  // minus name
+}
+
+// A valid value for every [server] and [tenants.<name>] key, different from its default. A key
+// added to the schema fails here until it gets one.
+const std::map<std::string, std::string> kServerValues = {
+    {"socket", "\"/run/x/a.sock\""}, {"socket_mode", "\"0600\""}, {"socket_group", "\"airlock\""},
+    {"tcp", "\"127.0.0.1:9\""},      {"max_connections", "7"},    {"max_json_body_kb", "7"},
+    {"max_upload_mb", "7"},          {"max_sandboxes", "7"},      {"state_dir", "\"/srv/airlock\""},
+    {"drain_timeout_s", "7"},
+};
+const std::string kHashA(64, 'a');
+const std::map<std::string, std::string> kTenantValues = {
+    {"max_sandboxes", "7"},
+    {"max_memory_mb", "7777"},
+    {"profiles", "[\"default\"]"},
+    {"token_sha256", "\"" + std::string(64, 'b') + "\""},
+};
+
+// Lines that differ between two renderings of the same table.
+std::vector<std::string> changedLines(const std::string& before, const std::string& after) {
+  std::istringstream a(before), b(after);
+  std::string la, lb;
+  std::vector<std::string> changed;
+  while (std::getline(a, la) && std::getline(b, lb)) {
+    if (la != lb) changed.push_back(lb);
+  }
+  return changed;
+}
+
+TEST(PolicyReference, EveryServerAndTenantKeyWritesItsOwnField) {
+  // A token tenant so that server.tcp is accepted.
+  const std::string token_tenant = "[tenants.ci]\ntoken_sha256 = \"" + kHashA + "\"\n";
+  for (const std::string& key : serverKeys()) {
+    ASSERT_TRUE(kServerValues.contains(key)) << "give " << key << " a value in kServerValues";
+    auto p =
+        parse("schema = 1\n[server]\n" + key + " = " + kServerValues.at(key) + "\n" + token_tenant,
+              "k.toml");
+    ASSERT_TRUE(p.has_value()) << key << ": " << p.error().message();
+    auto changed = changedLines(serverToToml(Server{}), serverToToml(p->server));
+    ASSERT_EQ(changed.size(), 1u) << key;
+    EXPECT_EQ(changed[0], key + " = " + kServerValues.at(key)) << key;
+  }
+  Tenant defaults;
+  defaults.name = "default";
+  for (const std::string& key : tenantKeys()) {
+    ASSERT_TRUE(kTenantValues.contains(key)) << "give " << key << " a value in kTenantValues";
+    auto p = parse("schema = 1\n[tenants.default]\n" + key + " = " + kTenantValues.at(key) + "\n",
+                   "k.toml");
+    ASSERT_TRUE(p.has_value()) << key << ": " << p.error().message();
+    auto changed = changedLines(tenantToToml(defaults), tenantToToml(p->tenants.at("default")));
+    ASSERT_EQ(changed.size(), 1u) << key;
+    EXPECT_EQ(changed[0], key + " = " + kTenantValues.at(key)) << key;
+  }
 }
 
 // Every key maps to its own field: setting one key changes exactly one line of the profile's
@@ -150,14 +239,32 @@ TEST(PolicyExamples, StrictIsTighterAndDataScienceIsLooser) {
   EXPECT_NE(std::find(r.begin(), r.end(),
                       "profile 'data-science': limits.memory_mb = 4096: above the default 1024"),
             r.end());
+
+  // Lifetimes: data science keeps warm sandboxes and lives longer; strict lives shorter.
+  EXPECT_EQ((*d)->lifetime.pool_size, 2u);
+  EXPECT_GT((*d)->lifetime.keep_alive_s, Lifetime{}.keep_alive_s);
+  EXPECT_GT((*d)->lifetime.lifetime_s, Lifetime{}.lifetime_s);
+  EXPECT_EQ(ds->profiles.at("data-science-small").lifetime.pool_size, 0u);
+  EXPECT_EQ(ds->profiles.at("data-science-small").lifetime.keep_alive_s,
+            (*d)->lifetime.keep_alive_s);  // inherited through extends
+  EXPECT_LT((*s)->lifetime.keep_alive_s, Lifetime{}.keep_alive_s);
+  EXPECT_LT((*s)->lifetime.lifetime_s, Lifetime{}.lifetime_s);
+  EXPECT_LT((*s)->lifetime.max_lifetime_s, Lifetime{}.max_lifetime_s);
 }
 
 TEST(PolicyDocs, OperatorGuideMentionsEveryKey) {
   const std::string doc = slurp(AIRLOCK_POLICY_DOCS);
   ASSERT_FALSE(doc.empty());
-  for (const std::string& key : profileKeys()) {
+  std::vector<std::string> keys = profileKeys();
+  for (const auto& k : serverKeys()) keys.push_back("server." + k);
+  for (const auto& k : tenantKeys()) keys.push_back("tenants." + k);
+  for (const std::string& key : keys) {
     const std::string leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(doc.find("`" + leaf + "`"), std::string::npos) << "docs/policy.md misses " << key;
+  }
+  for (const char* table : {"[server]", "[tenants.<name>]", "[profiles.<name>.lifetime]"}) {
+    EXPECT_NE(doc.find(std::string("`") + table + "`"), std::string::npos)
+        << "docs/policy.md has no section for " << table;
   }
 }
 

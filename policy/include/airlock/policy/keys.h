@@ -15,9 +15,21 @@ namespace airlock::policy {
 // order: "description", ..., "env", "extends", "limits.timeout_s", ..., "seccomp.deny".
 std::vector<std::string> profileKeys();
 
+// Every key of [server] and of a [tenants.<name>] table, in reference.toml order.
+std::vector<std::string> serverKeys();
+std::vector<std::string> tenantKeys();
+
 // The profile as a complete `[profiles.<name>]` TOML table (every key, sub-tables included),
 // which parse() reads back into an equal profile.
 std::string profileToToml(const Profile& profile);
+// The same for `[server]` and `[tenants.<name>]`.
+std::string serverToToml(const Server& server);
+std::string tenantToToml(const Tenant& tenant);
+
+// What `airlock policy explain` prints: the policy's source and hash, the profile's effective
+// values and relaxations, then [server] and the tenants (only `tenant` when it is not null).
+std::string explainText(const Policy& policy, const Profile& profile,
+                        const Tenant* tenant = nullptr);
 
 // One `KEY=VALUE` override onto a profile, with KEY a dotted profile key ("limits.memory_mb=1024",
 // "languages=[\"python\"]", "hostname=box"). VALUE is TOML; a bare word is taken as a string for

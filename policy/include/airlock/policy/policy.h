@@ -28,6 +28,22 @@ struct Limits {
   uint64_t tmp_mb = 128;            // size of the writable /tmp, MiB (counts as memory)
 };
 
+// How long a sandbox of `airlock serve` lives. A request may ask for its own keep-alive and
+// lifetime up to the maxima; Lifetime::keepAliveFor / lifetimeFor apply these rules.
+struct Lifetime {
+  uint32_t keep_alive_s = 300;       // idle time before a sandbox is destroyed, seconds
+  uint32_t max_keep_alive_s = 3600;  // largest keep_alive_s a request may ask for, seconds
+  uint32_t lifetime_s = 3600;        // hard lifetime of a sandbox from its creation, seconds
+  uint32_t max_lifetime_s = 86400;   // largest lifetime_s a request may ask for, seconds
+  uint32_t pool_size = 0;            // warm sandboxes kept ready for this profile
+
+  // The keep-alive a sandbox gets: `requested`, or keep_alive_s when absent. Errors (for an API
+  // 400) name the request field: "keep_alive_s = 7200: above this profile's maximum of 3600 s".
+  Result<int64_t> keepAliveFor(std::optional<int64_t> requested) const;
+  // The same for lifetime_s against max_lifetime_s.
+  Result<int64_t> lifetimeFor(std::optional<int64_t> requested) const;
+};
+
 struct Filesystem {
   // Empty: the root is a read-only view of the host's system directories (/usr and the parts
   // of /etc programs need). Otherwise a directory bound read-only as the whole root.
@@ -55,21 +71,76 @@ struct Profile {
   std::map<std::string, std::string> env;  // added to every execution's environment
   bool landlock = true;                    // Landlock on top of namespaces where the kernel has it
   Limits limits;
+  Lifetime lifetime;
   Filesystem filesystem;
   Network network;
   Seccomp seccomp;
 };
+
+// Where `airlock serve` listens and what one host allows in total ([server]).
+struct Server {
+  std::string socket = "/run/airlock/airlock.sock";  // Unix socket of the API (absolute path)
+  std::string socket_mode = "0660";  // octal permission bits of the socket (at most 0777)
+  std::string socket_group;          // group owning the socket, name or gid; "": root's group
+  // "127.0.0.1:8720", "[::1]:8720" or "localhost:8720": also listen on loopback TCP, where every
+  // request needs a tenant's bearer token. "": no TCP listener. Only loopback is allowed.
+  std::string tcp;
+  uint32_t max_connections = 256;    // concurrent client connections; more get 429
+  uint32_t max_json_body_kb = 8192;  // largest JSON request body, KiB
+  uint64_t max_upload_mb = 1024;     // largest streamed file upload, MiB
+  uint32_t max_sandboxes = 1000;     // live sandboxes on this host, all tenants and pools together
+  std::string state_dir = "/var/lib/airlock";  // state journal and persistent workspaces
+  uint32_t drain_timeout_s = 30;  // on SIGTERM, how long in-flight requests may finish, seconds
+
+  // socket_mode as bits (0660 → 0x1b0). Valid after validation.
+  uint32_t socketModeBits() const;
+};
+
+// A loopback TCP address, from Server::tcp.
+struct TcpEndpoint {
+  std::string host;  // "127.0.0.1" or "::1" ("localhost" is read as 127.0.0.1)
+  uint16_t port = 0;
+};
+
+// The TCP listener Server::tcp asks for: nullopt for "", else its address or a message saying
+// what is wrong ("'0.0.0.0:80': only loopback ...").
+Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp);
+
+// Who may use the API and how much of the host they get ([tenants.<name>]).
+struct Tenant {
+  std::string name;
+  uint32_t max_sandboxes = 100;       // live sandboxes of this tenant; 0 disables the tenant
+  uint64_t max_memory_mb = 65536;     // sum of limits.memory_mb of the tenant's live sandboxes, MiB
+  std::vector<std::string> profiles;  // profiles the tenant may use; []: all
+  // sha256 of the tenant's bearer token as 64 lowercase hex digits (never the token itself).
+  // "": no token; the tenant is reached only over the Unix socket ("default" is the tenant of
+  // socket clients that send no token).
+  std::string token_sha256;
+
+  // Whether the tenant may create sandboxes of this profile (a resolved name, not "").
+  bool allowsProfile(std::string_view profile) const;
+};
+
+inline constexpr std::string_view kDefaultTenant = "default";
 
 struct Policy {
   int64_t schema = kSchemaVersion;
   std::string default_profile = "default";
   std::map<std::string, Profile> profiles;  // always contains default_profile ("default" unless
                                             // the file names another)
-  std::string source;                       // file path, or "<built-in>"
-  std::string hash;                         // sha256 hex of the file bytes (or of the built-in)
+  Server server;
+  std::map<std::string, Tenant> tenants;  // always contains "default" (with the defaults above
+                                          // when the file has no [tenants.default])
+  std::string source;                     // file path, or "<built-in>"
+  std::string hash;                       // sha256 hex of the file bytes (or of the built-in)
 
   // The named profile; "" means default_profile.
   Result<const Profile*> profile(std::string_view name) const;
+  // The named tenant; "" means "default".
+  Result<const Tenant*> tenant(std::string_view name) const;
+  // The tenant whose token_sha256 is `hex` (the sha256Hex of a presented bearer token), or
+  // nullopt. Never matches a tenant without a token; compares in constant time per tenant.
+  std::optional<std::string> tenantForTokenSha256(std::string_view hex) const;
 };
 
 // Loads and validates a policy file. Errors carry "file:line:col: message".
@@ -82,9 +153,16 @@ Policy builtinDefault();
 // Cross-field checks of one profile (after CLI overrides too); errors name the key:
 // "profile 'default': limits.memory_mb = 0: must be at least 16".
 Result<> validate(const Profile& profile);
+// Every profile, then [server], [tenants.*] and the rules across them (tenant profiles exist,
+// tokens unique, pools fit server.max_sandboxes). parse() already ran this; policies built in
+// code (tests) call it themselves.
+Result<> validate(const Policy& policy);
 
 // Every way this profile is looser than the defaults, one human-readable line each, logged by
 // the supervisor at startup and printed by `airlock policy check`.
 std::vector<std::string> relaxations(const Profile& profile);
+// The same for the whole policy: every profile's, then the server's ("server.tcp = ...: the API
+// also listens on loopback TCP").
+std::vector<std::string> relaxations(const Policy& policy);
 
 }  // namespace airlock::policy

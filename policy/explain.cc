@@ -1,0 +1,83 @@
+// `airlock policy explain`: the effective values of one profile, the server and the tenants, as
+// an operator reads them (units spelled out, relaxations named).
+#include <sstream>
+
+#include "airlock/policy/keys.h"
+#include "airlock/policy/policy.h"
+#include "check.h"
+
+namespace airlock::policy {
+namespace {
+
+std::string listOr(const std::vector<std::string>& names, std::string_view none) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? std::string(none) : out;
+}
+
+void explainProfile(std::ostream& out, const Profile& p) {
+  const Limits& l = p.limits;
+  const Lifetime& t = p.lifetime;
+  out << "profile '" << p.name << "'" << (p.description.empty() ? "" : ": " + p.description) << "\n"
+      << "  isolation " << p.isolation << ", user " << p.user << ", network " << p.network.mode
+      << ", landlock " << (p.landlock ? "on" : "off") << "\n"
+      << "  limits: timeout " << l.timeout_s << " s, memory " << l.memory_mb << " MiB, pids "
+      << l.pids << ", cpu " << l.cpu_percent << " %, file size " << l.file_size_mb
+      << " MiB, open files " << l.open_files << ", output " << l.output_bytes
+      << " bytes/stream, workspace " << l.workspace_mb << " MiB, /tmp " << l.tmp_mb << " MiB\n"
+      << "  lifetime: keep-alive " << t.keep_alive_s << " s (requests up to " << t.max_keep_alive_s
+      << " s), lifetime " << t.lifetime_s << " s (requests up to " << t.max_lifetime_s
+      << " s), warm pool " << t.pool_size << "\n";
+  out << "  languages:";
+  for (const auto& lang : p.languages) out << " " << lang;
+  out << "\n";
+  auto rel = relaxations(p);
+  if (rel.empty()) out << "  relaxations: none\n";
+  for (const auto& r : rel) out << "  relaxation: " << r << "\n";
+}
+
+void explainServer(std::ostream& out, const Policy& policy) {
+  const Server& s = policy.server;
+  uint64_t pooled = 0;
+  for (const auto& [name, p] : policy.profiles) pooled += p.lifetime.pool_size;
+  out << "server\n"
+      << "  socket " << s.socket << ", mode " << s.socket_mode << ", group "
+      << (s.socket_group.empty() ? "root's" : s.socket_group) << "\n"
+      << "  tcp " << (s.tcp.empty() ? "off" : s.tcp + " (bearer tokens only)") << "\n"
+      << "  connections " << s.max_connections << ", JSON body " << s.max_json_body_kb
+      << " KiB, upload " << s.max_upload_mb << " MiB, sandboxes " << s.max_sandboxes
+      << " (warm pools " << pooled << "), drain " << s.drain_timeout_s << " s\n"
+      << "  state dir " << s.state_dir << "\n";
+  auto rel = detail::serverRelaxations(s);
+  if (rel.empty()) out << "  relaxations: none\n";
+  for (const auto& r : rel) out << "  relaxation: " << r << "\n";
+}
+
+void explainTenant(std::ostream& out, const Tenant& t) {
+  out << "  tenant '" << t.name << "': sandboxes " << t.max_sandboxes
+      << (t.max_sandboxes == 0 ? " (disabled)" : "") << ", memory " << t.max_memory_mb
+      << " MiB, profiles " << listOr(t.profiles, "all") << ", token ";
+  if (t.token_sha256.empty()) {
+    out << "none (Unix socket only)\n";
+  } else {
+    out << "sha256 " << t.token_sha256.substr(0, 12) << "...\n";
+  }
+}
+
+}  // namespace
+
+std::string explainText(const Policy& policy, const Profile& profile, const Tenant* tenant) {
+  std::ostringstream out;
+  out << "policy " << policy.source << " (sha256 " << policy.hash << ")\n";
+  explainProfile(out, profile);
+  explainServer(out, policy);
+  out << "tenants\n";
+  if (tenant != nullptr) {
+    explainTenant(out, *tenant);
+  } else {
+    for (const auto& [name, t] : policy.tenants) explainTenant(out, t);
+  }
+  return out.str();
+}
+
+}  // namespace airlock::policy
