@@ -285,6 +285,30 @@ TEST_F(ServiceTest, FilesRoundTripAndStayInsideTheSandbox) {
   EXPECT_EQ(relative.error().code, ErrorCode::kBadRequest);
 }
 
+TEST_F(ServiceTest, WritesPastTheWorkspaceQuotaAre413) {
+  auto pol = policy::builtinDefault();
+  pol.profiles["default"].limits.workspace_mb = 1;
+  start(std::move(pol));
+  auto sb = create();
+  std::string big(3 << 20, 'q');
+  size_t off = 0;
+  ByteSource src = [&](char* buf, size_t cap) -> SResult<size_t> {
+    size_t n = std::min(cap, big.size() - off);
+    std::memcpy(buf, big.data() + off, n);
+    off += n;
+    return n;
+  };
+  auto w = svc_->writeFile({}, sb.id, "/home/user/big.bin", 0644, src);
+  ASSERT_FALSE(w) << "a 3 MiB file fit in a 1 MiB workspace";
+  EXPECT_EQ(w.error().code, ErrorCode::kPayloadTooLarge) << w.error().message;
+  EXPECT_NE(w.error().message.find("/home/user/big.bin"), std::string::npos) << w.error().message;
+  // Positive control: once the partial file is gone, a small file fits.
+  ASSERT_TRUE(svc_->removeFile({}, sb.id, "/home/user/big.bin", false));
+  off = 0;
+  big.resize(1000);
+  EXPECT_TRUE(svc_->writeFile({}, sb.id, "/home/user/small.bin", 0644, src));
+}
+
 TEST_F(ServiceTest, IdleSandboxesAreReapedButBusyOnesAreNot) {
   SandboxSpec idle;
   idle.keep_alive_s = 1;
