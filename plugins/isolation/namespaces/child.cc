@@ -75,9 +75,12 @@ int setupFds(const ChildContext& ctx, int* exe_fd) {
 
 }  // namespace
 
-void planWaitParent(Plan& plan) {
-  plan.add({.stage = Stage::kWaitParent, .kind = StepKind::kResetSignals}, "sigaction(SIG_DFL)",
+void planResetSignals(Plan& plan) {
+  plan.add({.stage = Stage::kResetSignals, .kind = StepKind::kResetSignals}, "sigaction(SIG_DFL)",
            "all signals");
+}
+
+void planWaitParent(Plan& plan) {
   plan.add({.stage = Stage::kWaitParent, .kind = StepKind::kWaitParent}, "read", "sync pipe");
 }
 
@@ -134,6 +137,9 @@ void runChild(std::span<const Step> steps, const ChildContext& ctx) {
       case StepKind::kSetHostname:
         // CAP_SYS_ADMIN over the new UTS namespace.
         err = ::sethostname(step.source, step.len) == 0 ? 0 : errno;
+        break;
+      case StepKind::kUnshareNetIpc:
+        err = unshareNetIpcInChild();
         break;
       case StepKind::kLoopbackUp:
         err = loopbackUpInChild();

@@ -7,7 +7,9 @@
 
 namespace airlock::isolation {
 
-// Stages wait_parent (first) and fds, exec (last), around the concern-specific stages.
+// Stages reset_signals (first), wait_parent, and fds, exec (last), around the concern-specific
+// stages.
+void planResetSignals(Plan& plan);
 void planWaitParent(Plan& plan);
 void planHostname(const char* hostname, Plan& plan);
 void planExec(Plan& plan);

@@ -36,7 +36,7 @@ struct SpawnedChild {
   UniqueFd error_read;  // EOF: the agent was exec'd; a FailureRecord: a child stage failed
 };
 
-// The namespaces every sandbox gets.
+// The namespaces clone3 makes; the child adds network and IPC itself (stage network, net.h).
 uint64_t sandboxCloneFlags();
 
 // clone3 (fork-like: no new stack) with sandboxCloneFlags(), CLONE_PIDFD, SIGCHLD, and

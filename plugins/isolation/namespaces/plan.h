@@ -24,24 +24,25 @@
 namespace airlock::isolation {
 
 enum class StepKind : uint8_t {
-  kResetSignals,  // every disposition back to SIG_DFL (handlers are the supervisor's)
-  kWaitParent,    // read one byte from the sync pipe: id maps and cgroups are in place
-  kSetResGid,     // become gid 0 in the new user namespace
-  kSetGroups,     // drop the supervisor's supplementary groups
-  kSetResUid,     // become uid 0 in the new user namespace
-  kMakePrivate,   // MS_REC|MS_PRIVATE on path: nothing propagates back to the host
-  kMount,         // mount(source, path, fstype, flags, data)
-  kMoveMount,     // move_mount(fd, "", path): attach a tree the parent cloned with open_tree
-  kSetAttr,       // mount_setattr(path, attr_set = flags, AT_RECURSIVE when mode != 0)
-  kMkdir,         // mkdir(path, mode); an existing directory is fine
-  kMkfile,        // an empty file at path as a mount point; an existing one is fine
-  kSymlink,       // symlink(source, path)
-  kWriteFile,     // path gets source[0..len), mode
-  kPivotRoot,     // path becomes "/", the old root is detached
-  kSetHostname,   // sethostname(source, len)
-  kLoopbackUp,    // IFF_UP on "lo"
-  kSetupFds,      // fd 3 = channel, 0..2 = /dev/null, everything else close-on-exec
-  kExec,          // execveat(agent fd, "", argv, envp, AT_EMPTY_PATH)
+  kResetSignals,   // every disposition back to SIG_DFL (handlers are the supervisor's)
+  kWaitParent,     // read one byte from the sync pipe: id maps and cgroups are in place
+  kSetResGid,      // become gid 0 in the new user namespace
+  kSetGroups,      // drop the supervisor's supplementary groups
+  kSetResUid,      // become uid 0 in the new user namespace
+  kMakePrivate,    // MS_REC|MS_PRIVATE on path: nothing propagates back to the host
+  kMount,          // mount(source, path, fstype, flags, data)
+  kMoveMount,      // move_mount(fd, "", path): attach a tree the parent cloned with open_tree
+  kSetAttr,        // mount_setattr(path, attr_set = flags, AT_RECURSIVE when mode != 0)
+  kMkdir,          // mkdir(path, mode); an existing directory is fine
+  kMkfile,         // an empty file at path as a mount point; an existing one is fine
+  kSymlink,        // symlink(source, path)
+  kWriteFile,      // path gets source[0..len), mode
+  kPivotRoot,      // path becomes "/", the old root is detached
+  kSetHostname,    // sethostname(source, len)
+  kUnshareNetIpc,  // unshare(CLONE_NEWNET | CLONE_NEWIPC)
+  kLoopbackUp,     // IFF_UP on "lo"
+  kSetupFds,       // fd 3 = channel, 0..2 = /dev/null, everything else close-on-exec
+  kExec,           // execveat(agent fd, "", argv, envp, AT_EMPTY_PATH)
 };
 
 struct Step {

@@ -84,6 +84,8 @@ Result<Plan> buildPlan(const airlock_sandbox_spec_v1& spec) {
   auto ok = validate(spec);
   if (!ok) return Unexpected(ok.error());
   Plan plan;
+  planResetSignals(plan);
+  planNetwork(plan);
   planWaitParent(plan);
   planIdentity(plan);
   auto layout = planRootfs(spec, plan);
@@ -95,7 +97,6 @@ Result<Plan> buildPlan(const airlock_sandbox_spec_v1& spec) {
   planDev(*layout, plan);
   planPivotRoot(*layout, plan);
   planHostname(spec.hostname, plan);
-  planNetwork(plan);
   planExec(plan);
   return plan;
 }
