@@ -1,46 +1,26 @@
 // airlock policy check|explain
 #include <iostream>
 
+#include "airlock/policy/keys.h"
 #include "airlock/policy/policy.h"
 #include "supervisor/cli/cli.h"
 #include "supervisor/run/run_result.h"
 
 namespace airlock::cli {
 
-namespace {
-
-void printProfile(const policy::Profile& p) {
-  const auto& l = p.limits;
-  std::cout << "profile '" << p.name << "'" << (p.description.empty() ? "" : ": " + p.description)
-            << "\n"
-            << "  isolation " << p.isolation << ", user " << p.user << ", network "
-            << p.network.mode << ", landlock " << (p.landlock ? "on" : "off") << "\n"
-            << "  limits: timeout " << l.timeout_s << " s, memory " << l.memory_mb << " MiB, pids "
-            << l.pids << ", cpu " << l.cpu_percent << " %, file size " << l.file_size_mb
-            << " MiB, open files " << l.open_files << ", output " << l.output_bytes
-            << " bytes/stream, workspace " << l.workspace_mb << " MiB, /tmp " << l.tmp_mb
-            << " MiB\n";
-  std::cout << "  languages:";
-  for (const auto& lang : p.languages) std::cout << " " << lang;
-  std::cout << "\n";
-  auto rel = policy::relaxations(p);
-  if (rel.empty()) std::cout << "  relaxations: none\n";
-  for (const auto& r : rel) std::cout << "  relaxation: " << r << "\n";
-}
-
-}  // namespace
-
 int policyCommand(const std::vector<std::string>& args) {
   if (args.empty() || (args[0] != "check" && args[0] != "explain")) {
     printError(
         "policy: expected `airlock policy check FILE` or `airlock policy explain "
-        "[--policy FILE] [--profile NAME]`");
+        "[--policy FILE] [--profile NAME] [--tenant NAME]`");
     return run::kExitAirlockError;
   }
-  std::string file, profile;
+  std::string file, profile, tenant;
   for (size_t i = 1; i < args.size(); ++i) {
-    if ((args[i] == "--policy" || args[i] == "--profile") && i + 1 < args.size()) {
-      (args[i] == "--policy" ? file : profile) = args[i + 1];
+    const bool explain_flag =
+        args[0] == "explain" && (args[i] == "--profile" || args[i] == "--tenant");
+    if ((args[i] == "--policy" || explain_flag) && i + 1 < args.size()) {
+      (args[i] == "--policy" ? file : args[i] == "--profile" ? profile : tenant) = args[i + 1];
       ++i;
     } else if (args[0] == "check" && file.empty() && args[i][0] != '-') {
       file = args[i];
@@ -59,28 +39,39 @@ int policyCommand(const std::vector<std::string>& args) {
     std::cerr << pol.error().message() << "\n";
     return 1;
   }
-  for (const auto& [name, p] : pol->profiles) {
-    if (auto v = policy::validate(p); !v) {
-      std::cerr << pol->source << ": " << v.error().message() << "\n";
-      return 1;
-    }
+  if (auto v = policy::validate(*pol); !v) {
+    std::cerr << pol->source << ": " << v.error().message() << "\n";
+    return 1;
   }
   if (args[0] == "check") {
     std::cout << pol->source << ": OK, schema " << pol->schema << ", " << pol->profiles.size()
-              << " profile(s), default '" << pol->default_profile << "', sha256 " << pol->hash
-              << "\n";
-    for (const auto& [name, p] : pol->profiles)
-      for (const auto& r : policy::relaxations(p))
-        std::cout << "  profile '" << name << "': relaxation: " << r << "\n";
+              << " profile(s), default '" << pol->default_profile << "', " << pol->tenants.size()
+              << " tenant(s), sha256 " << pol->hash << "\n";
+    for (const auto& r : policy::relaxations(*pol)) std::cout << "  relaxation: " << r << "\n";
     return 0;
   }
-  auto p = pol->profile(profile.empty() ? pol->default_profile : profile);
+  auto p = pol->profile(profile);
   if (!p) {
     printError(p.error().message());
     return 1;
   }
-  std::cout << "policy " << pol->source << " (sha256 " << pol->hash << ")\n";
-  printProfile(**p);
+  const policy::Tenant* who = nullptr;
+  if (!tenant.empty()) {
+    auto t = pol->tenant(tenant);
+    if (!t) {
+      printError(t.error().message());
+      return 1;
+    }
+    who = *t;
+    if (!who->allowsProfile((*p)->name)) {
+      std::string allowed;
+      for (const auto& name : who->profiles) allowed += (allowed.empty() ? "" : ", ") + name;
+      printError("tenant '" + who->name + "' may not use profile '" + (*p)->name +
+                 "' (it may use: " + allowed + ")");
+      return 1;
+    }
+  }
+  std::cout << policy::explainText(*pol, **p, who);
   return 0;
 }
 
