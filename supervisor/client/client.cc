@@ -1,0 +1,359 @@
+#include "supervisor/client/client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+
+#include "airlock/unique_fd.h"
+
+namespace airlock::client {
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using ErrorCode = boost::system::error_code;
+using Socket = asio::generic::stream_protocol::socket;
+using Parser = http::response_parser<http::buffer_body>;
+using Sink = std::function<Result<>(std::string_view)>;
+
+constexpr size_t kPiece = 64 * 1024;
+constexpr uint64_t kMaxErrorBody = 1 << 20;
+constexpr uint64_t kMaxJsonBody = 512ull << 20;  // files/read answers carry whole files
+constexpr const char* kUserAgent = "airlock-client";
+
+// One request's connection: asio wants an io_context even for blocking calls.
+struct Connection {
+  asio::io_context ioc;
+  Socket socket{ioc};
+  beast::flat_buffer buffer;
+};
+
+Unexpected connectError(const Endpoint& ep, int err) {
+  std::string m = "cannot connect to " + ep.describe() + ": " + Error::errnoName(err);
+  if (err == ENOENT || err == ECONNREFUSED)
+    m += " — is `airlock serve` running?";
+  else if (err == EACCES)
+    m += " — may this user open the socket? (its mode and group come from the policy's [server] "
+         "table)";
+  else
+    m += std::string(" (") + std::strerror(err) + ")";
+  return fail(m);
+}
+
+Unexpected ioError(const Endpoint& ep, const std::string& what, const ErrorCode& ec) {
+  return fail(what + " " + ep.describe() + ": " + ec.message());
+}
+
+Result<std::unique_ptr<Connection>> connectTo(const Endpoint& ep) {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  int family = AF_UNIX;
+  if (ep.kind == Endpoint::Kind::kUnix) {
+    auto* un = reinterpret_cast<sockaddr_un*>(&addr);
+    un->sun_family = AF_UNIX;
+    if (ep.socket_path.size() >= sizeof(un->sun_path))
+      return fail("socket path too long", ep.socket_path);
+    std::memcpy(un->sun_path, ep.socket_path.c_str(), ep.socket_path.size() + 1);
+    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + ep.socket_path.size() + 1);
+  } else {
+    auto* in4 = reinterpret_cast<sockaddr_in*>(&addr);
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    if (inet_pton(AF_INET, ep.host.c_str(), &in4->sin_addr) == 1) {
+      family = in4->sin_family = AF_INET;
+      in4->sin_port = htons(ep.port);
+      len = sizeof(sockaddr_in);
+    } else if (inet_pton(AF_INET6, ep.host.c_str(), &in6->sin6_addr) == 1) {
+      family = in6->sin6_family = AF_INET6;
+      in6->sin6_port = htons(ep.port);
+      len = sizeof(sockaddr_in6);
+    } else {
+      return fail("host is not an IP address", ep.host);
+    }
+  }
+  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return sysError("socket", ep.describe());
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0)
+    return connectError(ep, errno);
+  auto conn = std::make_unique<Connection>();
+  ErrorCode ec;
+  conn->socket.assign(asio::generic::stream_protocol(family, family == AF_UNIX ? 0 : IPPROTO_TCP),
+                      fd.get(), ec);
+  if (ec) return ioError(ep, "adopting the socket to", ec);
+  (void)fd.release();  // the asio socket owns it now
+  return conn;
+}
+
+Result<http::verb> verbOf(std::string_view method) {
+  auto v = http::string_to_verb(beast::string_view(method.data(), method.size()));
+  if (v == http::verb::unknown) return fail("unknown HTTP method '" + std::string(method) + "'");
+  return v;
+}
+
+template <class Body>
+void setCommonHeaders(http::request<Body>& req, const Endpoint& ep, const std::string& token) {
+  req.set(http::field::host, ep.hostHeader());
+  req.set(http::field::user_agent, kUserAgent);
+  if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
+  req.keep_alive(false);
+}
+
+// Connects and sends a request with an optional JSON body.
+Result<std::unique_ptr<Connection>> sendJson(const Endpoint& ep, const std::string& token,
+                                             std::string_view method, const std::string& target,
+                                             const Json* body) {
+  auto verb = verbOf(method);
+  if (!verb) return Unexpected(verb.error());
+  http::request<http::string_body> req{*verb, target, 11};
+  setCommonHeaders(req, ep, token);
+  if (body != nullptr) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = body->dump();
+  }
+  req.prepare_payload();
+  auto conn = connectTo(ep);
+  if (!conn) return conn;
+  ErrorCode ec;
+  http::write((*conn)->socket, req, ec);
+  if (ec) return ioError(ep, "sending " + std::string(method) + " " + target + " to", ec);
+  return conn;
+}
+
+// Reads the body as it arrives, one piece at a time, into `sink`.
+Result<> readBody(Connection& c, Parser& p, const Endpoint& ep, const Sink& sink) {
+  auto piece = std::make_unique<char[]>(kPiece);
+  while (!p.is_done()) {
+    p.get().body().data = piece.get();
+    p.get().body().size = kPiece;
+    ErrorCode ec;
+    http::read_some(c.socket, c.buffer, p, ec);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) return ioError(ep, "reading the answer from", ec);
+    size_t n = kPiece - p.get().body().size;
+    if (n > 0) {
+      if (auto r = sink({piece.get(), n}); !r) return r;
+    }
+  }
+  return {};
+}
+
+Unexpected httpError(unsigned status, std::string_view reason, const std::string& body) {
+  auto doc = Json::parse(body, nullptr, false);
+  if (doc.is_object() && doc.contains("error") && doc["error"].is_object()) {
+    const Json& e = doc["error"];
+    std::string message = e.contains("message") && e["message"].is_string()
+                              ? e["message"].get<std::string>()
+                              : "(no message)";
+    std::string code = e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>()
+                                                                   : std::string(reason);
+    return fail(message + " (HTTP " + std::to_string(status) + " " + code + ")");
+  }
+  std::string snippet = body.substr(0, 200);
+  while (!snippet.empty() && (snippet.back() == '\n' || snippet.back() == '\r')) snippet.pop_back();
+  return fail("the supervisor answered HTTP " + std::to_string(status) + " " + std::string(reason) +
+              (snippet.empty() ? "" : ": " + snippet));
+}
+
+// Reads the answer's header. A 4xx/5xx answer is read to its end and becomes the error.
+std::string reasonOf(const Parser& p) {
+  auto r = p.get().reason();
+  return std::string(r.data(), r.size());
+}
+
+Result<> readHeader(Connection& c, Parser& p, const Endpoint& ep) {
+  // Not boost::none: Beast 1.74 compares Content-Length against the empty optional and fails.
+  p.body_limit(std::numeric_limits<std::uint64_t>::max());
+  ErrorCode ec;
+  http::read_header(c.socket, c.buffer, p, ec);
+  if (ec) return ioError(ep, "reading the answer from", ec);
+  unsigned status = p.get().result_int();
+  if (status >= 200 && status < 300) return {};
+  std::string body;
+  auto r = readBody(c, p, ep, [&](std::string_view piece) -> Result<> {
+    if (body.size() + piece.size() > kMaxErrorBody) return fail("error answer too long");
+    body.append(piece);
+    return {};
+  });
+  if (!r && body.empty())
+    return fail("the supervisor answered HTTP " + std::to_string(status) + " " + reasonOf(p));
+  return httpError(status, reasonOf(p), body);
+}
+
+Result<Json> readJsonAnswer(Connection& c, const Endpoint& ep, const std::string& what) {
+  Parser p;
+  if (auto r = readHeader(c, p, ep); !r) return Unexpected(r.error());
+  std::string body;
+  auto r = readBody(c, p, ep, [&](std::string_view piece) -> Result<> {
+    if (body.size() + piece.size() > kMaxJsonBody) return fail(what + ": answer too long");
+    body.append(piece);
+    return {};
+  });
+  if (!r) return Unexpected(r.error());
+  if (body.empty()) return Json();
+  auto doc = Json::parse(body, nullptr, false);
+  if (doc.is_discarded())
+    return fail(what + ": the supervisor's answer is not JSON: " + body.substr(0, 200));
+  return doc;
+}
+
+Result<> writeAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sysError("write", "output");
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return {};
+}
+
+}  // namespace
+
+Client::Client(Endpoint endpoint, std::string token)
+    : endpoint_(std::move(endpoint)), token_(std::move(token)) {}
+
+Result<Client> Client::fromEnvironment() {
+  auto ep = endpointFromEnvironment();
+  if (!ep) return Unexpected(ep.error());
+  const char* token = std::getenv("AIRLOCK_TOKEN");
+  return Client(std::move(*ep), token != nullptr ? token : "");
+}
+
+Result<Json> Client::call(std::string_view method, const std::string& target,
+                          const Json* body) const {
+  auto conn = sendJson(endpoint_, token_, method, target, body);
+  if (!conn) return Unexpected(conn.error());
+  return readJsonAnswer(**conn, endpoint_, std::string(method) + " " + target);
+}
+
+Result<> Client::stream(std::string_view method, const std::string& target, const Json& body,
+                        const EventHandler& on_event) const {
+  const std::string what = std::string(method) + " " + target;
+  auto conn = sendJson(endpoint_, token_, method, target, &body);
+  if (!conn) return Unexpected(conn.error());
+  Parser p;
+  if (auto r = readHeader(**conn, p, endpoint_); !r) return r;
+  std::string pending;
+  auto emit = [&](std::string_view line) -> Result<> {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) return {};
+    auto event = Json::parse(line, nullptr, false);
+    if (event.is_discarded())
+      return fail(
+          what + ": an event from the supervisor is not JSON: " + std::string(line.substr(0, 200)));
+    on_event(event);
+    return {};
+  };
+  auto r = readBody(**conn, p, endpoint_, [&](std::string_view piece) -> Result<> {
+    pending.append(piece);
+    size_t start = 0;
+    for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+      if (auto e = emit(std::string_view(pending).substr(start, nl - start)); !e) return e;
+    }
+    pending.erase(0, start);
+    return {};
+  });
+  if (!r) return r;
+  // A non-streamed answer (one JSON document, maybe pretty-printed) is one event.
+  if (!pending.empty()) return emit(pending);
+  return {};
+}
+
+Result<Json> Client::upload(const std::string& target, int fd, uint64_t size,
+                            const Progress& progress) const {
+  const std::string what = "PUT " + target;
+  http::request<http::buffer_body> req{http::verb::put, target, 11};
+  setCommonHeaders(req, endpoint_, token_);
+  req.set(http::field::content_type, "application/octet-stream");
+  req.content_length(size);
+  req.body().data = nullptr;
+  req.body().more = size > 0;
+  auto connected = connectTo(endpoint_);
+  if (!connected) return Unexpected(connected.error());
+  auto& conn = *connected;
+  http::request_serializer<http::buffer_body> sr{req};
+  ErrorCode ec;
+  http::write_header(conn->socket, sr, ec);
+  auto piece = std::make_unique<char[]>(kPiece);
+  uint64_t sent = 0;
+  Result<> local_error;
+  while (!ec && sent < size) {
+    ssize_t n =
+        ::read(fd, piece.get(), static_cast<size_t>(std::min<uint64_t>(kPiece, size - sent)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      local_error = sysError("read", "the file being uploaded");
+      break;
+    }
+    if (n == 0) {
+      local_error = fail("the file being uploaded shrank to " + std::to_string(sent) +
+                         " bytes while it was sent (" + std::to_string(size) + " expected)");
+      break;
+    }
+    sent += static_cast<uint64_t>(n);
+    req.body().data = piece.get();
+    req.body().size = static_cast<size_t>(n);
+    req.body().more = sent < size;
+    http::write(conn->socket, sr, ec);
+    if (ec == http::error::need_buffer) ec = {};
+    if (progress) progress(sent, size);
+  }
+  if (!local_error) return Unexpected(std::move(local_error.error()).wrap(what));
+  if (ec) {
+    // The supervisor may have answered early (413 over quota, 404 unknown sandbox) and closed.
+    auto early = readJsonAnswer(*conn, endpoint_, what);
+    if (!early) return early;
+    return ioError(endpoint_, what + ": sending the file to", ec);
+  }
+  return readJsonAnswer(*conn, endpoint_, what);
+}
+
+Result<uint64_t> Client::download(const std::string& target, int fd,
+                                  const Progress& progress) const {
+  auto conn = sendJson(endpoint_, token_, "GET", target, nullptr);
+  if (!conn) return Unexpected(conn.error());
+  Parser p;
+  if (auto r = readHeader(**conn, p, endpoint_); !r) return Unexpected(r.error());
+  std::optional<uint64_t> total;
+  if (auto len = p.content_length()) total = *len;
+  uint64_t received = 0;
+  auto r = readBody(**conn, p, endpoint_, [&](std::string_view piece) -> Result<> {
+    if (auto w = writeAll(fd, piece); !w) return w;
+    received += piece.size();
+    if (progress) progress(received, total);
+    return {};
+  });
+  if (!r) return Unexpected(r.error());
+  return received;
+}
+
+std::string percentEncode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace airlock::client
