@@ -17,9 +17,21 @@ Usage:
   airlock policy explain [--policy FILE] [--profile NAME]
                                                    show the effective profile and relaxations
   airlock doctor                                   what this host's kernel supports
+  airlock serve [options]                          run the long-lived supervisor (HTTP API)
   airlock version
 
-Run `airlock run --help` for the options of run.
+Talking to a running `airlock serve` (found from AIRLOCK_URL, default
+unix:///run/airlock/airlock.sock, and AIRLOCK_TOKEN):
+  airlock sandbox create|ls|get|rm|keepalive ...   manage sandboxes
+  airlock exec SB [options] -- ARGV...             run a command, output live
+  airlock code SB [options] (-c CODE | FILE | -)   run code in a stateful context
+  airlock files put|get|ls SB ...                  copy files in and out
+
+Exit codes: `run` and `exec` exit with the program's own code, 128+N when it was killed by
+signal N and 124 on timeout (`run` also 122 for its memory limit, 123 when the policy refused);
+`code` exits 0 when the code ran, 1 when it raised an error, 124 on timeout; every command
+exits 125 when airlock itself failed (bad flags, supervisor not reachable, an error answer).
+Run `airlock <command> --help` for the options of each.
 )";
 
 }  // namespace
@@ -37,6 +49,11 @@ int main(int argc, char** argv) {
   if (cmd == "run") return runCommand(args);
   if (cmd == "policy") return policyCommand(args);
   if (cmd == "doctor") return doctorCommand(args);
+  if (cmd == "serve") return serveCommand(args);
+  if (cmd == "sandbox") return sandboxCommand(args);
+  if (cmd == "exec") return execCommand(args);
+  if (cmd == "code") return codeCommand(args);
+  if (cmd == "files") return filesCommand(args);
   if (cmd == "version" || cmd == "--version") {
     std::cout << "airlock " << AIRLOCK_VERSION << "\n";
     return 0;

@@ -12,6 +12,13 @@ int main(int argc, char** argv);
 int runCommand(const std::vector<std::string>& args);     // airlock run
 int policyCommand(const std::vector<std::string>& args);  // airlock policy check|explain
 int doctorCommand(const std::vector<std::string>& args);  // airlock doctor
+int serveCommand(const std::vector<std::string>& args);   // airlock serve
+
+// Clients of a running `airlock serve` (client_commands.cc).
+int sandboxCommand(const std::vector<std::string>& args);  // airlock sandbox create|ls|get|rm|...
+int execCommand(const std::vector<std::string>& args);     // airlock exec
+int codeCommand(const std::vector<std::string>& args);     // airlock code
+int filesCommand(const std::vector<std::string>& args);    // airlock files put|get|ls
 
 // "airlock: <message>" on stderr.
 void printError(const std::string& message);
