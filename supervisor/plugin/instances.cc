@@ -173,4 +173,13 @@ Result<Language::Command> Language::buildFile(const std::string& path,
   return build(request);
 }
 
+Result<Language::Command> Language::buildSession() const {
+  const char* const no_args[] = {nullptr};
+  airlock_code_request_v1 request{};
+  request.struct_size = sizeof request;
+  request.source = AIRLOCK_CODE_SESSION;
+  request.args = no_args;
+  return build(request);
+}
+
 }  // namespace airlock::plugin

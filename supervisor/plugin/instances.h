@@ -68,6 +68,10 @@ class Language {
                               const std::vector<std::string>& args = {}) const;
   Result<Command> buildFile(const std::string& path,
                             const std::vector<std::string>& args = {}) const;
+  // The command starting this language's session driver (AIRLOCK_CODE_SESSION): run it with a
+  // stdin pipe and the control pipe on fd 3 (docs/plugins.md, "Session drivers"). Fails with
+  // errnum() ENOTSUP for languages without one (shell), EINVAL for plugins built before ABI 1.1.
+  Result<Command> buildSession() const;
 
   const std::string& name() const { return instance_->plugin().shortName(); }  // "python"
   const std::string& fullName() const { return instance_->plugin().name(); }

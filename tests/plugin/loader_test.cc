@@ -51,7 +51,9 @@ TEST(PluginLoader, RejectsAnotherAbiMajor) {
 TEST(PluginLoader, RejectsADescriptorSmallerThanOurs) {
   EXPECT_EQ(rejectionOf(fixture("small-struct")),
             prefix(fixture("small-struct")) + "descriptor struct_size 16 is smaller than " +
-                std::to_string(sizeof(airlock_plugin_v1)) + " (ABI 1.0)");
+                std::to_string(sizeof(airlock_plugin_v1)) + " (ABI " +
+                std::to_string(AIRLOCK_PLUGIN_ABI_MAJOR) + "." +
+                std::to_string(AIRLOCK_PLUGIN_ABI_MINOR) + ")");
 }
 
 TEST(PluginLoader, RejectsAnUnknownKind) {

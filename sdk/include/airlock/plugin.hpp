@@ -89,7 +89,13 @@ class LanguagePlugin : public PluginBase {
     std::vector<std::string> argv;
     std::vector<std::string> env;
   };
+  // AIRLOCK_CODE_INLINE and AIRLOCK_CODE_FILE requests.
   virtual Command buildCommand(const airlock_code_request_v1& request) = 0;
+  // AIRLOCK_CODE_SESSION requests: the command starting this language's session driver
+  // (docs/plugins.md, "Session drivers"). Languages without one keep the default.
+  virtual Command buildSession() {
+    throw PluginError(ENOTSUP, "this language has no session driver");
+  }
 };
 
 namespace detail {
@@ -160,7 +166,9 @@ struct LanguageTrampolines {
     }
     return guard(err, [&] {
       auto owned = std::make_unique<Owned>();
-      owned->command = static_cast<P*>(instance)->buildCommand(*request);
+      P* plugin = static_cast<P*>(instance);
+      owned->command = request->source == AIRLOCK_CODE_SESSION ? plugin->buildSession()
+                                                               : plugin->buildCommand(*request);
       for (auto& a : owned->command.argv) owned->argv.push_back(a.c_str());
       owned->argv.push_back(nullptr);
       for (auto& e : owned->command.env) owned->env.push_back(e.c_str());

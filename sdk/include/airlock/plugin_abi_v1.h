@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AIRLOCK_PLUGIN_ABI_MAJOR 1
-#define AIRLOCK_PLUGIN_ABI_MINOR 0
+#define AIRLOCK_PLUGIN_ABI_MINOR 1
 #define AIRLOCK_PLUGIN_ENTRY_SYMBOL "airlock_plugin_entry_v1"
 
 /* A borrowed byte string; not NUL-terminated. */
@@ -139,7 +139,14 @@ typedef struct airlock_isolation_ops_v1 {
 
 typedef enum airlock_code_source_v1 {
   AIRLOCK_CODE_INLINE = 1, /* code holds the program text */
-  AIRLOCK_CODE_FILE = 2    /* path names a program file inside the sandbox */
+  AIRLOCK_CODE_FILE = 2,   /* path names a program file inside the sandbox */
+  /* Since 1.1. Build the command that starts this language's session driver: a long-lived
+   * process that reads requests ({"id", "code", "timeout_ms"}, one JSON object a line) on stdin
+   * and writes events (ready, result, display, error, done) one JSON object a line on fd 3, the
+   * control pipe; docs/plugins.md has the protocol. code, path and args are unused. A language
+   * without sessions fails with ENOTSUP; plugins built against 1.0 fail it as an unknown
+   * source. */
+  AIRLOCK_CODE_SESSION = 3
 } airlock_code_source_v1;
 
 typedef struct airlock_code_request_v1 {
