@@ -61,6 +61,10 @@ inline std::string programPath(const airlock_code_request_v1& request) {
   return path;
 }
 
+// Linux's limit on one argv string, NUL included (MAX_ARG_STRLEN: 32 pages). Session drivers
+// travel as a single argument and are checked against it at compile time.
+inline constexpr size_t kMaxArgStrlen = 32 * 4096;
+
 inline bool isInline(const airlock_code_request_v1& request) {
   if (request.source == AIRLOCK_CODE_INLINE) return true;
   if (request.source == AIRLOCK_CODE_FILE) return false;

@@ -1,5 +1,6 @@
 // airlock.language.node: Node.js from the host's /usr/bin/node.
 #include "common/language_support.h"
+#include "session_driver.h"  // kSessionDriver: session_driver.js, generated at build time
 
 namespace {
 
@@ -34,9 +35,18 @@ class Node final : public airlock::sdk::LanguagePlugin {
     return c;
   }
 
+  // --expose-internals: the driver rewrites top-level await with the REPL's own transform
+  // (internal/repl/await), so declarations persist and the last value comes back as in the REPL.
+  Command buildSession() override {
+    return {{interpreter_, "--expose-internals", "-e", kSessionDriver}, {}};
+  }
+
  private:
   std::string interpreter_;
 };
+
+static_assert(sizeof(kSessionDriver) <= airlock::languages::kMaxArgStrlen,
+              "session_driver.js no longer fits in one argv string");
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 // airlock.language.python: CPython 3 from the host's /usr/bin/python3.
 #include "common/language_support.h"
+#include "session_driver.h"  // kSessionDriver: session_driver.py, generated at build time
 
 namespace {
 
@@ -32,14 +33,25 @@ class Python final : public airlock::sdk::LanguagePlugin {
       c.argv.push_back(airlock::languages::programPath(request));
     }
     for (auto& a : airlock::languages::requestArgs(request)) c.argv.push_back(std::move(a));
-    c.env = {"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "MPLBACKEND=Agg",
-             "PYTHONIOENCODING=utf-8"};
+    c.env = env();
     return c;
   }
 
+  // -u: the driver's own writes need no flushing. Not -I (nor -s, -E): a context is the user's
+  // workspace, so ~/.local packages from `pip install --user`, PYTHONPATH and modules in the
+  // working directory must import as they would in a notebook.
+  Command buildSession() override { return {{interpreter_, "-u", "-c", kSessionDriver}, env()}; }
+
  private:
+  static std::vector<std::string> env() {
+    return {"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "MPLBACKEND=Agg",
+            "PYTHONIOENCODING=utf-8"};
+  }
   std::string interpreter_;
 };
+
+static_assert(sizeof(kSessionDriver) <= airlock::languages::kMaxArgStrlen,
+              "session_driver.py no longer fits in one argv string");
 
 }  // namespace
 

@@ -35,6 +35,11 @@ class Shell final : public airlock::sdk::LanguagePlugin {
     return c;
   }
 
+  // No driver: a shell has no values or rich output to report; the commands API serves it.
+  Command buildSession() override {
+    throw airlock::sdk::PluginError(ENOTSUP, "no session driver for shell");
+  }
+
  private:
   std::string interpreter_;
 };
