@@ -34,6 +34,22 @@ Options)";
 // The installed policy (cmake --install puts policy/examples/reference.toml there).
 constexpr const char* kDefaultPolicy = AIRLOCK_DEFAULT_POLICY;
 
+// The listener settings of the policy's [server] table and its tenants' tokens.
+api::ServerOptions serverOptionsFrom(const policy::Policy& pol) {
+  api::ServerOptions o;
+  o.socket_path = pol.server.socket;
+  o.socket_mode = pol.server.socketModeBits();
+  o.socket_group = pol.server.socket_group;
+  o.tcp_listen = pol.server.tcp;
+  for (const auto& [name, tenant] : pol.tenants)
+    if (!tenant.token_sha256.empty()) o.token_sha256_to_tenant[tenant.token_sha256] = name;
+  o.max_connections = pol.server.max_connections;
+  o.max_json_body = static_cast<size_t>(pol.server.max_json_body_kb) << 10;
+  o.max_upload_bytes = pol.server.max_upload_mb << 20;
+  o.log = [](std::string_view line) { std::cerr << "airlock: " << line << "\n"; };
+  return o;
+}
+
 }  // namespace
 
 int serveCommand(const std::vector<std::string>& args) {
@@ -91,7 +107,7 @@ int serveCommand(const std::vector<std::string>& args) {
     return run::kExitAirlockError;
   }
 
-  api::ServerOptions server_opts = api::serverOptionsFrom(*pol);
+  api::ServerOptions server_opts = serverOptionsFrom(*pol);
   if (!socket_path.empty()) server_opts.socket_path = socket_path;
   auto server = api::Server::start(**svc, server_opts);
   if (!server) {

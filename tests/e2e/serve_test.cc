@@ -167,44 +167,45 @@ TEST_F(ServeTest, ApiContractEndToEnd) {
   auto put = http(serve.sock(), "PUT", "/v1/sandboxes/" + id + "/files?path=/home/user/in.csv",
                   "a,b\n1,2\n", "application/octet-stream");
   ASSERT_EQ(put.status, 201) << put.body;
-  auto code = http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/code",
-                   R"({"code": "import csv\nrows = list(csv.reader(open('/home/user/in.csv')))\nlen(rows)", "stream": false
-})");
+  Json code_req = {
+      {"code", "import csv\nrows = list(csv.reader(open('/home/user/in.csv')))\nlen(rows)"},
+      {"stream", false}};
+  auto code = http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/code", code_req.dump());
   ASSERT_EQ(code.status, 200) << code.body;
-auto cj = Json::parse(code.body);
-EXPECT_EQ(cj["status"], "ok") << code.body;
-ASSERT_FALSE(cj["results"].empty()) << code.body;
-EXPECT_EQ(cj["results"][0]["text/plain"], "2");
-auto get = http(serve.sock(), "GET", "/v1/sandboxes/" + id + "/files?path=/home/user/in.csv");
-ASSERT_EQ(get.status, 200);
-EXPECT_EQ(get.body, "a,b\n1,2\n");
+  auto cj = Json::parse(code.body);
+  EXPECT_EQ(cj["status"], "ok") << code.body;
+  ASSERT_FALSE(cj["results"].empty()) << code.body;
+  EXPECT_EQ(cj["results"][0]["text/plain"], "2");
+  auto get = http(serve.sock(), "GET", "/v1/sandboxes/" + id + "/files?path=/home/user/in.csv");
+  ASSERT_EQ(get.status, 200);
+  EXPECT_EQ(get.body, "a,b\n1,2\n");
 
-// Bad input gets a precise 4xx, never a crash.
-auto malformed = http(serve.sock(), "POST", "/v1/sandboxes", "{\"name\": ");
-EXPECT_EQ(malformed.status, 400);
-EXPECT_EQ(Json::parse(malformed.body)["error"]["code"], "bad_request");
-auto unknown_field = http(serve.sock(), "POST", "/v1/sandboxes", R"({"nmae": "x"})");
-EXPECT_EQ(unknown_field.status, 400);
-EXPECT_NE(unknown_field.body.find("nmae"), std::string::npos) << unknown_field.body;
-auto wrong_type = http(serve.sock(), "POST", "/v1/sandboxes", R"({"keep_alive_s": "long"})");
-EXPECT_EQ(wrong_type.status, 400);
-EXPECT_NE(wrong_type.body.find("keep_alive_s"), std::string::npos) << wrong_type.body;
-auto missing = http(serve.sock(), "GET", "/v1/sandboxes/0123456789abcdef");
-EXPECT_EQ(missing.status, 404);
-EXPECT_EQ(http(serve.sock(), "GET", "/v1/nothing-here").status, 404);
+  // Bad input gets a precise 4xx, never a crash.
+  auto malformed = http(serve.sock(), "POST", "/v1/sandboxes", "{\"name\": ");
+  EXPECT_EQ(malformed.status, 400);
+  EXPECT_EQ(Json::parse(malformed.body)["error"]["code"], "bad_request");
+  auto unknown_field = http(serve.sock(), "POST", "/v1/sandboxes", R"({"nmae": "x"})");
+  EXPECT_EQ(unknown_field.status, 400);
+  EXPECT_NE(unknown_field.body.find("nmae"), std::string::npos) << unknown_field.body;
+  auto wrong_type = http(serve.sock(), "POST", "/v1/sandboxes", R"({"keep_alive_s": "long"})");
+  EXPECT_EQ(wrong_type.status, 400);
+  EXPECT_NE(wrong_type.body.find("keep_alive_s"), std::string::npos) << wrong_type.body;
+  auto missing = http(serve.sock(), "GET", "/v1/sandboxes/0123456789abcdef");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(http(serve.sock(), "GET", "/v1/nothing-here").status, 404);
 
-auto openapi = http(serve.sock(), "GET", "/v1/openapi.json");
-ASSERT_EQ(openapi.status, 200);
-EXPECT_TRUE(Json::parse(openapi.body).contains("paths"));
-auto metrics = http(serve.sock(), "GET", "/metrics");
-ASSERT_EQ(metrics.status, 200);
-EXPECT_NE(metrics.body.find("airlock_sandboxes{state=\"running\"} 1"), std::string::npos)
-    << metrics.body;
+  auto openapi = http(serve.sock(), "GET", "/v1/openapi.json");
+  ASSERT_EQ(openapi.status, 200);
+  EXPECT_TRUE(Json::parse(openapi.body).contains("paths"));
+  auto metrics = http(serve.sock(), "GET", "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("airlock_sandboxes{state=\"running\"} 1"), std::string::npos)
+      << metrics.body;
 
-EXPECT_EQ(http(serve.sock(), "DELETE", "/v1/sandboxes/" + id).status, 204);
-EXPECT_EQ(http(serve.sock(), "GET", "/v1/sandboxes/" + id).status, 404);
-int st = serve.stop(SIGTERM);
-EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+  EXPECT_EQ(http(serve.sock(), "DELETE", "/v1/sandboxes/" + id).status, 204);
+  EXPECT_EQ(http(serve.sock(), "GET", "/v1/sandboxes/" + id).status, 404);
+  int st = serve.stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
 }
 
 TEST_F(ServeTest, SigtermDestroysEverySandbox) {
@@ -232,7 +233,13 @@ TEST_F(ServeTest, KillNineThenRestartReclaimsOrphans) {
   auto orphaned = snapshotHostResources();
   EXPECT_GT(orphaned.airlock_cgroups, before_.airlock_cgroups);
   serve->start();  // startup reclaims what the dead supervisor left
+  // The dead supervisor's children were re-parented to the host's init, which reaps them on its
+  // own schedule (seconds on this host): wait for that, not for airlock.
   auto after = snapshotHostResources();
+  for (int i = 0; i < 100 && !(after == before_); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    after = snapshotHostResources();
+  }
   EXPECT_EQ(after, before_) << "orphans of a kill -9'd supervisor survived its restart";
   EXPECT_EQ(http(serve->sock(), "GET", "/v1/sandboxes/" + id).status, 404);
   serve.reset();
