@@ -1,0 +1,83 @@
+#include "supervisor/api/http_metrics.h"
+
+#include <cstdio>
+
+namespace airlock::api {
+namespace {
+
+const char* rejectionReason(int status) {
+  switch (status) {
+    case 401:
+      return "unauthorized";
+    case 413:
+      return "payload_too_large";
+    case 429:
+      return "too_many_requests";
+    default:
+      return nullptr;
+  }
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+}  // namespace
+
+void HttpMetrics::observe(const std::string& route, int status, double seconds) {
+  std::lock_guard lock(mu_);
+  ++requests_[{route, status}];
+  Histogram& h = latency_[route];
+  size_t i = 0;
+  while (i < kBuckets.size() && seconds > kBuckets[i]) ++i;
+  if (i < kBuckets.size()) ++h.buckets[i];
+  ++h.count;
+  h.sum += seconds;
+  if (const char* reason = rejectionReason(status)) ++rejections_[reason];
+}
+
+void HttpMetrics::rejectConnection() {
+  std::lock_guard lock(mu_);
+  ++rejections_["too_many_requests"];
+}
+
+std::string HttpMetrics::text() const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  out += "# HELP airlock_http_requests_total HTTP requests answered, by route and status.\n";
+  out += "# TYPE airlock_http_requests_total counter\n";
+  for (const auto& [key, n] : requests_) {
+    out += "airlock_http_requests_total{route=\"" + key.first + "\",code=\"" +
+           std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+  }
+  out += "# HELP airlock_http_request_seconds Time from request header to the end of the answer.\n";
+  out += "# TYPE airlock_http_request_seconds histogram\n";
+  for (const auto& [route, h] : latency_) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < kBuckets.size(); ++i) {
+      cumulative += h.buckets[i];
+      out += "airlock_http_request_seconds_bucket{route=\"" + route + "\",le=\"" +
+             number(kBuckets[i]) + "\"} " + std::to_string(cumulative) + "\n";
+    }
+    out += "airlock_http_request_seconds_bucket{route=\"" + route + "\",le=\"+Inf\"} " +
+           std::to_string(h.count) + "\n";
+    out += "airlock_http_request_seconds_sum{route=\"" + route + "\"} " + number(h.sum) + "\n";
+    out += "airlock_http_request_seconds_count{route=\"" + route + "\"} " +
+           std::to_string(h.count) + "\n";
+  }
+  out += "# HELP airlock_http_connections Open HTTP connections.\n";
+  out += "# TYPE airlock_http_connections gauge\n";
+  out += "airlock_http_connections " + std::to_string(connections_.load()) + "\n";
+  out += "# HELP airlock_rejections_total Requests refused: unauthorized, too large, too many.\n";
+  out += "# TYPE airlock_rejections_total counter\n";
+  for (const char* reason : {"unauthorized", "payload_too_large", "too_many_requests"}) {
+    auto it = rejections_.find(reason);
+    out += std::string("airlock_rejections_total{reason=\"") + reason + "\"} " +
+           std::to_string(it == rejections_.end() ? 0 : it->second) + "\n";
+  }
+  return out;
+}
+
+}  // namespace airlock::api

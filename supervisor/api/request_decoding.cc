@@ -1,0 +1,476 @@
+#include "supervisor/api/request_decoding.h"
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "supervisor/api/base64.h"
+
+namespace airlock::api {
+namespace {
+
+using service::ErrorCode;
+using service::serviceError;
+
+// nlohmann's parser is iterative, but destroying or dumping a value recurses; bodies nested
+// deeper than any real request are refused before parsing.
+constexpr int kMaxDepth = 64;
+
+std::optional<std::string> checkDepth(std::string_view body) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) {
+        return "malformed JSON body: nested deeper than " + std::to_string(kMaxDepth) +
+               " levels at byte " + std::to_string(i + 1);
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string quoteKey(const std::string& key) {
+  // Keys come from the client: keep the message printable and short.
+  std::string out;
+  for (char c : key.substr(0, 64)) {
+    unsigned char u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? '?' : c;
+  }
+  if (key.size() > 64) out += "...";
+  return out;
+}
+
+// Reads the fields of one JSON object, remembering the first error and which keys were known.
+class Fields {
+ public:
+  explicit Fields(const Json& obj) : obj_(obj) {}
+
+  std::optional<std::string> str(const char* key, bool allow_nul = false) {
+    const Json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string()) return typeError(key, "a string", *v), std::nullopt;
+    const auto& s = v->get_ref<const std::string&>();
+    if (!allow_nul && s.find('\0') != std::string::npos) {
+      return setError(std::string("field '") + key + "': contains a NUL byte"), std::nullopt;
+    }
+    return s;
+  }
+
+  std::optional<bool> boolean(const char* key) {
+    const Json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_boolean()) return typeError(key, "a boolean", *v), std::nullopt;
+    return v->get<bool>();
+  }
+
+  // A positive whole number of seconds (or any integer when `positive` is false).
+  std::optional<int64_t> integer(const char* key, bool positive) {
+    const Json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    int64_t out = 0;
+    if (v->is_number_integer() && !v->is_number_unsigned()) {
+      out = v->get<int64_t>();
+    } else if (v->is_number_unsigned()) {
+      uint64_t u = v->get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return setError(std::string("field '") + key + "': " + std::to_string(u) + " is too large"),
+               std::nullopt;
+      }
+      out = static_cast<int64_t>(u);
+    } else if (v->is_number_float()) {
+      double d = v->get<double>();
+      if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15) {
+        return typeError(key, "an integer", *v), std::nullopt;
+      }
+      out = static_cast<int64_t>(d);
+    } else {
+      return typeError(key, "an integer", *v), std::nullopt;
+    }
+    if (positive && out <= 0) {
+      return setError(std::string("field '") + key + "': must be positive, got " +
+                      std::to_string(out)),
+             std::nullopt;
+    }
+    return out;
+  }
+
+  std::optional<double> positiveNumber(const char* key) {
+    const Json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) return typeError(key, "a number", *v), std::nullopt;
+    double d = v->get<double>();
+    if (!std::isfinite(d) || d <= 0) {
+      return setError(std::string("field '") + key + "': must be a positive number"), std::nullopt;
+    }
+    return d;
+  }
+
+  std::optional<std::map<std::string, std::string>> stringMap(const char* key) {
+    const Json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_object()) return typeError(key, "an object of strings", *v), std::nullopt;
+    std::map<std::string, std::string> out;
+    for (const auto& [k, val] : v->items()) {
+      std::string name = std::string(key) + "." + quoteKey(k);
+      if (!val.is_string()) return typeError(name, "a string", val), std::nullopt;
+      const auto& s = val.get_ref<const std::string&>();
+      if (k.find('\0') != std::string::npos || s.find('\0') != std::string::npos) {
+        return setError("field '" + name + "': contains a NUL byte"), std::nullopt;
+      }
+      out.emplace(k, s);
+    }
+    return out;
+  }
+
+  std::optional<std::vector<std::string>> stringArray(const char* key) {
+    const Json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_array()) return typeError(key, "an array of strings", *v), std::nullopt;
+    std::vector<std::string> out;
+    for (size_t i = 0; i < v->size(); ++i) {
+      const Json& item = (*v)[i];
+      std::string name = std::string(key) + "[" + std::to_string(i) + "]";
+      if (!item.is_string()) return typeError(name, "a string", item), std::nullopt;
+      const auto& s = item.get_ref<const std::string&>();
+      if (s.find('\0') != std::string::npos) {
+        return setError("field '" + name + "': contains a NUL byte"), std::nullopt;
+      }
+      out.push_back(s);
+    }
+    return out;
+  }
+
+  // The raw value (marks the key known); nullptr when absent or null.
+  const Json* raw(const char* key) { return get(key); }
+
+  void setError(std::string message) {
+    if (!error_) error_ = std::move(message);
+  }
+
+  void typeError(const std::string& key, const char* expected, const Json& got) {
+    setError("field '" + key + "': expected " + expected + ", got " + got.type_name());
+  }
+
+  // The first error, or an unknown field (with a suggestion when one is close).
+  std::optional<std::string> finish() {
+    if (error_) return error_;
+    for (const auto& [k, v] : obj_.items()) {
+      if (known_.count(k)) continue;
+      std::string msg = "unknown field '" + quoteKey(k) + "'";
+      std::string best;
+      size_t best_d = 3;
+      for (const auto& cand : known_) {
+        size_t d = editDistance(k, cand);
+        if (d < best_d) {
+          best_d = d;
+          best = cand;
+        }
+      }
+      if (!best.empty()) msg += " (did you mean '" + best + "'?)";
+      return msg;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  const Json* get(const char* key) {
+    known_.insert(key);
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  const Json& obj_;
+  std::set<std::string> known_;
+  std::optional<std::string> error_;
+};
+
+std::unexpected<service::ServiceError> badRequest(std::string message) {
+  return serviceError(ErrorCode::kBadRequest, std::move(message));
+}
+
+// Decodes `body` as an object and runs `fill` over its fields; the shared frame of every decoder.
+template <typename T, typename Fill>
+SResult<T> decodeObject(std::string_view body, bool empty_is_object, Fill fill) {
+  auto obj = parseJsonObject(body, empty_is_object);
+  if (!obj) return std::unexpected(obj.error());
+  Fields f(*obj);
+  T out{};
+  fill(f, out);
+  if (auto err = f.finish()) return badRequest(*err);
+  return out;
+}
+
+void requireAbsolutePath(Fields& f, const char* key, const std::optional<std::string>& v,
+                         std::string& out) {
+  if (!v) return f.setError(std::string("field '") + key + "' is required");
+  if (v->empty() || v->front() != '/') {
+    return f.setError(std::string("field '") + key + "': must be an absolute path, got '" +
+                      quoteKey(*v) + "'");
+  }
+  out = *v;
+}
+
+// "data" or "data_base64", at most one; the bytes or an error.
+std::optional<std::string> textOrBase64(Fields& f, const char* text_key, const char* b64_key) {
+  auto text = f.str(text_key, true);
+  auto b64 = f.str(b64_key);
+  if (text && b64) {
+    f.setError(std::string("fields '") + text_key + "' and '" + b64_key + "' are exclusive");
+    return std::nullopt;
+  }
+  if (b64) {
+    auto bytes = base64Decode(*b64);
+    if (!bytes) f.setError(std::string("field '") + b64_key + "': not valid base64");
+    return bytes;
+  }
+  return text;
+}
+
+}  // namespace
+
+SResult<Json> parseJsonObject(std::string_view body, bool empty_is_object) {
+  size_t first = body.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) {
+    if (empty_is_object) return Json::object();
+    return badRequest("request body is empty; expected a JSON object");
+  }
+  if (auto err = checkDepth(body)) return badRequest(*err);
+  Json j;
+  try {
+    j = Json::parse(body.begin(), body.end());
+  } catch (const Json::parse_error& e) {
+    // what() is "[json.exception.parse_error.101] parse error at line 1, column 9: ...".
+    std::string what = e.what();
+    auto pos = what.find("] ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
+    return badRequest("malformed JSON body: " + what);
+  } catch (const std::exception& e) {
+    return badRequest(std::string("malformed JSON body: ") + e.what());
+  }
+  if (!j.is_object()) {
+    return badRequest(std::string("request body: expected a JSON object, got ") + j.type_name());
+  }
+  return j;
+}
+
+SResult<service::SandboxSpec> decodeCreateSandbox(std::string_view body) {
+  return decodeObject<service::SandboxSpec>(body, true, [](Fields& f, service::SandboxSpec& s) {
+    s.profile = f.str("profile").value_or("");
+    s.language = f.str("language").value_or("");
+    s.name = f.str("name").value_or("");
+    s.env = f.stringMap("env").value_or(std::map<std::string, std::string>{});
+    s.metadata = f.stringMap("metadata").value_or(std::map<std::string, std::string>{});
+    s.keep_alive_s = f.integer("keep_alive_s", true);
+    s.lifetime_s = f.integer("lifetime_s", true);
+    s.persistent = f.boolean("persistent").value_or(false);
+    if (s.persistent && s.name.empty()) f.setError("field 'persistent': needs a 'name'");
+  });
+}
+
+SResult<KeepAliveRequest> decodeKeepAlive(std::string_view body) {
+  return decodeObject<KeepAliveRequest>(body, true, [](Fields& f, KeepAliveRequest& r) {
+    r.keep_alive_s = f.integer("keep_alive_s", true);
+    r.lifetime_s = f.integer("lifetime_s", true);
+  });
+}
+
+SResult<CommandRequest> decodeRunCommand(std::string_view body) {
+  return decodeObject<CommandRequest>(body, false, [](Fields& f, CommandRequest& r) {
+    auto argv = f.stringArray("argv");
+    auto cmd = f.str("cmd");
+    if (argv && cmd) {
+      f.setError("fields 'argv' and 'cmd' are exclusive: give exactly one");
+    } else if (!argv && !cmd) {
+      f.setError("one of the fields 'argv' or 'cmd' is required");
+    } else if (argv && argv->empty()) {
+      f.setError("field 'argv': must not be empty");
+    } else if (argv && (*argv)[0].empty()) {
+      f.setError("field 'argv[0]': must not be empty");
+    } else if (cmd && cmd->empty()) {
+      f.setError("field 'cmd': must not be empty");
+    }
+    if (argv) r.spec.argv = std::move(*argv);
+    if (cmd) r.spec.cmd = std::move(*cmd);
+    r.spec.env = f.stringMap("env").value_or(std::map<std::string, std::string>{});
+    r.spec.cwd = f.str("cwd").value_or("");
+    if (!r.spec.cwd.empty() && r.spec.cwd.front() != '/') {
+      f.setError("field 'cwd': must be an absolute path, got '" + quoteKey(r.spec.cwd) + "'");
+    }
+    r.spec.stdin_data = textOrBase64(f, "stdin", "stdin_base64").value_or("");
+    r.spec.timeout_s = f.positiveNumber("timeout_s");
+    r.spec.background = f.boolean("background").value_or(false);
+    r.stream = f.boolean("stream").value_or(true);
+  });
+}
+
+SResult<StdinRequest> decodeStdin(std::string_view body) {
+  return decodeObject<StdinRequest>(body, false, [](Fields& f, StdinRequest& r) {
+    r.data = textOrBase64(f, "data", "data_base64").value_or("");
+    r.eof = f.boolean("eof").value_or(false);
+  });
+}
+
+SResult<SignalRequest> decodeSignal(std::string_view body) {
+  return decodeObject<SignalRequest>(body, false, [](Fields& f, SignalRequest& r) {
+    const Json* v = f.raw("signal");
+    if (v == nullptr) return f.setError("field 'signal' is required");
+    std::optional<int> signo;
+    if (v->is_string()) {
+      signo = parseSignal(v->get_ref<const std::string&>());
+      if (!signo) {
+        return f.setError("field 'signal': unknown signal '" +
+                          quoteKey(v->get_ref<const std::string&>()) + "'");
+      }
+    } else if (v->is_number_integer()) {
+      int64_t n = v->is_number_unsigned()
+                      ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), 1000))
+                      : v->get<int64_t>();
+      if (n < 1 || n > 64) {
+        return f.setError("field 'signal': " + std::to_string(n) + " is not a signal number");
+      }
+      signo = static_cast<int>(n);
+    } else {
+      return f.typeError("signal", "a signal name or number", *v);
+    }
+    r.signo = *signo;
+  });
+}
+
+SResult<CodeRequest> decodeRunCode(std::string_view body) {
+  return decodeObject<CodeRequest>(body, false, [](Fields& f, CodeRequest& r) {
+    auto code = f.str("code", true);
+    if (!code) f.setError("field 'code' is required");
+    r.spec.code = code.value_or("");
+    r.spec.language = f.str("language").value_or("");
+    r.spec.context_id = f.str("context_id").value_or("");
+    r.spec.timeout_s = f.positiveNumber("timeout_s");
+    r.stream = f.boolean("stream").value_or(true);
+  });
+}
+
+SResult<ContextRequest> decodeCreateContext(std::string_view body) {
+  return decodeObject<ContextRequest>(body, true, [](Fields& f, ContextRequest& r) {
+    r.language = f.str("language").value_or("");
+  });
+}
+
+SResult<WriteFileRequest> decodeWriteFile(std::string_view body) {
+  return decodeObject<WriteFileRequest>(body, false, [](Fields& f, WriteFileRequest& r) {
+    requireAbsolutePath(f, "path", f.str("path"), r.path);
+    auto content = textOrBase64(f, "content", "content_base64");
+    if (!content) f.setError("one of the fields 'content' or 'content_base64' is required");
+    r.content = content.value_or("");
+    const Json* mode = f.raw("mode");
+    if (mode != nullptr) {
+      std::optional<uint32_t> m;
+      if (mode->is_string()) {
+        m = parseOctalMode(mode->get_ref<const std::string&>());
+      } else if (mode->is_number_integer()) {
+        int64_t n = mode->is_number_unsigned()
+                        ? static_cast<int64_t>(std::min<uint64_t>(mode->get<uint64_t>(), 077777))
+                        : mode->get<int64_t>();
+        if (n >= 0 && n <= 07777) m = static_cast<uint32_t>(n);
+      } else {
+        return f.typeError("mode", "an octal string or an integer", *mode);
+      }
+      if (!m) return f.setError("field 'mode': expected permission bits within 07777");
+      r.mode = *m;
+    }
+  });
+}
+
+SResult<ReadFileRequest> decodeReadFile(std::string_view body) {
+  return decodeObject<ReadFileRequest>(body, false, [](Fields& f, ReadFileRequest& r) {
+    requireAbsolutePath(f, "path", f.str("path"), r.path);
+    auto enc = f.str("encoding");
+    if (enc && *enc != "utf-8" && *enc != "base64") {
+      f.setError("field 'encoding': expected 'utf-8' or 'base64', got '" + quoteKey(*enc) + "'");
+    }
+    r.base64 = enc && *enc == "base64";
+  });
+}
+
+SResult<MkdirRequest> decodeMkdir(std::string_view body) {
+  return decodeObject<MkdirRequest>(body, false, [](Fields& f, MkdirRequest& r) {
+    requireAbsolutePath(f, "path", f.str("path"), r.path);
+    r.parents = f.boolean("parents").value_or(false);
+  });
+}
+
+SResult<RemoveRequest> decodeRemove(std::string_view body) {
+  return decodeObject<RemoveRequest>(body, false, [](Fields& f, RemoveRequest& r) {
+    requireAbsolutePath(f, "path", f.str("path"), r.path);
+    r.recursive = f.boolean("recursive").value_or(false);
+  });
+}
+
+SResult<RenameRequest> decodeRename(std::string_view body) {
+  return decodeObject<RenameRequest>(body, false, [](Fields& f, RenameRequest& r) {
+    requireAbsolutePath(f, "from", f.str("from"), r.from);
+    requireAbsolutePath(f, "to", f.str("to"), r.to);
+  });
+}
+
+std::optional<int> parseSignal(std::string_view text) {
+  static constexpr std::array<std::pair<const char*, int>, 31> kNames = {{
+      {"HUP", 1},   {"INT", 2},     {"QUIT", 3},  {"ILL", 4},     {"TRAP", 5},  {"ABRT", 6},
+      {"BUS", 7},   {"FPE", 8},     {"KILL", 9},  {"USR1", 10},   {"SEGV", 11}, {"USR2", 12},
+      {"PIPE", 13}, {"ALRM", 14},   {"TERM", 15}, {"STKFLT", 16}, {"CHLD", 17}, {"CONT", 18},
+      {"STOP", 19}, {"TSTP", 20},   {"TTIN", 21}, {"TTOU", 22},   {"URG", 23},  {"XCPU", 24},
+      {"XFSZ", 25}, {"VTALRM", 26}, {"PROF", 27}, {"WINCH", 28},  {"IO", 29},   {"PWR", 30},
+      {"SYS", 31},
+  }};
+  if (text.empty() || text.size() > 12) return std::nullopt;
+  if (text.find_first_not_of("0123456789") == std::string_view::npos) {
+    int n = 0;
+    for (char c : text) n = n * 10 + (c - '0');
+    if (n >= 1 && n <= 64) return n;
+    return std::nullopt;
+  }
+  if (text.substr(0, 3) == "SIG") text.remove_prefix(3);
+  for (const auto& [name, num] : kNames) {
+    if (text == name) return num;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint32_t> parseOctalMode(std::string_view text) {
+  if (text.substr(0, 2) == "0o") text.remove_prefix(2);
+  if (text.empty() || text.size() > 6) return std::nullopt;
+  uint32_t m = 0;
+  for (char c : text) {
+    if (c < '0' || c > '7') return std::nullopt;
+    m = m * 8 + static_cast<uint32_t>(c - '0');
+  }
+  if (m > 07777) return std::nullopt;
+  return m;
+}
+
+}  // namespace airlock::api

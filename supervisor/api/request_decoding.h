@@ -1,0 +1,98 @@
+// Strict decoders for the JSON request bodies of docs/api.md.
+//
+// Request bodies come from API clients, which may be other tenants' agents: every decoder takes
+// raw bytes and either returns the typed request or a kBadRequest error naming the field and
+// what was wrong ("field 'timeout_s': expected a number, got string"). Unknown fields are errors
+// so that typos do not pass silently; null counts as absent for optional fields. Nothing here
+// throws or crashes on any input (tests/unit/api_decoding_fuzz_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "supervisor/service/service.h"
+
+namespace airlock::api {
+
+using service::Json;
+using service::SResult;
+
+// Parses a request body that must be one JSON object. An empty body is `{}` when
+// `empty_is_object` (routes whose fields are all optional).
+SResult<Json> parseJsonObject(std::string_view body, bool empty_is_object);
+
+SResult<service::SandboxSpec> decodeCreateSandbox(std::string_view body);
+
+struct KeepAliveRequest {
+  std::optional<int64_t> keep_alive_s;
+  std::optional<int64_t> lifetime_s;
+};
+SResult<KeepAliveRequest> decodeKeepAlive(std::string_view body);
+
+struct CommandRequest {
+  service::CommandSpec spec;
+  bool stream = true;
+};
+SResult<CommandRequest> decodeRunCommand(std::string_view body);
+
+struct StdinRequest {
+  std::string data;
+  bool eof = false;
+};
+SResult<StdinRequest> decodeStdin(std::string_view body);
+
+struct SignalRequest {
+  int signo = 0;
+};
+SResult<SignalRequest> decodeSignal(std::string_view body);
+
+struct CodeRequest {
+  service::CodeSpec spec;
+  bool stream = true;
+};
+SResult<CodeRequest> decodeRunCode(std::string_view body);
+
+struct ContextRequest {
+  std::string language;
+};
+SResult<ContextRequest> decodeCreateContext(std::string_view body);
+
+struct WriteFileRequest {
+  std::string path;
+  std::string content;
+  uint32_t mode = 0644;
+};
+SResult<WriteFileRequest> decodeWriteFile(std::string_view body);
+
+struct ReadFileRequest {
+  std::string path;
+  bool base64 = false;  // "encoding": "base64"
+};
+SResult<ReadFileRequest> decodeReadFile(std::string_view body);
+
+struct MkdirRequest {
+  std::string path;
+  bool parents = false;
+};
+SResult<MkdirRequest> decodeMkdir(std::string_view body);
+
+struct RemoveRequest {
+  std::string path;
+  bool recursive = false;
+};
+SResult<RemoveRequest> decodeRemove(std::string_view body);
+
+struct RenameRequest {
+  std::string from;
+  std::string to;
+};
+SResult<RenameRequest> decodeRename(std::string_view body);
+
+// "SIGTERM", "TERM", "15" → 15. nullopt for unknown names and numbers outside 1..64.
+std::optional<int> parseSignal(std::string_view text);
+// "0644", "644", "0o644" → 0644. nullopt unless octal digits within 07777.
+std::optional<uint32_t> parseOctalMode(std::string_view text);
+
+}  // namespace airlock::api

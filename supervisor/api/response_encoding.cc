@@ -1,0 +1,163 @@
+#include "supervisor/api/response_encoding.h"
+
+#include "supervisor/api/base64.h"
+
+namespace airlock::api {
+namespace {
+
+// The bytes of a stdout/stderr event: "data" text or "data_base64".
+std::string eventBytes(const Json& event) {
+  auto it = event.find("data");
+  if (it != event.end() && it->is_string()) return it->get<std::string>();
+  it = event.find("data_base64");
+  if (it != event.end() && it->is_string()) {
+    return base64Decode(it->get_ref<const std::string&>()).value_or("");
+  }
+  return {};
+}
+
+std::string eventType(const Json& event) {
+  auto it = event.find("type");
+  return it != event.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+Json valueOr(const Json& obj, const char* key, Json fallback) {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(key);
+  return it != obj.end() ? *it : fallback;
+}
+
+}  // namespace
+
+std::string dumpJson(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string errorBody(const service::ServiceError& error) {
+  Json body = {
+      {"error", {{"code", service::errorCodeName(error.code)}, {"message", error.message}}}};
+  return dumpJson(body);
+}
+
+Json encodeSandbox(const service::SandboxInfo& s) {
+  return Json{{"id", s.id},
+              {"name", s.name},
+              {"tenant", s.tenant},
+              {"profile", s.profile},
+              {"language", s.language},
+              {"state", s.state},
+              {"metadata", s.metadata},
+              {"persistent", s.persistent},
+              {"created_at", s.created_at},
+              {"last_active_at", s.last_active_at},
+              {"keep_alive_s", s.keep_alive_s},
+              {"idle_expires_at", s.idle_expires_at},
+              {"lifetime_s", s.lifetime_s},
+              {"ends_at", s.ends_at},
+              {"commands_running", s.commands_running},
+              {"contexts", s.contexts}};
+}
+
+Json encodeCommand(const service::CommandInfo& c) {
+  Json j = {{"command_id", c.command_id},
+            {"argv", c.argv},
+            {"pid", c.pid},
+            {"state", c.state},
+            {"background", c.background},
+            {"started_at", c.started_at},
+            {"exit_code", nullptr},
+            {"signal", nullptr}};
+  if (c.exit_code) j["exit_code"] = *c.exit_code;
+  if (c.signal) j["signal"] = *c.signal;
+  return j;
+}
+
+Json encodeContext(const service::ContextInfo& c) {
+  return Json{{"context_id", c.context_id},
+              {"language", c.language},
+              {"state", c.state},
+              {"created_at", c.created_at},
+              {"runs", c.runs}};
+}
+
+Json encodeFileEntry(const service::FileEntry& e, bool with_path) {
+  Json j;
+  if (with_path) {
+    j["path"] = e.name;
+    auto slash = e.name.find_last_of('/');
+    j["name"] = slash == std::string::npos ? e.name : e.name.substr(slash + 1);
+  } else {
+    j["name"] = e.name;
+  }
+  j["type"] = e.type;
+  j["size"] = e.size;
+  j["mode"] = e.mode;
+  j["mtime_ms"] = e.mtime_ms;
+  return j;
+}
+
+void putText(Json& doc, const std::string& key, std::string_view bytes) {
+  if (isValidUtf8(bytes)) {
+    doc[key] = std::string(bytes);
+  } else {
+    doc[key + "_base64"] = base64Encode(bytes);
+  }
+}
+
+void CommandAggregate::add(const Json& event) {
+  std::string type = eventType(event);
+  if (type == "start") {
+    command_id_ = valueOr(event, "command_id", nullptr);
+  } else if (type == "stdout") {
+    stdout_ += eventBytes(event);
+  } else if (type == "stderr") {
+    stderr_ += eventBytes(event);
+  } else if (type == "exit") {
+    exit_ = event;
+    saw_exit_ = true;
+  }
+}
+
+Json CommandAggregate::document() const {
+  Json doc = {{"command_id", command_id_},
+              {"exit_code", valueOr(exit_, "exit_code", nullptr)},
+              {"signal", valueOr(exit_, "signal", 0)},
+              {"timed_out", valueOr(exit_, "timed_out", false)}};
+  putText(doc, "stdout", stdout_);
+  putText(doc, "stderr", stderr_);
+  doc["stdout_truncated"] = valueOr(exit_, "stdout_truncated", false);
+  doc["stderr_truncated"] = valueOr(exit_, "stderr_truncated", false);
+  doc["duration_ms"] = valueOr(exit_, "duration_ms", 0);
+  return doc;
+}
+
+void CodeAggregate::add(const Json& event) {
+  std::string type = eventType(event);
+  if (type == "stdout") {
+    stdout_ += eventBytes(event);
+  } else if (type == "stderr") {
+    stderr_ += eventBytes(event);
+  } else if (type == "result" || type == "display") {
+    results_.push_back(valueOr(event, "data", Json::object()));
+  } else if (type == "error") {
+    error_ = event;
+    error_.erase("type");
+  } else if (type == "end") {
+    end_ = event;
+    saw_end_ = true;
+  }
+}
+
+Json CodeAggregate::document() const {
+  Json doc = {{"status", valueOr(end_, "status", "error")}};
+  putText(doc, "stdout", stdout_);
+  putText(doc, "stderr", stderr_);
+  doc["results"] = results_;
+  doc["error"] = error_;
+  doc["duration_ms"] = valueOr(end_, "duration_ms", 0);
+  doc["context_id"] = valueOr(end_, "context_id", nullptr);
+  doc["context_restarted"] = valueOr(end_, "context_restarted", false);
+  return doc;
+}
+
+}  // namespace airlock::api

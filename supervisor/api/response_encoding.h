@@ -1,0 +1,59 @@
+// JSON shapes of the answers in docs/api.md, and the `"stream": false` aggregation of event
+// streams into one document.
+#pragma once
+
+#include <string>
+
+#include "supervisor/service/service.h"
+
+namespace airlock::api {
+
+using service::Json;
+
+// Serializes without ever throwing: strings that are not valid UTF-8 (a path parameter echoed in
+// an error message, say) get U+FFFD instead of aborting the response.
+std::string dumpJson(const Json& j);
+
+// {"error": {"code": "not_found", "message": "..."}}
+std::string errorBody(const service::ServiceError& error);
+
+Json encodeSandbox(const service::SandboxInfo& s);
+Json encodeCommand(const service::CommandInfo& c);
+Json encodeContext(const service::ContextInfo& c);
+// A list entry has "name"; a stat entry (`with_path`) has "path" (FileEntry::name holds the
+// absolute path there) and the base name.
+Json encodeFileEntry(const service::FileEntry& e, bool with_path);
+
+// Puts `bytes` under `key` when valid UTF-8, else base64 under `key`_base64.
+void putText(Json& doc, const std::string& key, std::string_view bytes);
+
+// Folds command events (start, stdout, stderr, exit) into the `"stream": false` document.
+class CommandAggregate {
+ public:
+  void add(const Json& event);
+  bool complete() const { return saw_exit_; }
+  Json document() const;
+
+ private:
+  Json command_id_;
+  std::string stdout_, stderr_;
+  Json exit_;
+  bool saw_exit_ = false;
+};
+
+// Folds code events (stdout, stderr, result, display, error, end) into one document.
+class CodeAggregate {
+ public:
+  void add(const Json& event);
+  bool complete() const { return saw_end_; }
+  Json document() const;
+
+ private:
+  std::string stdout_, stderr_;
+  Json results_ = Json::array();
+  Json error_;
+  Json end_;
+  bool saw_end_ = false;
+};
+
+}  // namespace airlock::api

@@ -1,0 +1,74 @@
+// The route table of docs/api.md and the matcher that maps a method and path onto it.
+//
+// The table is data so that the OpenAPI test and the metrics labels read the same list the
+// dispatcher uses; a route added here without a handler or an OpenAPI entry fails a unit test.
+#pragma once
+
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace airlock::api {
+
+enum class RouteId {
+  kHealthz,
+  kMetrics,
+  kOpenApi,
+  kListSandboxes,
+  kCreateSandbox,
+  kGetSandbox,
+  kDestroySandbox,
+  kKeepAlive,
+  kRunCommand,
+  kListCommands,
+  kCommandEvents,
+  kCommandStdin,
+  kCommandSignal,
+  kKillCommand,
+  kRunCode,
+  kCreateContext,
+  kListContexts,
+  kRestartContext,
+  kDestroyContext,
+  kPutFile,
+  kGetFile,
+  kWriteFile,
+  kReadFile,
+  kListFiles,
+  kStatFile,
+  kMakeDirectory,
+  kRemoveFile,
+  kRenameFile,
+};
+
+struct Route {
+  const char* method;   // "GET", "POST", "PUT", "DELETE"
+  const char* pattern;  // "/v1/sandboxes/{sb}/commands/{cid}/events"
+  RouteId id;
+};
+
+// Every route, in docs/api.md order.
+std::span<const Route> routeTable();
+
+struct RouteMatch {
+  enum class Status { kFound, kNotFound, kMethodNotAllowed, kBadPath };
+  Status status = Status::kNotFound;
+  const Route* route = nullptr;               // kFound
+  std::map<std::string, std::string> params;  // {sb}, {cid}, {ctx}, percent-decoded
+  std::string allow;                          // kMethodNotAllowed: "GET, DELETE"
+  std::string error;                          // kBadPath: what was wrong
+};
+
+// `path` is the request target without its query string.
+RouteMatch matchRoute(std::string_view method, std::string_view path);
+
+// Splits "a=1&b=%2F" into decoded pairs in order ('+' is a space). False on a bad escape.
+bool parseQuery(std::string_view query, std::vector<std::pair<std::string, std::string>>& out,
+                std::string& error);
+
+// Decodes %XX escapes; false on a truncated or non-hex escape.
+bool percentDecode(std::string_view in, bool plus_is_space, std::string& out);
+
+}  // namespace airlock::api
