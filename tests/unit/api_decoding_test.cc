@@ -1,0 +1,345 @@
+// Request decoding, base64, routing and the OpenAPI document, without sockets.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "supervisor/api/base64.h"
+#include "supervisor/api/http_metrics.h"
+#include "supervisor/api/openapi.h"
+#include "supervisor/api/request_decoding.h"
+#include "supervisor/api/response_encoding.h"
+#include "supervisor/api/router.h"
+
+namespace airlock::api {
+namespace {
+
+using service::ErrorCode;
+
+template <typename R>
+std::string errorOf(const R& r) {
+  EXPECT_FALSE(r.has_value());
+  if (r) return "";
+  EXPECT_EQ(r.error().code, ErrorCode::kBadRequest);
+  return r.error().message;
+}
+
+TEST(ApiDecoding, CreateSandboxFullBody) {
+  auto s = decodeCreateSandbox(
+      R"({"profile":"default","language":"python","name":"analysis-42","env":{"MPLBACKEND":"Agg"},
+          "metadata":{"user":"u1"},"keep_alive_s":300,"lifetime_s":3600,"persistent":true})");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->name, "analysis-42");
+  EXPECT_EQ(s->env.at("MPLBACKEND"), "Agg");
+  EXPECT_EQ(s->metadata.at("user"), "u1");
+  EXPECT_EQ(*s->keep_alive_s, 300);
+  EXPECT_EQ(*s->lifetime_s, 3600);
+  EXPECT_TRUE(s->persistent);
+}
+
+TEST(ApiDecoding, EmptyBodyIsAnEmptyObjectWhereAllFieldsAreOptional) {
+  ASSERT_TRUE(decodeCreateSandbox(""));
+  ASSERT_TRUE(decodeKeepAlive("  \n"));
+  EXPECT_EQ(errorOf(decodeRunCommand("")), "request body is empty; expected a JSON object");
+}
+
+TEST(ApiDecoding, ErrorsNameTheField) {
+  EXPECT_EQ(errorOf(decodeRunCommand(R"({"argv":["ls"],"timeout_s":"30"})")),
+            "field 'timeout_s': expected a number, got string");
+  EXPECT_EQ(errorOf(decodeRunCommand(R"({"argv":["ls"],"timeout":30})")),
+            "unknown field 'timeout' (did you mean 'timeout_s'?)");
+  EXPECT_EQ(errorOf(decodeRunCommand(R"({"argv":["ls", 3]})")),
+            "field 'argv[1]': expected a string, got number");
+  EXPECT_EQ(errorOf(decodeRunCommand(R"({"argv":["ls"],"env":{"K":1}})")),
+            "field 'env.K': expected a string, got number");
+  EXPECT_EQ(errorOf(decodeRunCommand(R"({"argv":["ls"],"cmd":"ls"})")),
+            "fields 'argv' and 'cmd' are exclusive: give exactly one");
+  EXPECT_EQ(errorOf(decodeRunCommand(R"({"env":{}})")),
+            "one of the fields 'argv' or 'cmd' is required");
+  EXPECT_EQ(errorOf(decodeCreateSandbox(R"({"keep_alive_s":1.5})")),
+            "field 'keep_alive_s': expected an integer, got number");
+  EXPECT_EQ(errorOf(decodeCreateSandbox(R"({"keep_alive_s":-1})")),
+            "field 'keep_alive_s': must be positive, got -1");
+  EXPECT_EQ(errorOf(decodeCreateSandbox(R"({"persistent":true})")),
+            "field 'persistent': needs a 'name'");
+  EXPECT_EQ(errorOf(decodeWriteFile(R"({"content":"x"})")), "field 'path' is required");
+  EXPECT_EQ(errorOf(decodeWriteFile(R"({"path":"rel","content":"x"})")),
+            "field 'path': must be an absolute path, got 'rel'");
+  EXPECT_EQ(errorOf(decodeReadFile(R"({"path":"/a","encoding":"latin1"})")),
+            "field 'encoding': expected 'utf-8' or 'base64', got 'latin1'");
+  EXPECT_EQ(errorOf(decodeSignal(R"({"signal":"SIGFOO"})")),
+            "field 'signal': unknown signal 'SIGFOO'");
+  EXPECT_EQ(errorOf(decodeStdin(R"({"data_base64":"!!"})")),
+            "field 'data_base64': not valid base64");
+  EXPECT_EQ(errorOf(decodeRename(R"({"from":"/a"})")), "field 'to' is required");
+  EXPECT_EQ(errorOf(decodeRunCode(R"([1])")), "request body: expected a JSON object, got array");
+  EXPECT_EQ(errorOf(decodeRunCommand(R"({"argv":["a\u0000b"]})")),
+            "field 'argv[0]': contains a NUL byte");
+}
+
+TEST(ApiDecoding, MalformedJsonSaysWhere) {
+  std::string msg = errorOf(decodeRunCommand("{\"argv\": [\"ls\",]}"));
+  EXPECT_NE(msg.find("malformed JSON body: parse error at line 1, column 16"), std::string::npos)
+      << msg;
+  msg = errorOf(decodeRunCommand(std::string(100, '[')));
+  EXPECT_NE(msg.find("nested deeper than 64 levels"), std::string::npos) << msg;
+}
+
+TEST(ApiDecoding, NullMeansAbsent) {
+  auto r = decodeRunCommand(
+      R"({"argv":["ls","-la"],"cmd":null,"stdin":"text","stdin_base64":null,"stream":false})");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->spec.argv.size(), 2u);
+  EXPECT_EQ(r->spec.stdin_data, "text");
+  EXPECT_FALSE(r->stream);
+}
+
+TEST(ApiDecoding, SignalsAndModes) {
+  EXPECT_EQ(decodeSignal(R"({"signal":"SIGTERM"})")->signo, 15);
+  EXPECT_EQ(decodeSignal(R"({"signal":"KILL"})")->signo, 9);
+  EXPECT_EQ(decodeSignal(R"({"signal":2})")->signo, 2);
+  EXPECT_FALSE(decodeSignal(R"({"signal":0})"));
+  EXPECT_FALSE(decodeSignal(R"({"signal":99999999999999})"));
+  EXPECT_EQ(parseOctalMode("0644"), 0644u);
+  EXPECT_EQ(parseOctalMode("755"), 0755u);
+  EXPECT_FALSE(parseOctalMode("0800"));
+  EXPECT_FALSE(parseOctalMode("17777"));
+  EXPECT_EQ(decodeWriteFile(R"({"path":"/a","content":"","mode":"0600"})")->mode, 0600u);
+  EXPECT_EQ(decodeWriteFile(R"({"path":"/a","content":"","mode":420})")->mode, 0644u);
+  auto b = decodeWriteFile(R"({"path":"/a","content_base64":"AP8="})");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->content, std::string("\0\xff", 2));
+}
+
+TEST(ApiBase64, RoundTripsAndRejectsNonCanonical) {
+  std::mt19937 rng(7);
+  for (size_t len = 0; len < 300; ++len) {
+    std::string bytes(len, '\0');
+    for (auto& c : bytes) c = static_cast<char>(rng());
+    auto enc = base64Encode(bytes);
+    EXPECT_EQ(enc.size(), (len + 2) / 3 * 4);
+    auto dec = base64Decode(enc);
+    ASSERT_TRUE(dec);
+    EXPECT_EQ(*dec, bytes);
+  }
+  EXPECT_EQ(base64Encode("hello"), "aGVsbG8=");
+  EXPECT_FALSE(base64Decode("aGVsbG8"));
+  EXPECT_FALSE(base64Decode(" aGVsbG8="));
+  EXPECT_FALSE(base64Decode("aG=sbG8="));
+  EXPECT_FALSE(base64Decode("a==="));
+  EXPECT_TRUE(isValidUtf8("h\xc3\xa9llo"));
+  EXPECT_FALSE(isValidUtf8("\xff"));
+  EXPECT_FALSE(isValidUtf8("\xc0\x80"));      // overlong NUL
+  EXPECT_FALSE(isValidUtf8("\xed\xa0\x80"));  // surrogate
+}
+
+// Thousands of random and mutated bodies through every decoder: each must either decode or
+// fail with bad_request and a message, never crash or throw.
+TEST(ApiDecodingFuzz, EveryDecoderSurvivesMutatedBodies) {
+  using Decoder = std::function<std::optional<std::string>(std::string_view)>;
+  auto wrap = [](auto fn) -> Decoder {
+    return [fn](std::string_view body) -> std::optional<std::string> {
+      auto r = fn(body);
+      if (r) return std::nullopt;
+      return std::string(service::errorCodeName(r.error().code)) + ": " + r.error().message;
+    };
+  };
+  std::vector<std::pair<Decoder, std::string>> decoders = {
+      {wrap(decodeCreateSandbox),
+       R"({"profile":"default","name":"a","env":{"A":"b"},"metadata":{"u":"1"},"keep_alive_s":3,"persistent":true})"},
+      {wrap(decodeKeepAlive), R"({"keep_alive_s":600,"lifetime_s":7200})"},
+      {wrap(decodeRunCommand),
+       R"({"argv":["ls","-la"],"env":{"K":"V"},"cwd":"/home/user","stdin_base64":"aGk=","timeout_s":30,"background":false,"stream":true})"},
+      {wrap(decodeStdin), R"({"data":"abc","eof":true})"},
+      {wrap(decodeSignal), R"({"signal":"SIGTERM"})"},
+      {wrap(decodeRunCode),
+       R"({"code":"1+1","language":"python","context_id":null,"timeout_s":3})"},
+      {wrap(decodeCreateContext), R"({"language":"python"})"},
+      {wrap(decodeWriteFile), R"({"path":"/a","content_base64":"AAEC","mode":"0644"})"},
+      {wrap(decodeReadFile), R"({"path":"/a","encoding":"base64"})"},
+      {wrap(decodeMkdir), R"({"path":"/a/b","parents":true})"},
+      {wrap(decodeRemove), R"({"path":"/a","recursive":true})"},
+      {wrap(decodeRename), R"({"from":"/a","to":"/b"})"},
+  };
+  const std::vector<std::string> fragments = {"{",
+                                              "}",
+                                              "[",
+                                              "]",
+                                              ",",
+                                              ":",
+                                              "\"",
+                                              "null",
+                                              "true",
+                                              "false",
+                                              "-1",
+                                              "1e309",
+                                              "0.5",
+                                              "18446744073709551616",
+                                              "\"\\u0000\"",
+                                              "\"\\ud800\"",
+                                              "\xff",
+                                              "\"argv\"",
+                                              "\"path\"",
+                                              "\"signal\"",
+                                              "{\"a\":{}}",
+                                              "[[[[",
+                                              "\\",
+                                              " ",
+                                              "9223372036854775807",
+                                              "\"/\""};
+  std::mt19937_64 rng(20251122);
+  int ok = 0, rejected = 0;
+  for (auto& [decode, seed] : decoders) {
+    ASSERT_FALSE(decode(seed)) << "seed must decode: " << seed << ": " << *decode(seed);
+    for (int i = 0; i < 3000; ++i) {
+      std::string body = seed;
+      int mutations = 1 + static_cast<int>(rng() % 4);
+      for (int m = 0; m < mutations; ++m) {
+        size_t pos = body.empty() ? 0 : rng() % (body.size() + 1);
+        switch (rng() % 6) {
+          case 0:  // flip a byte
+            if (!body.empty()) body[pos % body.size()] = static_cast<char>(rng());
+            break;
+          case 1:  // truncate
+            body.resize(pos);
+            break;
+          case 2:  // insert a fragment
+            body.insert(pos, fragments[rng() % fragments.size()]);
+            break;
+          case 3:  // delete a run
+            body.erase(pos, rng() % 8);
+            break;
+          case 4: {  // random bytes
+            std::string junk(rng() % 16, '\0');
+            for (auto& c : junk) c = static_cast<char>(rng());
+            body.insert(pos, junk);
+            break;
+          }
+          case 5:  // replace a value with another JSON type
+            if (auto colon = body.find(':', pos); colon != std::string::npos) {
+              auto end = body.find_first_of(",}", colon);
+              if (end != std::string::npos) {
+                body.replace(colon + 1, end - colon - 1, fragments[rng() % fragments.size()]);
+              }
+            }
+            break;
+        }
+      }
+      std::optional<std::string> err;
+      ASSERT_NO_THROW(err = decode(body)) << body;
+      if (!err) {
+        ++ok;
+      } else {
+        ++rejected;
+        ASSERT_EQ(err->rfind("bad_request: ", 0), 0u) << *err;
+        ASSERT_GT(err->size(), std::string("bad_request: ").size());
+      }
+    }
+    // Pure noise too.
+    for (int i = 0; i < 500; ++i) {
+      std::string noise(rng() % 64, '\0');
+      for (auto& c : noise) c = static_cast<char>(rng());
+      auto err = decode(noise);
+      if (err) {
+        ASSERT_EQ(err->rfind("bad_request: ", 0), 0u) << *err;
+      }
+    }
+  }
+  // The mutations reach both outcomes, so the loop tested decoding, not only parsing.
+  EXPECT_GT(ok, 100);
+  EXPECT_GT(rejected, 1000);
+}
+
+TEST(ApiRouter, MatchesParamsAndMethods) {
+  auto m = matchRoute("GET", "/v1/sandboxes/web-1/commands/c%2D1/events");
+  ASSERT_EQ(m.status, RouteMatch::Status::kFound);
+  EXPECT_EQ(m.route->id, RouteId::kCommandEvents);
+  EXPECT_EQ(m.params.at("sb"), "web-1");
+  EXPECT_EQ(m.params.at("cid"), "c-1");
+
+  m = matchRoute("PATCH", "/v1/sandboxes/web-1");
+  ASSERT_EQ(m.status, RouteMatch::Status::kMethodNotAllowed);
+  EXPECT_EQ(m.allow, "GET, DELETE");
+  EXPECT_EQ(matchRoute("GET", "/v1/nothing").status, RouteMatch::Status::kNotFound);
+  EXPECT_EQ(matchRoute("GET", "/v1/sandboxes//commands").status, RouteMatch::Status::kNotFound);
+  EXPECT_EQ(matchRoute("GET", "/v1/sandboxes/a%2Fb").status, RouteMatch::Status::kBadPath);
+  EXPECT_EQ(matchRoute("GET", "/v1/sandboxes/a%zz").status, RouteMatch::Status::kBadPath);
+  EXPECT_EQ(matchRoute("GET", "/v1/sandboxes/sb/files/list").route->id, RouteId::kListFiles);
+  EXPECT_EQ(matchRoute("PUT", "/v1/sandboxes/sb/files").route->id, RouteId::kPutFile);
+
+  std::vector<std::pair<std::string, std::string>> q;
+  std::string error;
+  ASSERT_TRUE(parseQuery("metadata.user=u1&path=%2Fhome%2Fa+b&x", q, error));
+  ASSERT_EQ(q.size(), 3u);
+  EXPECT_EQ(q[1].second, "/home/a b");
+  EXPECT_FALSE(parseQuery("path=%2", q, error));
+}
+
+// Every route of the router is in the OpenAPI document, and the document has no other.
+TEST(ApiOpenApi, DocumentCoversExactlyTheRouteTable) {
+  auto doc = service::Json::parse(openApiDocument(), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << "openapi.json is not valid JSON";
+  EXPECT_EQ(doc["openapi"].get<std::string>().substr(0, 2), "3.");
+  std::set<std::string> documented, routed;
+  for (auto& [path, ops] : doc["paths"].items()) {
+    for (auto& [method, op] : ops.items()) {
+      std::string m = method;
+      for (auto& c : m) c = static_cast<char>(std::toupper(c));
+      documented.insert(m + " " + path);
+      EXPECT_TRUE(op.contains("responses")) << m << " " << path;
+    }
+  }
+  for (const Route& r : routeTable()) routed.insert(std::string(r.method) + " " + r.pattern);
+  EXPECT_EQ(documented, routed);
+}
+
+TEST(ApiEncoding, AggregatesCommandAndCodeEvents) {
+  CommandAggregate cmd;
+  cmd.add({{"type", "start"}, {"command_id", "c1"}, {"pid", 7}});
+  cmd.add({{"type", "stdout"}, {"data", "a"}});
+  cmd.add({{"type", "stdout"}, {"data_base64", base64Encode("b")}});
+  cmd.add({{"type", "stderr"}, {"data_base64", "/w=="}});
+  EXPECT_FALSE(cmd.complete());
+  cmd.add({{"type", "exit"}, {"exit_code", 3}, {"signal", 0}, {"duration_ms", 1.5}});
+  ASSERT_TRUE(cmd.complete());
+  auto doc = cmd.document();
+  EXPECT_EQ(doc["command_id"], "c1");
+  EXPECT_EQ(doc["stdout"], "ab");
+  EXPECT_EQ(doc["stderr_base64"], "/w==");
+  EXPECT_FALSE(doc.contains("stderr"));
+  EXPECT_EQ(doc["exit_code"], 3);
+
+  CodeAggregate code;
+  code.add({{"type", "stdout"}, {"data", "hi\n"}});
+  code.add({{"type", "result"}, {"data", {{"text/plain", "3"}}}});
+  code.add({{"type", "error"}, {"name", "E"}, {"value", "v"}, {"traceback", {"t"}}});
+  code.add({{"type", "end"}, {"status", "error"}, {"context_id", "python"}});
+  auto c = code.document();
+  EXPECT_EQ(c["status"], "error");
+  EXPECT_EQ(c["results"].size(), 1u);
+  EXPECT_EQ(c["error"]["name"], "E");
+  EXPECT_FALSE(c["error"].contains("type"));
+}
+
+TEST(ApiEncoding, ErrorBodyNeverThrowsOnBadUtf8) {
+  auto body = errorBody({ErrorCode::kNotFound, "sandbox '\xff' not found"});
+  auto j = service::Json::parse(body);
+  EXPECT_EQ(j["error"]["code"], "not_found");
+}
+
+TEST(ApiMetrics, TextHasEveryFamily) {
+  HttpMetrics m;
+  m.observe("/healthz", 200, 0.0002);
+  m.observe("/v1/sandboxes", 401, 0.002);
+  m.connectionOpened();
+  std::string t = m.text();
+  EXPECT_NE(t.find("airlock_http_requests_total{route=\"/healthz\",code=\"200\"} 1"),
+            std::string::npos);
+  EXPECT_NE(t.find("airlock_http_request_seconds_bucket{route=\"/healthz\",le=\"0.0005\"} 1"),
+            std::string::npos);
+  EXPECT_NE(t.find("airlock_http_connections 1"), std::string::npos);
+  EXPECT_NE(t.find("airlock_rejections_total{reason=\"unauthorized\"} 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace airlock::api
