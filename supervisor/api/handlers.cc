@@ -101,6 +101,8 @@ void pumpStream(Exchange& ex, std::unique_ptr<service::EventStream> stream,
     auto event = stream->next(service::Clock::now() + poll);
     if (event) {
       if (!ex.writeStream(dumpJson(*event) + "\n")) return;
+      // A busy stream never waits in next(): look for a hang-up (or stop()) here too.
+      if (ex.clientGone()) return ex.abortStream();
       continue;
     }
     if (stream->done()) {
@@ -123,6 +125,7 @@ std::optional<Aggregate> collect(Exchange& ex, service::EventStream& stream,
     auto event = stream.next(service::Clock::now() + poll);
     if (event) {
       agg.add(*event);
+      if (ex.clientGone()) return std::nullopt;
       continue;
     }
     if (stream.done()) return agg;
@@ -212,7 +215,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       break;
     case RouteId::kMetrics:
       ex.respond(200, "text/plain; version=0.0.4; charset=utf-8",
-                 service_.metricsText() + metrics_.text());
+                 metrics_.render(service_.metricsText()));
       break;
     case RouteId::kOpenApi:
       ex.respond(200, kJson, std::string(openApiDocument()));

@@ -43,6 +43,34 @@ void HttpMetrics::rejectConnection() {
   ++rejections_["too_many_requests"];
 }
 
+std::string HttpMetrics::render(std::string service_text) const {
+  std::string ours = text();
+  constexpr std::string_view kFamily = "# TYPE airlock_rejections_total ";
+  const size_t family = service_text.find(kFamily);
+  if (family == std::string::npos) {
+    if (!service_text.empty() && service_text.back() != '\n') service_text += '\n';
+    return service_text + ours;
+  }
+  // Move our rejection samples (not their HELP/TYPE lines) to the end of the service's family.
+  size_t our_help = ours.find("# HELP airlock_rejections_total");
+  size_t our_samples = ours.find("airlock_rejections_total{", our_help);
+  std::string samples = ours.substr(our_samples);
+  ours.erase(our_help);
+  size_t at = service_text.find('\n', family);
+  at = at == std::string::npos ? service_text.size() : at + 1;
+  while (service_text.compare(at, 25, "airlock_rejections_total{") == 0 ||
+         service_text.compare(at, 25, "airlock_rejections_total ") == 0) {
+    size_t nl = service_text.find('\n', at);
+    at = nl == std::string::npos ? service_text.size() : nl + 1;
+  }
+  if (at == service_text.size() && !service_text.empty() && service_text.back() != '\n') {
+    service_text += '\n';
+    at = service_text.size();
+  }
+  service_text.insert(at, samples);
+  return service_text + ours;
+}
+
 std::string HttpMetrics::text() const {
   std::lock_guard lock(mu_);
   std::string out;

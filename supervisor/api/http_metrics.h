@@ -24,6 +24,10 @@ class HttpMetrics {
   // airlock_http_requests_total{route,code}, airlock_http_request_seconds{route} (histogram),
   // airlock_http_connections, airlock_rejections_total{reason}.
   std::string text() const;
+  // `service_text` (Service::metricsText) followed by text(). When the service already has an
+  // airlock_rejections_total family, our samples join it there: the exposition format allows
+  // each family's TYPE line once, with its samples together.
+  std::string render(std::string service_text) const;
 
  private:
   static constexpr std::array<double, 16> kBuckets = {

@@ -341,5 +341,29 @@ TEST(ApiMetrics, TextHasEveryFamily) {
   EXPECT_NE(t.find("airlock_rejections_total{reason=\"unauthorized\"} 1"), std::string::npos);
 }
 
+TEST(ApiMetrics, RejectionsJoinTheServiceFamily) {
+  HttpMetrics m;
+  m.observe("/v1/sandboxes", 429, 0.001);
+  std::string service_text =
+      "# TYPE airlock_sandboxes gauge\nairlock_sandboxes 1\n"
+      "# TYPE airlock_rejections_total counter\n"
+      "airlock_rejections_total{reason=\"tenant_sandboxes\"} 2\n"
+      "# TYPE airlock_audit_drops_total counter\nairlock_audit_drops_total 0\n";
+  std::string t = m.render(service_text);
+  size_t first = t.find("# TYPE airlock_rejections_total");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_EQ(t.find("# TYPE airlock_rejections_total", first + 1), std::string::npos) << t;
+  size_t theirs = t.find("airlock_rejections_total{reason=\"tenant_sandboxes\"} 2\n");
+  size_t ours = t.find("airlock_rejections_total{reason=\"too_many_requests\"} 1\n");
+  size_t next_family = t.find("# TYPE airlock_audit_drops_total");
+  ASSERT_NE(ours, std::string::npos) << t;
+  EXPECT_LT(theirs, ours);
+  EXPECT_LT(ours, next_family);
+  EXPECT_NE(t.find("airlock_http_requests_total{route=\"/v1/sandboxes\",code=\"429\"} 1"),
+            std::string::npos);
+  // Without a service family, ours comes whole.
+  EXPECT_NE(m.render("x 1").find("# TYPE airlock_rejections_total counter"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace airlock::api
