@@ -156,7 +156,9 @@ SResult<std::unique_ptr<EventStream>> CodeContext::run(const std::string& code,
                         "context '" + info_.context_id + "' is busy with another run");
   auto run = std::make_shared<Run>();
   run->id = "r" + std::to_string(++info_.runs);
-  run->deadline = run->started + timeout;
+  // Drivers enforce timeout_ms themselves where they can (Node); SIGINT is the backstop, a
+  // little later so the two do not race at the same instant.
+  run->deadline = run->started + timeout + std::chrono::milliseconds(250);
   run_ = run;
   restarted_by_timeout_ = restarted || restarted_by_timeout_;
   info_.state = "busy";

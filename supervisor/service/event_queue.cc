@@ -23,7 +23,10 @@ void EventQueue::finish(Json event) {
 
 std::optional<Json> EventQueue::pop(Clock::time_point deadline) {
   std::unique_lock lock(mu_);
-  if (!cv_.wait_until(lock, deadline, [&] { return !events_.empty(); })) return std::nullopt;
+  // After the last event nothing can come: answer at once instead of waiting out the deadline.
+  if (!cv_.wait_until(lock, deadline, [&] { return !events_.empty() || finished_; }))
+    return std::nullopt;
+  if (events_.empty()) return std::nullopt;
   Json e = std::move(events_.front());
   events_.pop_front();
   return e;
