@@ -3,13 +3,17 @@
 #include <csignal>
 #include <cstring>
 
-#include "supervisor/api/base64.h"
 #include "supervisor/api/openapi.h"
 #include "supervisor/api/request_decoding.h"
 #include "supervisor/api/response_encoding.h"
 #include "supervisor/api/router.h"
+#include "supervisor/encoding/base64.h"
 
 namespace airlock::api {
+
+using encoding::base64Decode;
+using encoding::base64Encode;
+using encoding::isValidUtf8;
 namespace {
 
 using service::Caller;

@@ -5,9 +5,13 @@
 #include <limits>
 #include <set>
 
-#include "supervisor/api/base64.h"
+#include "supervisor/encoding/base64.h"
 
 namespace airlock::api {
+
+using encoding::base64Decode;
+using encoding::base64Encode;
+using encoding::isValidUtf8;
 namespace {
 
 using service::ErrorCode;

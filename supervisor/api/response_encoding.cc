@@ -1,8 +1,12 @@
 #include "supervisor/api/response_encoding.h"
 
-#include "supervisor/api/base64.h"
+#include "supervisor/encoding/base64.h"
 
 namespace airlock::api {
+
+using encoding::base64Decode;
+using encoding::base64Encode;
+using encoding::isValidUtf8;
 namespace {
 
 // The bytes of a stdout/stderr event: "data" text or "data_base64".

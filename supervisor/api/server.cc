@@ -16,6 +16,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -378,7 +379,19 @@ struct Server::Impl {
         continue;
       }
       metrics.connectionOpened();
-      std::thread(&Impl::connectionThread, this, std::move(conn), tcp, id).detach();
+      try {
+        std::thread(&Impl::connectionThread, this, std::move(conn), tcp, id).detach();
+      } catch (const std::system_error& e) {
+        // No thread to be had (EAGAIN): answer like a full server rather than end the acceptor.
+        log(std::string("api: cannot start a connection thread: ") + e.what());
+        metrics.connectionClosed();
+        {
+          std::lock_guard lock(mu);
+          --live_connections;
+        }
+        cv.notify_all();
+        rejectConnection(std::move(conn));
+      }
     }
   }
 

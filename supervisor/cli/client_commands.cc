@@ -19,7 +19,7 @@
 
 #include "airlock/unique_fd.h"
 #include "supervisor/cli/cli.h"
-#include "supervisor/client/base64.h"
+#include "supervisor/encoding/base64.h"
 #include "supervisor/client/client.h"
 #include "supervisor/run/run_result.h"
 
@@ -167,7 +167,7 @@ Result<> writeAll(int fd, std::string_view data) {
 std::string eventBytes(const Json& ev) {
   if (ev.contains("data") && ev["data"].is_string()) return ev["data"].get<std::string>();
   if (ev.contains("data_base64") && ev["data_base64"].is_string())
-    return client::base64Decode(ev["data_base64"].get<std::string>()).value_or("");
+    return encoding::base64Decode(ev["data_base64"].get<std::string>()).value_or("");
   return "";
 }
 
@@ -507,7 +507,7 @@ int execMain(const std::vector<std::string>& raw_args) {
   if (forward_stdin) {
     auto input = readStdinForCommand();
     if (!input) return report("exec: " + input.error().message()), kExitFailed;
-    body["stdin_base64"] = client::base64Encode(*input);
+    body["stdin_base64"] = encoding::base64Encode(*input);
   }
   body["stream"] = true;
   std::optional<Json> exit_event;
@@ -574,7 +574,7 @@ class DisplaySaver {
             .string();
     std::string b64 = data["image/png"].get<std::string>();
     std::erase_if(b64, [](char ch) { return ch == '\n' || ch == '\r'; });
-    auto png = client::base64Decode(b64);
+    auto png = encoding::base64Decode(b64);
     if (!png) {
       report("code: display " + std::to_string(count_) + ": image/png is not valid base64");
       failed_ = true;

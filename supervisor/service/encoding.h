@@ -1,4 +1,5 @@
-// Bytes from a sandbox on their way into JSON events: text when it is UTF-8, base64 when not.
+// Bytes from a sandbox on their way into JSON events: text when it is UTF-8, base64 when not
+// (supervisor/encoding/base64.h).
 #pragma once
 
 #include <string>
@@ -7,11 +8,6 @@
 #include <nlohmann/json.hpp>
 
 namespace airlock::service {
-
-std::string base64Encode(std::string_view bytes);
-// nullopt-like: returns false when `text` is not canonical base64.
-bool base64Decode(std::string_view text, std::string& out);
-bool isValidUtf8(std::string_view bytes);
 
 // Splits a byte stream into event payloads without cutting a UTF-8 sequence in two: an
 // incomplete sequence at the end of one chunk waits for the next chunk.

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "airlock/policy/keys.h"
-#include "supervisor/api/base64.h"
+#include "supervisor/encoding/base64.h"
 #include "supervisor/api/server.h"
 #include "tests/support/test_support.h"
 #include "tests/unit/api_fake_service.h"
@@ -207,7 +207,7 @@ TEST_F(ApiServerTest, BackgroundCommandAndCommandRoutes) {
 
   r = c.request(
       "POST", "/v1/sandboxes/s/commands/c1/stdin",
-      R"({"data_base64":")" + api::base64Encode(std::string("\0\1", 2)) + R"(","eof":true})");
+      R"({"data_base64":")" + encoding::base64Encode(std::string("\0\1", 2)) + R"(","eof":true})");
   EXPECT_EQ(r.status, 204) << r.body;
   EXPECT_EQ(fake_.last_stdin, std::string("\0\1", 2));
   EXPECT_TRUE(fake_.last_stdin_eof);
@@ -279,10 +279,10 @@ TEST_F(ApiServerTest, FileRoutes) {
   EXPECT_EQ(r.json()["content"], "héllo");
   r = c.request("POST", "/v1/sandboxes/s/files/read",
                 R"({"path":"/home/user/a.bin","encoding":"utf-8"})");
-  EXPECT_EQ(r.json()["content_base64"], api::base64Encode(bytes));  // not UTF-8
+  EXPECT_EQ(r.json()["content_base64"], encoding::base64Encode(bytes));  // not UTF-8
   r = c.request("POST", "/v1/sandboxes/s/files/read",
                 R"({"path":"/home/user/t.txt","encoding":"base64"})");
-  EXPECT_EQ(r.json()["content_base64"], api::base64Encode("héllo"));
+  EXPECT_EQ(r.json()["content_base64"], encoding::base64Encode("héllo"));
 
   r = c.request("GET", "/v1/sandboxes/s/files/list?path=/home/user");
   ASSERT_EQ(r.status, 200);

@@ -13,7 +13,7 @@
 
 #include "client_fake_server.h"
 #include "supervisor/cli/cli.h"
-#include "supervisor/client/base64.h"
+#include "supervisor/encoding/base64.h"
 
 namespace airlock::cli {
 namespace {
@@ -96,7 +96,7 @@ TEST(ClientCli, ExecStreamsOutputAndMirrorsTheExitCode) {
   FakeServer server;
   server.on("POST", "/v1/sandboxes/sb1/commands",
             commandStream({{{"type", "stdout"}, {"data", "hello\n"}},
-                           {{"type", "stderr"}, {"data_base64", client::base64Encode("\xff!")}}},
+                           {{"type", "stderr"}, {"data_base64", encoding::base64Encode("\xff!")}}},
                           {{"exit_code", 3}, {"signal", 0}, {"timed_out", false}}));
   auto r = runCli(
       execCommand,
@@ -167,7 +167,7 @@ TEST(ClientCli, ExecPassesStdinInTheRequest) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   json body = server.last().json();
   ASSERT_TRUE(body.contains("stdin_base64")) << body.dump();
-  EXPECT_EQ(client::base64Decode(body["stdin_base64"].get<std::string>()), input);
+  EXPECT_EQ(encoding::base64Decode(body["stdin_base64"].get<std::string>()), input);
   // Without --stdin nothing is read or sent.
   auto quiet = runCli(execCommand, {"sb1", "--", "cat"}, server, input);
   EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
@@ -224,11 +224,11 @@ TEST(ClientCli, CodeWritesDisplayPngsAndPrintsTheResult) {
     r.beginChunked(200);
     r.chunk(json{{"type", "stdout"}, {"data", "hello\n"}}.dump() + "\n");
     r.chunk(json{{"type", "display"},
-                 {"data", {{"image/png", client::base64Encode(kPng)}, {"text/plain", "<Figure>"}}}}
+                 {"data", {{"image/png", encoding::base64Encode(kPng)}, {"text/plain", "<Figure>"}}}}
                 .dump() +
             "\n");
     r.chunk(
-        json{{"type", "display"}, {"data", {{"image/png", client::base64Encode("2nd")}}}}.dump() +
+        json{{"type", "display"}, {"data", {{"image/png", encoding::base64Encode("2nd")}}}}.dump() +
         "\n");
     r.chunk(json{{"type", "result"}, {"data", {{"text/plain", "3"}}}}.dump() + "\n");
     r.chunk(json{{"type", "end"}, {"status", "ok"}, {"context_id", "python"}}.dump() + "\n");

@@ -15,10 +15,13 @@
 
 #include "airlock/unique_fd.h"
 #include "client_fake_server.h"
-#include "supervisor/client/base64.h"
 #include "supervisor/client/client.h"
+#include "supervisor/encoding/base64.h"
 
 namespace airlock::client {
+
+using encoding::base64Decode;
+using encoding::base64Encode;
 namespace {
 
 using testing::FakeServer;

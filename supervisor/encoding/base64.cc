@@ -2,13 +2,13 @@
 // we already link. They touch no provider tables, so they cost nothing at start-up. DecodeBlock
 // is lenient (skips surrounding whitespace, counts padding as zero bytes), so input is checked
 // to be canonical first and the padding subtracted afterwards.
-#include "supervisor/api/base64.h"
+#include "supervisor/encoding/base64.h"
 
 #include <openssl/evp.h>
 
 #include <climits>
 
-namespace airlock::api {
+namespace airlock::encoding {
 namespace {
 
 bool isAlphabet(unsigned char c) {
@@ -98,4 +98,4 @@ bool isValidUtf8(std::string_view bytes) {
   return true;
 }
 
-}  // namespace airlock::api
+}  // namespace airlock::encoding
