@@ -380,7 +380,9 @@ struct Server::Impl {
       }
       metrics.connectionOpened();
       try {
-        std::thread(&Impl::connectionThread, this, std::move(conn), tcp, id).detach();
+        // The thread takes the fd only once it exists, so a failed start leaves it ours.
+        std::thread(&Impl::connectionThread, this, conn.get(), tcp, id).detach();
+        (void)conn.release();
       } catch (const std::system_error& e) {
         // No thread to be had (EAGAIN): answer like a full server rather than end the acceptor.
         log(std::string("api: cannot start a connection thread: ") + e.what());
@@ -432,7 +434,8 @@ struct Server::Impl {
     }
   }
 
-  void connectionThread(UniqueFd conn, bool tcp, uint64_t id) {
+  void connectionThread(int fd, bool tcp, uint64_t id) {
+    UniqueFd conn(fd);
     try {
       describePeer(conn.get(), tcp, id);
       serveConnection(conn.get(), tcp);
