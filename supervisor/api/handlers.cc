@@ -104,7 +104,7 @@ void pumpStream(Exchange& ex, std::unique_ptr<service::EventStream> stream,
   while (true) {
     auto event = stream->next(service::Clock::now() + poll);
     if (event) {
-      if (!ex.writeStream(dumpJson(*event) + "\n")) return;
+      if (!ex.writeStream(eventLine(*event))) return;
       // A busy stream never waits in next(): look for a hang-up (or stop()) here too.
       if (ex.clientGone()) return ex.abortStream();
       continue;

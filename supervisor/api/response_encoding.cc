@@ -37,6 +37,66 @@ std::string dumpJson(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+namespace {
+
+// JSON string escaping for text already known to be UTF-8: only '"', '\\' and control bytes
+// change; runs of everything else are copied whole.
+void appendEscaped(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  size_t run = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+    }
+  }
+  out.append(s.data() + run, s.size() - run);
+}
+
+}  // namespace
+
+std::string eventLine(const Json& event) {
+  // stdout/stderr text events are most of a stream's bytes; nlohmann's generic escaper (which
+  // re-validates UTF-8 byte by byte) was most of the supervisor's CPU for large outputs. Their
+  // text was validated by the service, so only JSON escaping is left to do.
+  if (event.is_object() && event.size() == 2) {
+    auto type = event.find("type");
+    auto data = event.find("data");
+    if (type != event.end() && data != event.end() && data->is_string() &&
+        (*type == "stdout" || *type == "stderr")) {
+      const auto& text = data->get_ref<const std::string&>();
+      std::string line;
+      line.reserve(text.size() + text.size() / 8 + 32);
+      line += *type == "stdout" ? R"({"type":"stdout","data":")" : R"({"type":"stderr","data":")";
+      appendEscaped(line, text);
+      line += "\"}\n";
+      return line;
+    }
+  }
+  return dumpJson(event) + "\n";
+}
+
 std::string errorBody(const service::ServiceError& error) {
   Json body = {
       {"error", {{"code", service::errorCodeName(error.code)}, {"message", error.message}}}};

@@ -13,6 +13,8 @@ using service::Json;
 // Serializes without ever throwing: strings that are not valid UTF-8 (a path parameter echoed in
 // an error message, say) get U+FFFD instead of aborting the response.
 std::string dumpJson(const Json& j);
+// One NDJSON line (with its newline) for a stream event; fast for stdout/stderr text.
+std::string eventLine(const Json& event);
 
 // {"error": {"code": "not_found", "message": "..."}}
 std::string errorBody(const service::ServiceError& error);

@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 
 #include <climits>
+#include <cstring>
 
 namespace airlock::encoding {
 namespace {
@@ -64,6 +65,14 @@ bool isValidUtf8(std::string_view bytes) {
   size_t i = 0;
   const size_t n = bytes.size();
   while (i < n) {
+    // ASCII runs (most program output) are checked eight bytes at a time.
+    while (i + 8 <= n) {
+      uint64_t word;
+      std::memcpy(&word, bytes.data() + i, sizeof word);
+      if ((word & 0x8080808080808080ull) != 0) break;
+      i += 8;
+    }
+    if (i >= n) break;
     unsigned char c = static_cast<unsigned char>(bytes[i]);
     if (c < 0x80) {
       ++i;

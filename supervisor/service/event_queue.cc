@@ -2,11 +2,35 @@
 
 namespace airlock::service {
 
+namespace {
+
+// Output events waiting for a slow reader merge into one, up to this size: a fast producer then
+// costs one event per backlog instead of one per pipe read.
+constexpr size_t kMaxMergedData = 1 << 20;
+
+bool mergeInto(Json& last, Json& next) {
+  if (!last.is_object() || !next.is_object()) return false;
+  auto lt = last.find("type");
+  auto nt = next.find("type");
+  if (lt == last.end() || nt == next.end() || *lt != *nt) return false;
+  if (*lt != "stdout" && *lt != "stderr") return false;
+  auto ld = last.find("data");
+  auto nd = next.find("data");
+  if (ld == last.end() || nd == next.end() || last.size() != 2 || next.size() != 2) return false;
+  auto& a = ld->get_ref<std::string&>();
+  const auto& b = nd->get_ref<const std::string&>();
+  if (a.size() + b.size() > kMaxMergedData) return false;
+  a += b;  // both are whole UTF-8 sequences (OutputEncoder), so the sum is too
+  return true;
+}
+
+}  // namespace
+
 void EventQueue::push(Json event) {
   {
     std::lock_guard lock(mu_);
     if (finished_) return;
-    events_.push_back(std::move(event));
+    if (events_.empty() || !mergeInto(events_.back(), event)) events_.push_back(std::move(event));
   }
   cv_.notify_all();
 }

@@ -371,3 +371,31 @@ TEST(ApiMetrics, RejectionsJoinTheServiceFamily) {
 
 }  // namespace
 }  // namespace airlock::api
+
+namespace airlock::api {
+namespace {
+
+// The fast writer for output events must produce exactly what the generic one means.
+TEST(ApiEventLine, OutputEventsRoundTripThroughTheFastEscaper) {
+  const std::vector<std::string> texts = {"",
+                                          "plain text\n",
+                                          "quote \" backslash \\ tab \t cr \r",
+                                          std::string("\0\x01\x1f", 3),
+                                          "héllo 😀",
+                                          std::string(100000, 'x') + "\"end"};
+  for (const auto& t : texts) {
+    for (const char* type : {"stdout", "stderr"}) {
+      Json e{{"type", type}, {"data", t}};
+      std::string line = eventLine(e);
+      ASSERT_FALSE(line.empty());
+      EXPECT_EQ(line.back(), '\n');
+      EXPECT_EQ(Json::parse(line), e) << line.substr(0, 200);
+      EXPECT_TRUE(line.starts_with(std::string(R"({"type":")") + type)) << "type comes first";
+    }
+  }
+  Json other{{"type", "exit"}, {"exit_code", 0}};
+  EXPECT_EQ(eventLine(other), dumpJson(other) + "\n");
+}
+
+}  // namespace
+}  // namespace airlock::api
