@@ -19,8 +19,8 @@
 
 #include "airlock/unique_fd.h"
 #include "supervisor/cli/cli.h"
-#include "supervisor/encoding/base64.h"
 #include "supervisor/client/client.h"
+#include "supervisor/encoding/base64.h"
 #include "supervisor/run/run_result.h"
 
 namespace po = boost::program_options;

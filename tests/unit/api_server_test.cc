@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "airlock/policy/keys.h"
-#include "supervisor/encoding/base64.h"
 #include "supervisor/api/server.h"
+#include "supervisor/encoding/base64.h"
 #include "tests/support/test_support.h"
 #include "tests/unit/api_fake_service.h"
 #include "tests/unit/api_test_client.h"

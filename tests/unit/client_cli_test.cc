@@ -223,10 +223,11 @@ TEST(ClientCli, CodeWritesDisplayPngsAndPrintsTheResult) {
   server.on("POST", "/v1/sandboxes/sb1/code", [](const RecordedRequest&, Responder& r) {
     r.beginChunked(200);
     r.chunk(json{{"type", "stdout"}, {"data", "hello\n"}}.dump() + "\n");
-    r.chunk(json{{"type", "display"},
-                 {"data", {{"image/png", encoding::base64Encode(kPng)}, {"text/plain", "<Figure>"}}}}
-                .dump() +
-            "\n");
+    r.chunk(
+        json{{"type", "display"},
+             {"data", {{"image/png", encoding::base64Encode(kPng)}, {"text/plain", "<Figure>"}}}}
+            .dump() +
+        "\n");
     r.chunk(
         json{{"type", "display"}, {"data", {{"image/png", encoding::base64Encode("2nd")}}}}.dump() +
         "\n");
