@@ -614,12 +614,24 @@ SResult<std::vector<CommandInfo>> SandboxService::listCommands(const Caller& cal
 
 namespace {
 
-SResult<std::shared_ptr<Command>> commandOf(LiveSandbox& s, const std::string& id) {
+// A command or context of the sandbox by id; "not found" names both.
+template <typename T>
+SResult<std::shared_ptr<T>> memberOf(LiveSandbox& s, std::map<std::string, std::shared_ptr<T>>& m,
+                                     const std::string& id, const char* what) {
   std::lock_guard lock(s.mu);
-  auto it = s.commands.find(id);
-  if (it == s.commands.end())
-    return serviceError(ErrorCode::kNotFound, "command '" + id + "' not found in sandbox " + s.id);
+  auto it = m.find(id);
+  if (it == m.end())
+    return serviceError(ErrorCode::kNotFound,
+                        std::string(what) + " '" + id + "' not found in sandbox " + s.id);
   return it->second;
+}
+
+SResult<std::shared_ptr<Command>> commandOf(LiveSandbox& s, const std::string& id) {
+  return memberOf(s, s.commands, id, "command");
+}
+
+SResult<std::shared_ptr<CodeContext>> contextOf(LiveSandbox& s, const std::string& id) {
+  return memberOf(s, s.contexts, id, "context");
 }
 
 }  // namespace
@@ -712,18 +724,6 @@ SResult<std::vector<ContextInfo>> SandboxService::listContexts(const Caller& cal
   return out;
 }
 
-namespace {
-
-SResult<std::shared_ptr<CodeContext>> contextOf(LiveSandbox& s, const std::string& id) {
-  std::lock_guard lock(s.mu);
-  auto it = s.contexts.find(id);
-  if (it == s.contexts.end())
-    return serviceError(ErrorCode::kNotFound, "context '" + id + "' not found in sandbox " + s.id);
-  return it->second;
-}
-
-}  // namespace
-
 SResult<ContextInfo> SandboxService::restartContext(const Caller& caller, const std::string& sb,
                                                     const std::string& id) {
   auto s = findRunning(caller, sb);
@@ -790,89 +790,76 @@ SResult<std::unique_ptr<EventStream>> SandboxService::runCode(const Caller& call
   return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(std::move(*stream), *s));
 }
 
-SResult<FileEntry> SandboxService::writeFile(const Caller& caller, const std::string& sb,
-                                             const std::string& path, uint32_t mode,
-                                             const ByteSource& source) {
+// Every file operation: a running sandbox of the caller's, a checked path, then the agent.
+// The sandbox counts as busy meanwhile, so a long transfer never idles it out.
+template <typename Op>
+auto SandboxService::fileOp(const Caller& caller, const std::string& sb, const std::string& path,
+                            Op&& op) -> decltype(op(std::declval<AgentConnection&>(), path)) {
   auto s = findRunning(caller, sb);
   if (!s) return std::unexpected(s.error());
   auto p = files::checkPath(path);
   if (!p) return std::unexpected(p.error());
-  if (mode > 07777) return serviceError(ErrorCode::kBadRequest, "mode must be at most 07777");
   metrics_.file_ops++;
   ++(*s)->busy;
-  auto r = files::write(*(*s)->conn, *p, mode, source);
+  auto r = op(*(*s)->conn, *p);
   --(*s)->busy;
   (*s)->last_active_at = nowMs();
   return r;
+}
+
+SResult<FileEntry> SandboxService::writeFile(const Caller& caller, const std::string& sb,
+                                             const std::string& path, uint32_t mode,
+                                             const ByteSource& source) {
+  if (mode > 07777) return serviceError(ErrorCode::kBadRequest, "mode must be at most 07777");
+  return fileOp(caller, sb, path, [&](AgentConnection& c, const std::string& p) {
+    return files::write(c, p, mode, source);
+  });
 }
 
 SResult<> SandboxService::readFile(const Caller& caller, const std::string& sb,
                                    const std::string& path,
                                    const std::function<void(uint64_t)>& on_size,
                                    const ByteSink& sink) {
-  auto s = findRunning(caller, sb);
-  if (!s) return std::unexpected(s.error());
-  auto p = files::checkPath(path);
-  if (!p) return std::unexpected(p.error());
-  metrics_.file_ops++;
-  ++(*s)->busy;
-  auto r = files::read(*(*s)->conn, *p, 0, on_size, sink);
-  --(*s)->busy;
-  (*s)->last_active_at = nowMs();
-  return r;
+  return fileOp(caller, sb, path, [&](AgentConnection& c, const std::string& p) {
+    return files::read(c, p, 0, on_size, sink);
+  });
 }
 
 SResult<std::vector<FileEntry>> SandboxService::listFiles(const Caller& caller,
                                                           const std::string& sb,
                                                           const std::string& path) {
-  auto s = findRunning(caller, sb);
-  if (!s) return std::unexpected(s.error());
-  auto p = files::checkPath(path);
-  if (!p) return std::unexpected(p.error());
-  metrics_.file_ops++;
-  return files::list(*(*s)->conn, *p);
+  return fileOp(caller, sb, path,
+                [](AgentConnection& c, const std::string& p) { return files::list(c, p); });
 }
 
 SResult<FileEntry> SandboxService::statFile(const Caller& caller, const std::string& sb,
                                             const std::string& path) {
-  auto s = findRunning(caller, sb);
-  if (!s) return std::unexpected(s.error());
-  auto p = files::checkPath(path);
-  if (!p) return std::unexpected(p.error());
-  metrics_.file_ops++;
-  return files::stat(*(*s)->conn, *p);
+  return fileOp(caller, sb, path,
+                [](AgentConnection& c, const std::string& p) { return files::stat(c, p); });
 }
 
 SResult<> SandboxService::makeDirectory(const Caller& caller, const std::string& sb,
                                         const std::string& path, bool parents) {
-  auto s = findRunning(caller, sb);
-  if (!s) return std::unexpected(s.error());
-  auto p = files::checkPath(path);
-  if (!p) return std::unexpected(p.error());
-  metrics_.file_ops++;
-  return files::mkdir(*(*s)->conn, *p, parents);
+  return fileOp(caller, sb, path, [&](AgentConnection& c, const std::string& p) {
+    return files::mkdir(c, p, parents);
+  });
 }
 
 SResult<> SandboxService::removeFile(const Caller& caller, const std::string& sb,
                                      const std::string& path, bool recursive) {
-  auto s = findRunning(caller, sb);
-  if (!s) return std::unexpected(s.error());
-  auto p = files::checkPath(path);
-  if (!p) return std::unexpected(p.error());
-  metrics_.file_ops++;
-  return files::remove(*(*s)->conn, *p, recursive);
+  return fileOp(caller, sb, path, [&](AgentConnection& c, const std::string& p) {
+    return files::remove(c, p, recursive);
+  });
 }
 
 SResult<> SandboxService::renameFile(const Caller& caller, const std::string& sb,
                                      const std::string& from, const std::string& to) {
-  auto s = findRunning(caller, sb);
-  if (!s) return std::unexpected(s.error());
-  auto f = files::checkPath(from, "from");
-  if (!f) return std::unexpected(f.error());
+  // Both named as the request names them ("from", "to") when they are not absolute.
+  if (auto f = files::checkPath(from, "from"); !f) return std::unexpected(f.error());
   auto t = files::checkPath(to, "to");
   if (!t) return std::unexpected(t.error());
-  metrics_.file_ops++;
-  return files::rename(*(*s)->conn, *f, *t);
+  return fileOp(caller, sb, from,
+                [&](AgentConnection& c, const std::string& f) { return files::rename(c, f, *t); });
 }
 
 Json SandboxService::health() {

@@ -110,6 +110,9 @@ class SandboxService final : public Service {
   SResult<std::shared_ptr<LiveSandbox>> startBox(const policy::Profile& profile);
   std::shared_ptr<LiveSandbox> takeWarm(const std::string& profile);
   SResult<std::shared_ptr<plugin::Language>> language(const std::string& name);
+  template <typename Op>
+  auto fileOp(const Caller& caller, const std::string& sb, const std::string& path, Op&& op)
+      -> decltype(op(std::declval<AgentConnection&>(), path));
 
   ServiceOptions options_;  // options_.policy: the policy at start; policy_ is the current one
   plugin::Registry registry_;
