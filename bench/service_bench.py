@@ -13,6 +13,8 @@ destroys every sandbox). Each comparison is measured in the same run, side by si
   B5 density       N idle Python contexts alive at once: host memory and supervisor memory per
                    sandbox, and create latency at N vs at 1
   B8 big output    100 MB of stdout streamed through the API vs `cat` of the same bytes in a pipe
+  soak             10,000 create/destroy cycles: the supervisor's fds and RSS, and the host's
+                   sandbox cgroups, before and after
 
 Run as root from the repository:  sudo bench/service_bench.py [--smoke] [--only B2,B3]
 """
@@ -352,11 +354,38 @@ def b8(sup, mb):
     return {"api_mb_s": mb / api_s, "pipe_mb_s": mb / pipe_s}
 
 
+def soak(sup, cycles):
+    print(f"\nSoak: {cycles} create/destroy cycles through the API")
+    c = sup.client()
+
+    def fds():
+        return len(os.listdir(f"/proc/{sup.proc.pid}/fd"))
+
+    def cgroups():
+        n = 0
+        for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+            n += sum(1 for d in dirs if len(d) == 16 and root.endswith("/airlock"))
+        return n
+
+    start_fds, start_rss, start_cg = fds(), rss_kb(sup.proc.pid), cgroups()
+    t = time.perf_counter()
+    for i in range(cycles):
+        sb = c.call("POST", "/v1/sandboxes", {"profile": "cold"})["id"]
+        c.call("DELETE", f"/v1/sandboxes/{sb}", raw=True)
+    secs = time.perf_counter() - t
+    row("after", "fds", "RSS KiB", "cgroups", "cycles/s")
+    row("start", start_fds, start_rss, start_cg, "")
+    row(f"{cycles} cycles", fds(), rss_kb(sup.proc.pid), cgroups(), cycles / secs)
+    return {"fds": [start_fds, fds()], "rss_kb": [start_rss, rss_kb(sup.proc.pid)],
+            "cycles_per_s": cycles / secs}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--airlock", default=os.environ.get("AIRLOCK", os.path.join(REPO, "build/bin/airlock")))
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, < 1 minute (CI)")
-    ap.add_argument("--only", default="B2,B3,B4,B5,B8")
+    ap.add_argument("--only", default="B2,B3,B4,B5,B8,SOAK")
+    ap.add_argument("--soak", type=int, default=10000, help="create/destroy cycles of the soak")
     ap.add_argument("--density", default="100,500,1000", help="B5 sizes")
     ap.add_argument("--seconds", type=int, default=30, help="B4 duration")
     ap.add_argument("--json", help="write the numbers here")
@@ -367,7 +396,7 @@ def main():
     sizes = [int(x) for x in args.density.split(",")]
     n = 200
     if args.smoke:
-        n, sizes, args.seconds = 10, [2, 4], 2
+        n, sizes, args.seconds, args.soak = 10, [2, 4], 2, 20
     sup = Supervisor(args.airlock, pool_size=2, max_sandboxes=max(sizes) + 16)
     out = {}
     try:
@@ -382,6 +411,8 @@ def main():
             out["B5"] = b5(sup, sizes)
         if "B8" in only:
             out["B8"] = b8(sup, 100 if not args.smoke else 5)
+        if "SOAK" in only:
+            out["soak"] = soak(sup, args.soak)
     finally:
         sup.stop()
     if args.json:
