@@ -275,3 +275,31 @@ TEST_F(ServeTest, CliClientTalksToTheSupervisor) {
 
 }  // namespace
 }  // namespace airlock::testing
+
+namespace airlock::testing {
+namespace {
+
+// `cmake --install` lays down what an operator (and the systemd unit) expects, and the installed
+// policy is valid.
+TEST(Install, LayoutHasBinaryAgentPluginsPolicyUnitAndStateDir) {
+  TempDir prefix;
+  auto r =
+      runCommand({"/usr/bin/cmake", "--install", buildDir(), "--prefix", prefix.path()}, "", 120);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* path :
+       {"bin/airlock", "libexec/airlock/airlock-agent", "etc/airlock/policy.toml",
+        "lib/systemd/system/airlock.service", "var/lib/airlock"}) {
+    EXPECT_EQ(access((prefix.path() + "/" + path).c_str(), F_OK), 0) << path;
+  }
+  std::string unit = readFile(prefix.path() + "/lib/systemd/system/airlock.service");
+  // The unit names the configured prefix (a package configures with its own); here it is only
+  // checked to run `airlock serve` with the installed policy.
+  EXPECT_NE(unit.find("/bin/airlock serve --policy "), std::string::npos) << unit;
+  EXPECT_NE(unit.find("/airlock/policy.toml"), std::string::npos) << unit;
+  auto check = runCommand({prefix.path() + "/bin/airlock", "policy", "check",
+                           prefix.path() + "/etc/airlock/policy.toml"});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+}
+
+}  // namespace
+}  // namespace airlock::testing
