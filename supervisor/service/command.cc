@@ -49,11 +49,12 @@ SResult<std::shared_ptr<Command>> Command::start(std::shared_ptr<AgentConnection
     }
     if (!cmd->start_error_.empty()) return serviceError(ErrorCode::kBadRequest, cmd->start_error_);
   }
-  if (!stdin_data.empty() || exec.stdin_pipe) {
-    if (!stdin_data.empty() || !cmd->info_.background) {
-      if (auto r = cmd->sendStdin(std::move(stdin_data), !cmd->info_.background); !r)
-        return std::unexpected(r.error());
-    }
+  // A foreground command's stdin is the request's, closed after it; a background command's
+  // pipe stays open for later sendStdin calls.
+  bool foreground = !cmd->info_.background;
+  if (exec.stdin_pipe && (foreground || !stdin_data.empty())) {
+    if (auto r = cmd->sendStdin(std::move(stdin_data), foreground); !r)
+      return std::unexpected(r.error());
   }
   return cmd;
 }

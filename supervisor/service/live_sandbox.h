@@ -28,13 +28,13 @@ struct LiveSandbox {
   std::atomic<int64_t> last_active_at{0};
   std::atomic<int64_t> keep_alive_s{0};
   std::atomic<int64_t> ends_at{0};
-  int64_t lifetime_s = 0;
+  std::atomic<int64_t> lifetime_s{0};
   std::atomic<int> busy{0};  // foreground streams and code runs in progress: never idle
 
   std::unique_ptr<sandbox::Sandbox> box;
   std::shared_ptr<AgentConnection> conn;
 
-  std::mutex mu;  // state, commands, contexts
+  mutable std::mutex mu;  // state, commands, contexts
   std::string state = "running";
   std::map<std::string, std::shared_ptr<Command>> commands;
   std::map<std::string, std::shared_ptr<CodeContext>> contexts;

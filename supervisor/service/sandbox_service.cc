@@ -163,9 +163,7 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
   std::string profile_name = spec.profile.empty() ? pol.default_profile : spec.profile;
   auto prof = pol.profile(profile_name);
   if (!prof) return serviceError(ErrorCode::kBadRequest, "profile: " + prof.error().message());
-  const auto& allowed = (*tenant)->profiles;
-  if (!allowed.empty() &&
-      std::find(allowed.begin(), allowed.end(), profile_name) == allowed.end()) {
+  if (!(*tenant)->allowsProfile(profile_name)) {
     metrics_.reject("profile_forbidden");
     return serviceError(ErrorCode::kForbidden, "tenant '" + caller.tenant +
                                                    "' may not use profile '" + profile_name + "'");
@@ -182,19 +180,12 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
       profile.languages.end())
     return serviceError(ErrorCode::kBadRequest,
                         "profile '" + profile_name + "' does not allow language '" + lang + "'");
-  const auto& lt = profile.lifetime;
-  int64_t keep_alive = spec.keep_alive_s.value_or(lt.keep_alive_s);
-  int64_t lifetime = spec.lifetime_s.value_or(lt.lifetime_s);
-  if (keep_alive < 1 || keep_alive > lt.max_keep_alive_s)
-    return serviceError(ErrorCode::kBadRequest, "keep_alive_s " + std::to_string(keep_alive) +
-                                                    ": must be 1.." +
-                                                    std::to_string(lt.max_keep_alive_s) +
-                                                    " for profile '" + profile_name + "'");
-  if (lifetime < 1 || lifetime > lt.max_lifetime_s)
-    return serviceError(ErrorCode::kBadRequest, "lifetime_s " + std::to_string(lifetime) +
-                                                    ": must be 1.." +
-                                                    std::to_string(lt.max_lifetime_s) +
-                                                    " for profile '" + profile_name + "'");
+  auto keep_alive_r = profile.lifetime.keepAliveFor(spec.keep_alive_s);
+  if (!keep_alive_r) return serviceError(ErrorCode::kBadRequest, keep_alive_r.error().message());
+  auto lifetime_r = profile.lifetime.lifetimeFor(spec.lifetime_s);
+  if (!lifetime_r) return serviceError(ErrorCode::kBadRequest, lifetime_r.error().message());
+  int64_t keep_alive = *keep_alive_r;
+  int64_t lifetime = *lifetime_r;
   uint64_t memory = profile.limits.memory_mb;
 
   // Quotas and the name are checked and reserved under the lock; the slow start is outside it.
@@ -383,8 +374,7 @@ SandboxInfo SandboxService::infoOf(const LiveSandbox& s) {
   i.idle_expires_at = i.last_active_at + i.keep_alive_s * 1000;
   i.lifetime_s = s.lifetime_s;
   i.ends_at = s.ends_at;
-  auto& m = const_cast<std::mutex&>(s.mu);
-  std::lock_guard lock(m);
+  std::lock_guard lock(s.mu);
   i.state = s.state;
   for (const auto& [id, c] : s.commands) i.commands_running += c->running() ? 1 : 0;
   i.contexts = static_cast<int>(s.contexts.size());
@@ -488,21 +478,15 @@ SResult<SandboxInfo> SandboxService::keepAlive(const Caller& caller, const std::
   auto s = findRunning(caller, sb);
   if (!s) return std::unexpected(s.error());
   const auto& lt = (*s)->profile.lifetime;
-  if (keep_alive_s) {
-    if (*keep_alive_s < 1 || *keep_alive_s > lt.max_keep_alive_s)
-      return serviceError(ErrorCode::kBadRequest, "keep_alive_s " + std::to_string(*keep_alive_s) +
-                                                      ": must be 1.." +
-                                                      std::to_string(lt.max_keep_alive_s));
-    (*s)->keep_alive_s = *keep_alive_s;
-  }
-  if (lifetime_s) {
-    if (*lifetime_s < 1 || *lifetime_s > lt.max_lifetime_s)
-      return serviceError(ErrorCode::kBadRequest, "lifetime_s " + std::to_string(*lifetime_s) +
-                                                      ": must be 1.." +
-                                                      std::to_string(lt.max_lifetime_s));
-    (*s)->lifetime_s = *lifetime_s;
-    (*s)->ends_at = (*s)->created_at + *lifetime_s * 1000;
-  }
+  // Both are checked before either changes: a bad request changes nothing.
+  auto keep_alive =
+      keep_alive_s ? lt.keepAliveFor(keep_alive_s) : Result<int64_t>((*s)->keep_alive_s);
+  if (!keep_alive) return serviceError(ErrorCode::kBadRequest, keep_alive.error().message());
+  auto lifetime = lifetime_s ? lt.lifetimeFor(lifetime_s) : Result<int64_t>((*s)->lifetime_s);
+  if (!lifetime) return serviceError(ErrorCode::kBadRequest, lifetime.error().message());
+  (*s)->keep_alive_s = *keep_alive;
+  (*s)->lifetime_s = *lifetime;
+  (*s)->ends_at = (*s)->created_at + *lifetime * 1000;
   reaper_cv_.notify_all();
   return infoOf(**s);
 }
