@@ -117,7 +117,10 @@ std::vector<Bomb> bombs() {
   return {
       {"shell",
        "shell",
-       "bomb() { bomb | bomb & }; bomb\n"
+       // `bomb &` forks once from the main shell. A bare `bomb` would run the async pipeline in
+       // the main shell, which forks both halves itself: if the first half fills pids.max
+       // before the second fork, bash's fork retries (15 s) fail the main program, not the bomb.
+       "bomb() { bomb | bomb & }; bomb &\n"
        "end=$((SECONDS + 4)); while [ $SECONDS -lt $end ]; do :; done; echo survived\n",
        {}},
       {"python",
