@@ -18,6 +18,9 @@ Usage:
                                                    show the effective profile and relaxations
   airlock doctor                                   what this host's kernel supports
   airlock serve [options]                          run the long-lived supervisor (HTTP API)
+  airlock review --profile NAME FILE               run the review chain only (dry run)
+  airlock mcp                                      Model Context Protocol server on stdio
+  airlock tools --format openai|anthropic|mcp      tool definitions for agent frameworks
   airlock version
 
 Talking to a running `airlock serve` (found from AIRLOCK_URL, default
@@ -54,6 +57,9 @@ int main(int argc, char** argv) {
   if (cmd == "exec") return execCommand(args);
   if (cmd == "code") return codeCommand(args);
   if (cmd == "files") return filesCommand(args);
+  if (cmd == "review") return reviewCommand(args);
+  if (cmd == "mcp") return mcpCommand(args);
+  if (cmd == "tools") return toolsCommand(args);
   if (cmd == "version" || cmd == "--version") {
     std::cout << "airlock " << AIRLOCK_VERSION << "\n";
     return 0;

@@ -20,6 +20,10 @@ int execCommand(const std::vector<std::string>& args);     // airlock exec
 int codeCommand(const std::vector<std::string>& args);     // airlock code
 int filesCommand(const std::vector<std::string>& args);    // airlock files put|get|ls
 
+int reviewCommand(const std::vector<std::string>& args);  // airlock review (review_command.cc)
+int mcpCommand(const std::vector<std::string>& args);     // airlock mcp (mcp_command.cc)
+int toolsCommand(const std::vector<std::string>& args);   // airlock tools (tools_command.cc)
+
 // "airlock: <message>" on stderr.
 void printError(const std::string& message);
 
