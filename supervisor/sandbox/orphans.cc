@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "supervisor/sandbox/sandbox.h"
+#include "supervisor/sandbox/workspace_mount.h"
 #include "supervisor/sys/cgroup.h"
 
 namespace airlock::sandbox {
@@ -65,6 +66,9 @@ Result<int> reclaimOrphans(const std::string& state_dir) {
         }
       }
     }
+    // Its processes are gone: a persistent workspace it had mounted can go too (the image on
+    // disk is kept; only the host mount and its loop device are released).
+    unmountWorkspace(dir + "/" + id + ".home");
     unlockSandbox(state_dir, id, std::move(fd));
     ++reclaimed;
   }

@@ -3,7 +3,8 @@
 // Every live sandbox holds an flock() on <state_dir>/sandboxes/<id>.lock for its whole life; the
 // kernel drops the lock when the holder dies, however it dies. Any later airlock process that
 // can take such a lock knows the sandbox is orphaned and removes what is left of it: its
-// processes and cgroup (mounts and namespaces die with its processes).
+// processes and cgroup (mounts and namespaces die with its processes), and the host mount of its
+// persistent workspace, if it had one.
 #pragma once
 
 #include <string>

@@ -10,6 +10,7 @@ struct MountEntry {
   std::string source;  // host path
   std::string target;  // sandbox path
   bool optional = true;
+  bool writable = false;  // only the persistent workspace (sandbox.h) is bound read-write
 };
 
 // /usr (which holds the interpreters and libraries) plus the few /etc entries programs read

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 
 #include "supervisor/sandbox/orphans.h"
+#include "supervisor/sandbox/workspace_mount.h"
 #include "supervisor/sys/seccomp_filter.h"
 
 namespace airlock::sandbox {
@@ -125,6 +127,17 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   sb->lease_.emplace(std::move(*lease));
   lap("lock_and_uid_range");
 
+  std::vector<MountEntry> view = options.mounts;
+  if (!options.workspace_image.empty()) {
+    auto mounted = sb->mountPersistentWorkspace(options.workspace_image);
+    if (!mounted) return Unexpected(std::move(mounted.error()).wrap(ctx("persistent workspace")));
+    view.push_back({.source = sb->workspace_mount_,
+                    .target = "/home/user",
+                    .optional = false,
+                    .writable = true});
+    lap("persistent_workspace");
+  }
+
   sys::CgroupLimits limits;
   limits.memory_bytes = profile.limits.memory_mb << 20;
   limits.pids = profile.limits.pids;
@@ -147,9 +160,10 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   if (!agent_exe) return sysError("open", options.agent_path);
 
   std::vector<airlock_mount_v1> mounts;
-  mounts.reserve(options.mounts.size());
-  for (const auto& m : options.mounts) {
-    uint32_t flags = AIRLOCK_MOUNT_READONLY | (m.optional ? AIRLOCK_MOUNT_OPTIONAL : 0u);
+  mounts.reserve(view.size());
+  for (const auto& m : view) {
+    uint32_t flags =
+        (m.writable ? 0u : AIRLOCK_MOUNT_READONLY) | (m.optional ? AIRLOCK_MOUNT_OPTIONAL : 0u);
     mounts.push_back({m.source.c_str(), m.target.c_str(), flags});
   }
   const char* agent_argv[] = {"airlock-agent", nullptr};
@@ -194,6 +208,22 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   return sb;
 }
 
+Result<> Sandbox::mountPersistentWorkspace(const std::string& image) {
+  workspace_image_ = UniqueFd(open(image.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  if (!workspace_image_) return sysError("open", image);
+  if (flock(workspace_image_.get(), LOCK_EX | LOCK_NB) != 0)
+    return errno == EWOULDBLOCK ? fail("in use by another sandbox", image)
+                                : sysError("flock", image);
+  std::string at = state_dir_ + "/sandboxes/" + id_ + ".home";
+  if (mkdir(at.c_str(), 0700) != 0) return sysError("mkdir", at);
+  if (auto r = mountWorkspace(workspace_image_.get(), at, lease_->hostBase()); !r) {
+    (void)rmdir(at.c_str());
+    return r;
+  }
+  workspace_mount_ = std::move(at);
+  return {};
+}
+
 Result<> Sandbox::destroy() {
   Result<> first_error;
   auto note = [&](Result<> r, const char* step) {
@@ -222,6 +252,11 @@ Result<> Sandbox::destroy() {
          "remove cgroup");
     cgroup_.reset();
   }
+  if (!workspace_mount_.empty()) {
+    unmountWorkspace(workspace_mount_);  // every process that could use it is gone
+    workspace_mount_.clear();
+  }
+  workspace_image_.reset();
   lease_.reset();
   // Only a fully torn-down sandbox gives up its lock file; otherwise the next run reclaims it.
   if (lock_ && first_error) unlockSandbox(state_dir_, id_, std::move(lock_));

@@ -33,6 +33,10 @@ struct SandboxOptions {
   std::vector<MountEntry> mounts;  // read-only view (see rootfs_view.h)
   std::string agent_path;          // the static airlock-agent
   std::string state_dir = "/run/airlock";
+  // A persistent workspace: this ext4 image is loop-mounted and bound at /home/user instead of a
+  // fresh tmpfs (workspace_mount.h). It is flock()ed while in use, so two sandboxes, even of two
+  // supervisors, never mount it at once.
+  std::string workspace_image;
 };
 
 struct Timings {
@@ -61,6 +65,7 @@ class Sandbox {
 
  private:
   Sandbox() = default;
+  Result<> mountPersistentWorkspace(const std::string& image);
 
   std::string id_;
   std::string state_dir_;
@@ -71,6 +76,8 @@ class Sandbox {
   airlock_sandbox_v1 sandbox_{sizeof(airlock_sandbox_v1), -1, -1, nullptr};
   bool started_ = false;
   std::unique_ptr<AgentClient> agent_;
+  UniqueFd workspace_image_;     // flock()ed while mounted
+  std::string workspace_mount_;  // <state_dir>/sandboxes/<id>.home, when mounted
   protocol::Configure configure_;
   Timings timings_;
 };
