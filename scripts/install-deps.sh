@@ -11,6 +11,8 @@ fi
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config clang llvm clang-format
+  # persistent workspaces: mkfs.ext4
+  e2fsprogs
   # libraries the supervisor links
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
   libseccomp-dev libtomlplusplus-dev nlohmann-json3-dev libcap-dev libssl-dev

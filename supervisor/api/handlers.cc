@@ -195,6 +195,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
   const std::string sb = match.params.count("sb") ? match.params.at("sb") : "";
   const std::string cid = match.params.count("cid") ? match.params.at("cid") : "";
   const std::string ctx = match.params.count("ctx") ? match.params.at("ctx") : "";
+  const std::string name = match.params.count("name") ? match.params.at("name") : "";
 
   // Decodes the JSON body with `decode`, answering 400/413 itself on failure.
   auto body = [&](auto decode) -> decltype(decode(std::string_view())) {
@@ -476,6 +477,16 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       answerEmpty(service_.removeFile(caller, sb, r->path, r->recursive));
       break;
     }
+    case RouteId::kListWorkspaces:
+      answer(service_.listWorkspaces(caller), [&](const auto& list) {
+        Json arr = Json::array();
+        for (const auto& w : list) arr.push_back(encodeWorkspace(w));
+        sendJson(ex, 200, {{"workspaces", arr}});
+      });
+      break;
+    case RouteId::kDeleteWorkspace:
+      answerEmpty(service_.deleteWorkspace(caller, name));
+      break;
     case RouteId::kRenameFile: {
       auto r = body(decodeRename);
       if (!r) return sendError(ex, r.error()), label;

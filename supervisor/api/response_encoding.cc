@@ -136,6 +136,14 @@ Json encodeCommand(const service::CommandInfo& c) {
   return j;
 }
 
+Json encodeWorkspace(const service::WorkspaceInfo& w) {
+  return {{"name", w.name},
+          {"size_bytes", w.size_bytes},
+          {"used_bytes", w.used_bytes},
+          {"modified_at", w.modified_at},
+          {"in_use", w.in_use}};
+}
+
 Json encodeContext(const service::ContextInfo& c) {
   return Json{{"context_id", c.context_id},
               {"language", c.language},

@@ -22,6 +22,7 @@ std::string errorBody(const service::ServiceError& error);
 Json encodeSandbox(const service::SandboxInfo& s);
 Json encodeCommand(const service::CommandInfo& c);
 Json encodeContext(const service::ContextInfo& c);
+Json encodeWorkspace(const service::WorkspaceInfo& w);
 // A list entry has "name"; a stat entry (`with_path`) has "path" (FileEntry::name holds the
 // absolute path there) and the base name.
 Json encodeFileEntry(const service::FileEntry& e, bool with_path);

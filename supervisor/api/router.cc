@@ -34,6 +34,8 @@ constexpr std::array kRoutes = {
     Route{"POST", "/v1/sandboxes/{sb}/files/mkdir", RouteId::kMakeDirectory},
     Route{"POST", "/v1/sandboxes/{sb}/files/remove", RouteId::kRemoveFile},
     Route{"POST", "/v1/sandboxes/{sb}/files/rename", RouteId::kRenameFile},
+    Route{"GET", "/v1/workspaces", RouteId::kListWorkspaces},
+    Route{"DELETE", "/v1/workspaces/{name}", RouteId::kDeleteWorkspace},
 };
 
 std::vector<std::string_view> splitPath(std::string_view path) {

@@ -41,6 +41,8 @@ enum class RouteId {
   kMakeDirectory,
   kRemoveFile,
   kRenameFile,
+  kListWorkspaces,
+  kDeleteWorkspace,
 };
 
 struct Route {

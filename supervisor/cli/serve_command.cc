@@ -101,6 +101,7 @@ int serveCommand(const std::vector<std::string>& args) {
   so.plugin_dir = plugin::defaultPluginDir();
   so.agent_path = plugin::defaultAgentPath();
   so.state_dir = state_dir;
+  so.workspace_dir = pol->server.state_dir + "/workspaces";
   auto svc = service::SandboxService::start(std::move(so));
   if (!svc) {
     printError("serve: " + svc.error().message());

@@ -172,9 +172,9 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
   if (!spec.name.empty() && !validName(spec.name))
     return serviceError(ErrorCode::kBadRequest,
                         "name '" + spec.name + "': use 1 to 63 of A-Z a-z 0-9 . _ -");
-  if (spec.persistent)
+  if (spec.persistent && spec.name.empty())
     return serviceError(ErrorCode::kBadRequest,
-                        "persistent sandboxes are not supported by this supervisor yet");
+                        "field 'persistent': needs a 'name' (the workspace is kept under it)");
   std::string lang = spec.language.empty() ? profile.languages.front() : spec.language;
   if (std::find(profile.languages.begin(), profile.languages.end(), lang) ==
       profile.languages.end())
@@ -236,11 +236,21 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
     reserved_memory_by_tenant_[caller.tenant] -= memory;
   };
 
+  // A persistent workspace is mounted when the sandbox starts: never from the warm pool.
+  std::string image;
+  if (spec.persistent) {
+    auto made = workspaces_.imageFor(caller.tenant, spec.name, profile.limits.workspace_mb << 20);
+    if (!made) {
+      unreserve();
+      return serviceError(ErrorCode::kInternal, made.error().message());
+    }
+    image = std::move(*made);
+  }
   // A warm sandbox of the profile if the pool has one; else a new one.
-  std::shared_ptr<LiveSandbox> s = takeWarm(profile_name);
+  std::shared_ptr<LiveSandbox> s = spec.persistent ? nullptr : takeWarm(profile_name);
   bool warm = s != nullptr;
   if (!warm) {
-    auto started = startBox(profile);
+    auto started = startBox(profile, image);
     if (!started) {
       unreserve();
       metrics_.create_failures++;
@@ -250,6 +260,7 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
   }
   s->tenant = caller.tenant;
   s->name = spec.name;
+  s->persistent = spec.persistent;
   s->language = lang;
   s->env = spec.env;
   s->metadata = spec.metadata;
@@ -273,7 +284,28 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
   return infoOf(*s);
 }
 
-SResult<std::shared_ptr<LiveSandbox>> SandboxService::startBox(const policy::Profile& profile) {
+SResult<std::vector<WorkspaceInfo>> SandboxService::listWorkspaces(const Caller& caller) {
+  auto list = workspaces_.list(caller.tenant);
+  if (!list) return serviceError(ErrorCode::kInternal, list.error().message());
+  return *list;
+}
+
+SResult<> SandboxService::deleteWorkspace(const Caller& caller, const std::string& name) {
+  if (!validName(name))
+    return serviceError(ErrorCode::kBadRequest,
+                        "workspace '" + name + "': use 1 to 63 of A-Z a-z 0-9 . _ -");
+  auto r = workspaces_.remove(caller.tenant, name);
+  if (r) return {};
+  int e = r.error().errnum();
+  if (e == ENOENT) return serviceError(ErrorCode::kNotFound, "workspace '" + name + "' not found");
+  if (e == EBUSY)
+    return serviceError(ErrorCode::kConflict,
+                        "workspace '" + name + "' is in use by a running sandbox");
+  return serviceError(ErrorCode::kInternal, r.error().message());
+}
+
+SResult<std::shared_ptr<LiveSandbox>> SandboxService::startBox(const policy::Profile& profile,
+                                                               const std::string& workspace_image) {
   auto s = std::make_shared<LiveSandbox>();
   s->profile = profile;
   // The sandbox sees what every language of its profile needs.
@@ -288,6 +320,7 @@ SResult<std::shared_ptr<LiveSandbox>> SandboxService::startBox(const policy::Pro
   opts.mounts = sandbox::composeView(image_paths, profile.filesystem.readonly_paths);
   opts.agent_path = options_.agent_path;
   opts.state_dir = options_.state_dir;
+  opts.workspace_image = workspace_image;
   auto box = sandbox::Sandbox::create(registry_, opts);
   if (!box)
     return serviceError(ErrorCode::kInternal, "creating the sandbox: " + box.error().message());

@@ -19,6 +19,7 @@
 #include "supervisor/service/agent_connection.h"
 #include "supervisor/service/metrics.h"
 #include "supervisor/service/service.h"
+#include "supervisor/service/workspace_store.h"
 
 namespace airlock::service {
 
@@ -27,6 +28,8 @@ struct ServiceOptions {
   std::string plugin_dir;
   std::string agent_path;
   std::string state_dir = "/run/airlock";  // runtime state: locks, uid leases, scratch
+  // Persistent workspace images (workspace_store.h); on disk: the policy's server.state_dir.
+  std::string workspace_dir = "/var/lib/airlock/workspaces";
 };
 
 struct LiveSandbox;
@@ -56,6 +59,9 @@ class SandboxService final : public Service {
   SResult<SandboxInfo> keepAlive(const Caller& caller, const std::string& sb,
                                  std::optional<int64_t> keep_alive_s,
                                  std::optional<int64_t> lifetime_s) override;
+
+  SResult<std::vector<WorkspaceInfo>> listWorkspaces(const Caller& caller) override;
+  SResult<> deleteWorkspace(const Caller& caller, const std::string& name) override;
 
   SResult<std::unique_ptr<EventStream>> runCommand(const Caller& caller, const std::string& sb,
                                                    const CommandSpec& spec) override;
@@ -107,7 +113,9 @@ class SandboxService final : public Service {
   void reaperLoop();
   void poolLoop();
   // A fresh sandbox of the profile, not yet owned by anyone.
-  SResult<std::shared_ptr<LiveSandbox>> startBox(const policy::Profile& profile);
+  // workspace_image: a persistent workspace to mount at /home/user, or empty.
+  SResult<std::shared_ptr<LiveSandbox>> startBox(const policy::Profile& profile,
+                                                 const std::string& workspace_image = {});
   std::shared_ptr<LiveSandbox> takeWarm(const std::string& profile);
   SResult<std::shared_ptr<plugin::Language>> language(const std::string& name);
   template <typename Op>
@@ -115,6 +123,7 @@ class SandboxService final : public Service {
       -> decltype(op(std::declval<AgentConnection&>(), path));
 
   ServiceOptions options_;  // options_.policy: the policy at start; policy_ is the current one
+  WorkspaceStore workspaces_{options_.workspace_dir};
   plugin::Registry registry_;
   std::unique_ptr<ChannelHub> hub_;
   Metrics metrics_;

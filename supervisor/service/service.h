@@ -93,6 +93,15 @@ struct SandboxInfo {
   int contexts = 0;
 };
 
+// A persistent workspace: the files of `persistent: true` sandboxes of one name, kept on disk.
+struct WorkspaceInfo {
+  std::string name;
+  uint64_t size_bytes = 0;  // the quota, fixed when the workspace was made
+  uint64_t used_bytes = 0;  // disk space it takes
+  int64_t modified_at = 0;  // Unix ms
+  bool in_use = false;      // a running sandbox has it mounted
+};
+
 // ---- streams of events (commands, code) ----
 
 // A pull stream of NDJSON events, already in their wire shape (docs/api.md). Destroying a stream
@@ -223,6 +232,10 @@ class Service {
                                bool recursive) = 0;
   virtual SResult<> renameFile(const Caller& caller, const std::string& sb, const std::string& from,
                                const std::string& to) = 0;
+
+  // The caller's persistent workspaces, and deleting one (409 while a sandbox uses it).
+  virtual SResult<std::vector<WorkspaceInfo>> listWorkspaces(const Caller& caller) = 0;
+  virtual SResult<> deleteWorkspace(const Caller& caller, const std::string& name) = 0;
 
   // {"status": "ok", "sandboxes": N, "draining": false}
   virtual Json health() = 0;

@@ -245,6 +245,58 @@ TEST_F(ServeTest, KillNineThenRestartReclaimsOrphans) {
   serve.reset();
 }
 
+// A persistent workspace survives its supervisor being killed with -9: the restart releases the
+// dead sandbox's host mount and loop device, and the next sandbox of that name finds every file.
+TEST_F(ServeTest, KillNineKeepsPersistentWorkspacesIntact) {
+  auto serve = std::make_unique<Serve>(dir_, "state_dir = \"" + dir_.file("persist") + "\"\n");
+  const std::string spec = R"({"name": "notebook", "persistent": true})";
+  auto created = http(serve->sock(), "POST", "/v1/sandboxes", spec);
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(Json::parse(created.body)["persistent"], true);
+  auto wrote = http(serve->sock(), "POST", "/v1/sandboxes/notebook/files/write",
+                    R"({"path": "/home/user/notes.txt", "content": "kept"})");
+  ASSERT_EQ(wrote.status, 201) << wrote.body;
+  auto made = http(serve->sock(), "POST", "/v1/sandboxes/notebook/commands",
+                   R"({"cmd": "head -c 1000000 /dev/urandom > /home/user/blob && )"
+                   R"(md5sum < /home/user/blob", "stream": false})");
+  ASSERT_EQ(made.status, 200) << made.body;
+  std::string md5 = Json::parse(made.body)["stdout"];
+  ASSERT_EQ(http(serve->sock(), "POST", "/v1/sandboxes/notebook/commands",
+                 R"({"cmd": "sleep 300", "background": true})")
+                .status,
+            201);
+
+  serve->stop(SIGKILL);
+  EXPECT_GT(snapshotHostResources().airlock_mounts, before_.airlock_mounts)
+      << "positive control: the dead supervisor's workspace is still mounted";
+  serve->start();
+  auto after = snapshotHostResources();
+  for (int i = 0; i < 100 && !(after == before_); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    after = snapshotHostResources();
+  }
+  EXPECT_EQ(after, before_) << "the dead supervisor's sandbox or workspace mount survived";
+
+  ASSERT_EQ(http(serve->sock(), "POST", "/v1/sandboxes", spec).status, 201);
+  auto read = http(serve->sock(), "POST", "/v1/sandboxes/notebook/commands",
+                   R"({"cmd": "cat /home/user/notes.txt; echo; md5sum < /home/user/blob", )"
+                   R"("stream": false})");
+  ASSERT_EQ(read.status, 200) << read.body;
+  EXPECT_EQ(Json::parse(read.body)["stdout"], "kept\n" + md5);
+
+  auto list = http(serve->sock(), "GET", "/v1/workspaces");
+  ASSERT_EQ(list.status, 200);
+  auto ws = Json::parse(list.body)["workspaces"];
+  ASSERT_EQ(ws.size(), 1u) << list.body;
+  EXPECT_EQ(ws[0]["name"], "notebook");
+  EXPECT_EQ(ws[0]["in_use"], true);
+  EXPECT_EQ(http(serve->sock(), "DELETE", "/v1/workspaces/notebook").status, 409);
+  ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/notebook").status, 204);
+  EXPECT_EQ(http(serve->sock(), "DELETE", "/v1/workspaces/notebook").status, 204);
+  EXPECT_EQ(http(serve->sock(), "DELETE", "/v1/workspaces/notebook").status, 404);
+  serve.reset();
+}
+
 TEST_F(ServeTest, CliClientTalksToTheSupervisor) {
   Serve serve(dir_);
   std::vector<std::string> env = {"AIRLOCK_URL=unix://" + serve.sock()};

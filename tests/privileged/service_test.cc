@@ -1,6 +1,7 @@
 // The supervisor service on real sandboxes, in-process: what `airlock serve` does behind its
 // HTTP layer. Every test checks the host is as clean afterwards as before.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -57,6 +58,7 @@ class ServiceTest : public ::testing::Test {
     o.policy = std::move(pol);
     o.plugin_dir = airlock::testing::pluginDir();
     o.agent_path = airlock::testing::agentBinary();
+    o.workspace_dir = workspace_root_.path() + "/workspaces";
     auto s = SandboxService::start(std::move(o));
     ASSERT_TRUE(s) << s.error().message();
     svc_ = std::move(*s);
@@ -74,6 +76,7 @@ class ServiceTest : public ::testing::Test {
     return s ? drain(**s) : std::vector<Json>{};
   }
 
+  airlock::testing::TempDir workspace_root_;  // declared before svc_: outlives the service
   airlock::testing::HostResources before_;
   std::unique_ptr<SandboxService> svc_;
 };
@@ -529,6 +532,103 @@ TEST_F(ServiceTest, CodeContextsKeepStateAndReturnRichResults) {
   auto contexts = svc_->listContexts({}, sb.id);
   ASSERT_TRUE(contexts);
   EXPECT_EQ(contexts->size(), 2u);
+}
+
+}  // namespace
+}  // namespace airlock::service
+
+namespace airlock::service {
+namespace {
+
+// Loop devices whose backing file lies under `dir` (the kernel lists it in sysfs).
+int loopDevicesUnder(const std::string& dir) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/block")) {
+    std::ifstream f(e.path() / "loop" / "backing_file");
+    std::string backing;
+    if (std::getline(f, backing) && backing.starts_with(dir)) ++n;
+  }
+  return n;
+}
+
+std::string out(const std::vector<Json>& events) { return joined(events, "stdout"); }
+
+// Persistent workspaces: files outlive the sandbox, whatever uid range the next one leases; the
+// image's size is the quota; a workspace in use is neither mounted twice nor deleted; nothing is
+// left mounted or attached afterwards.
+TEST_F(ServiceTest, PersistentWorkspaceOutlivesItsSandboxes) {
+  auto pol = policy::builtinDefault();
+  pol.profiles.at("default").limits.workspace_mb = 16;
+  start(std::move(pol));
+  SandboxSpec spec;
+  spec.name = "notebook";
+  spec.persistent = true;
+
+  auto first = create(spec);
+  ASSERT_TRUE(first.persistent);
+  auto wrote = run(first.id,
+                   "echo kept > /home/user/notes.txt && mkdir -p /home/user/d/e && "
+                   "ln -s /etc/shadow /home/user/d/link && ls -A /home/user");
+  EXPECT_EQ(out(wrote), "d\nnotes.txt\n") << "a fresh workspace is empty (no lost+found)";
+  EXPECT_EQ(loopDevicesUnder(workspace_root_.path()), 1) << "positive control: mounted by loop";
+  // One name, one live sandbox: the second is refused before it could mount the image again.
+  auto twice = svc_->createSandbox({}, spec);
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().code, ErrorCode::kConflict) << twice.error().message;
+  auto busy = svc_->deleteWorkspace({}, "notebook");
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().code, ErrorCode::kConflict) << busy.error().message;
+  ASSERT_TRUE(svc_->destroySandbox({}, first.id));
+  EXPECT_EQ(loopDevicesUnder(workspace_root_.path()), 0) << "the loop device outlived its sandbox";
+
+  // Another sandbox holds the freed uid range, so this one gets a different range: the files
+  // must be re-owned to it.
+  auto holder = create();
+  auto second = create(spec);
+  auto read = run(second.id,
+                  "cat /home/user/notes.txt; stat -c '%u %g' /home/user /home/user/notes.txt "
+                  "/home/user/d/e; readlink /home/user/d/link; "
+                  "echo more >> /home/user/notes.txt && echo appended");
+  EXPECT_EQ(out(read), "kept\n1000 1000\n1000 1000\n1000 1000\n/etc/shadow\nappended\n");
+  // The re-owning walk ran as host root over sandbox-made files: it never follows a link.
+  struct stat shadow {};
+  ASSERT_EQ(stat("/etc/shadow", &shadow), 0);
+  EXPECT_EQ(shadow.st_uid, 0u) << "the walk followed the planted symlink to the host's file";
+
+  // The quota is the image: a 64 MiB write into 16 MiB fails inside, the host disk is untouched.
+  auto fill = run(second.id,
+                  "dd if=/dev/zero of=/home/user/big bs=1M count=64 2>&1 | head -1; "
+                  "rm -f /home/user/big");
+  EXPECT_NE(out(fill).find("No space left on device"), std::string::npos) << out(fill);
+
+  auto list = svc_->listWorkspaces({});
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ(list->front().name, "notebook");
+  EXPECT_EQ(list->front().size_bytes, 16u << 20);
+  EXPECT_TRUE(list->front().in_use);
+  auto other_tenant = svc_->listWorkspaces({.tenant = "someone-else"});
+  ASSERT_TRUE(other_tenant);
+  EXPECT_TRUE(other_tenant->empty());
+
+  ASSERT_TRUE(svc_->destroySandbox({}, second.id));
+  ASSERT_TRUE(svc_->destroySandbox({}, holder.id));
+  ASSERT_TRUE(svc_->deleteWorkspace({}, "notebook"));
+  auto gone = svc_->deleteWorkspace({}, "notebook");
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
+  // Deleted means deleted: the next persistent sandbox of that name starts empty.
+  auto third = create(spec);
+  EXPECT_EQ(out(run(third.id, "ls -A /home/user | wc -l")), "0\n");
+  ASSERT_TRUE(svc_->destroySandbox({}, third.id));
+  EXPECT_EQ(loopDevicesUnder(workspace_root_.path()), 0);
+
+  SandboxSpec unnamed;
+  unnamed.persistent = true;
+  auto refused = svc_->createSandbox({}, unnamed);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kBadRequest);
+  EXPECT_NE(refused.error().message.find("name"), std::string::npos) << refused.error().message;
 }
 
 }  // namespace

@@ -416,6 +416,27 @@ class FakeService : public service::Service {
     return {};
   }
 
+  // Workspaces per tenant: "busy" ones are in use.
+  SResult<std::vector<service::WorkspaceInfo>> listWorkspaces(
+      const service::Caller& caller) override {
+    std::lock_guard lock(mu);
+    std::vector<service::WorkspaceInfo> out;
+    for (const auto& [key, w] : workspaces)
+      if (key.first == caller.tenant) out.push_back(w);
+    return out;
+  }
+
+  SResult<> deleteWorkspace(const service::Caller& caller, const std::string& name) override {
+    std::lock_guard lock(mu);
+    auto it = workspaces.find({caller.tenant, name});
+    if (it == workspaces.end())
+      return serviceError(ErrorCode::kNotFound, "workspace '" + name + "' not found");
+    if (it->second.in_use)
+      return serviceError(ErrorCode::kConflict, "workspace '" + name + "' is in use");
+    workspaces.erase(it);
+    return {};
+  }
+
   Json health() override {
     std::lock_guard lock(mu);
     return {{"status", "ok"}, {"sandboxes", sandboxes_.size()}, {"draining", false}};
@@ -424,6 +445,8 @@ class FakeService : public service::Service {
   std::string metricsText() override {
     return "# TYPE airlock_sandboxes gauge\nairlock_sandboxes{state=\"running\"} 1\n";
   }
+
+  std::map<std::pair<std::string, std::string>, service::WorkspaceInfo> workspaces;
 
   bool hasDirectory(const std::string& p) {
     std::lock_guard lock(mu);
