@@ -1,0 +1,76 @@
+"""airlock: run AI-agent code in airlock sandboxes from Python.
+
+    from airlock import Sandbox
+
+    with Sandbox.create() as sbx:
+        execution = sbx.run_code("x = 41\nx + 1")
+        print(execution.text)  # 42
+
+The supervisor is found through AIRLOCK_URL (unix:///path.sock or http://127.0.0.1:PORT) and
+AIRLOCK_TOKEN, or `url=`/`token=`; the default is unix:///run/airlock/airlock.sock.
+"""
+
+from airlock.commands import CommandHandle, Commands
+from airlock.errors import (
+    AirlockError,
+    AuthenticationError,
+    ConfigurationError,
+    ConflictError,
+    DeniedByReview,
+    ForbiddenError,
+    InternalError,
+    InvalidRequestError,
+    NotFoundError,
+    QuotaExceededError,
+    SupervisorUnavailableError,
+    TimeoutError,
+)
+from airlock.files import Files
+from airlock.models import (
+    CommandInfo,
+    CommandResult,
+    Context,
+    EntryInfo,
+    Execution,
+    ExecutionError,
+    FileType,
+    Logs,
+    OutputMessage,
+    Result,
+    SandboxInfo,
+    WriteInfo,
+)
+from airlock.sandbox import Sandbox
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AirlockError",
+    "AuthenticationError",
+    "CommandHandle",
+    "CommandInfo",
+    "CommandResult",
+    "Commands",
+    "ConfigurationError",
+    "ConflictError",
+    "Context",
+    "DeniedByReview",
+    "EntryInfo",
+    "Execution",
+    "ExecutionError",
+    "FileType",
+    "Files",
+    "ForbiddenError",
+    "InternalError",
+    "InvalidRequestError",
+    "Logs",
+    "NotFoundError",
+    "OutputMessage",
+    "QuotaExceededError",
+    "Result",
+    "Sandbox",
+    "SandboxInfo",
+    "SupervisorUnavailableError",
+    "TimeoutError",
+    "WriteInfo",
+]

@@ -1,0 +1,394 @@
+"""What the API answers, as typed objects. Every `from_json` tolerates absent fields and ignores
+unknown ones: the supervisor may add fields (an `audit` summary, ...) without breaking clients.
+The raw answer stays available as `.raw` where one object maps one answer."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _str(d: dict[str, Any], key: str, default: str = "") -> str:
+    v = d.get(key)
+    return v if isinstance(v, str) else default
+
+
+def _opt_str(d: dict[str, Any], key: str) -> str | None:
+    v = d.get(key)
+    return v if isinstance(v, str) else None
+
+
+def _int(d: dict[str, Any], key: str, default: int = 0) -> int:
+    v = d.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def _opt_int(d: dict[str, Any], key: str) -> int | None:
+    v = d.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _float(d: dict[str, Any], key: str) -> float | None:
+    v = d.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _dict(d: dict[str, Any], key: str) -> dict[str, Any]:
+    v = d.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+def _opt_dict(d: dict[str, Any], key: str) -> dict[str, Any] | None:
+    v = d.get(key)
+    return v if isinstance(v, dict) else None
+
+
+def _time(d: dict[str, Any], key: str) -> datetime.datetime | None:
+    ms = _float(d, key)
+    return None if ms is None else datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+
+
+def event_bytes(event: dict[str, Any], text_key: str = "data") -> bytes:
+    """The bytes of an output event or document field: `data` as UTF-8 text, or `data_base64`."""
+    text = event.get(text_key)
+    if isinstance(text, str):
+        return text.encode("utf-8")
+    encoded = event.get(text_key + "_base64")
+    if isinstance(encoded, str):
+        return base64.b64decode(encoded)
+    return b""
+
+
+# ---- sandboxes ----
+
+
+@dataclass
+class SandboxInfo:
+    """A sandbox as `GET /v1/sandboxes/{sb}` answers it."""
+
+    id: str
+    name: str | None
+    tenant: str
+    profile: str
+    language: str | None
+    state: str
+    metadata: dict[str, str]
+    persistent: bool
+    created_at: datetime.datetime | None
+    last_active_at: datetime.datetime | None
+    keep_alive_s: float | None
+    idle_expires_at: datetime.datetime | None
+    lifetime_s: float | None
+    ends_at: datetime.datetime | None
+    commands_running: int
+    contexts: int
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def sandbox_id(self) -> str:
+        return self.id
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> SandboxInfo:
+        return SandboxInfo(
+            id=_str(d, "id"), name=_opt_str(d, "name") or None, tenant=_str(d, "tenant"),
+            profile=_str(d, "profile"), language=_opt_str(d, "language"),
+            state=_str(d, "state"),
+            metadata={k: v for k, v in _dict(d, "metadata").items() if isinstance(v, str)},
+            persistent=d.get("persistent") is True, created_at=_time(d, "created_at"),
+            last_active_at=_time(d, "last_active_at"), keep_alive_s=_float(d, "keep_alive_s"),
+            idle_expires_at=_time(d, "idle_expires_at"), lifetime_s=_float(d, "lifetime_s"),
+            ends_at=_time(d, "ends_at"), commands_running=_int(d, "commands_running"),
+            contexts=_int(d, "contexts"), raw=d)
+
+
+# ---- code ----
+
+
+@dataclass
+class OutputMessage:
+    """One chunk of a code run's stdout or stderr, as the callbacks receive it (E2B's shape):
+    `line` is the text (a chunk as the interpreter flushed it, not always a whole line)."""
+
+    line: str
+    error: bool
+    timestamp: datetime.datetime
+
+    def __str__(self) -> str:
+        return self.line
+
+
+_RESULT_FORMATS: dict[str, str] = {
+    "text/html": "html",
+    "text/markdown": "markdown",
+    "image/svg+xml": "svg",
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "application/pdf": "pdf",
+    "text/latex": "latex",
+    "application/json": "json",
+    "application/javascript": "javascript",
+}
+_BINARY_FORMATS = {"png", "jpeg", "pdf"}
+
+
+@dataclass
+class Result:
+    """A rich value from a code run: the last expression's value (`is_main_result`) or a display
+    (every matplotlib figure open at the end of a run comes back as one, with `png`).
+
+    `png`, `jpeg` and `pdf` are bytes (decoded from the API's base64); `json` is the decoded
+    value; the text formats are str. `raw` is the MIME bundle as sent, `extra` holds MIME types
+    without an attribute."""
+
+    text: str | None = None
+    html: str | None = None
+    markdown: str | None = None
+    svg: str | None = None
+    png: bytes | None = None
+    jpeg: bytes | None = None
+    pdf: bytes | None = None
+    latex: str | None = None
+    json: Any = None
+    javascript: str | None = None
+    is_main_result: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def formats(self) -> list[str]:
+        """The formats present besides `text`, as E2B lists them: "html", "png", ..."""
+        present = [name for name in _RESULT_FORMATS.values() if getattr(self, name) is not None]
+        return present + list(self.extra)
+
+    def __str__(self) -> str:
+        return self.text or ""
+
+    @staticmethod
+    def from_bundle(bundle: dict[str, Any], is_main_result: bool) -> Result:
+        result = Result(is_main_result=is_main_result, raw=bundle)
+        for mime, value in bundle.items():
+            if mime == "text/plain":
+                result.text = value if isinstance(value, str) else str(value)
+                continue
+            name = _RESULT_FORMATS.get(mime)
+            if name is None:
+                result.extra[mime] = value
+            elif name in _BINARY_FORMATS:
+                setattr(result, name, base64.b64decode(value) if isinstance(value, str) else None)
+            elif name == "json" and isinstance(value, str):
+                try:
+                    result.json = json.loads(value)
+                except ValueError:
+                    result.json = value
+            else:
+                setattr(result, name, value)
+        return result
+
+
+@dataclass
+class ExecutionError:
+    """An exception raised by the code (or the interpreter dying): `name` is the exception type,
+    `value` its message, `traceback` the formatted traceback as one string."""
+
+    name: str
+    value: str
+    traceback: str
+
+    @property
+    def traceback_lines(self) -> list[str]:
+        return self.traceback.split("\n") if self.traceback else []
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.value}"
+
+    @staticmethod
+    def from_event(event: dict[str, Any]) -> ExecutionError:
+        tb = event.get("traceback")
+        if isinstance(tb, list):
+            traceback = "\n".join(str(line) for line in tb)
+        else:
+            traceback = tb if isinstance(tb, str) else ""
+        return ExecutionError(name=_str(event, "name", "Error"), value=_str(event, "value"),
+                              traceback=traceback)
+
+
+@dataclass
+class Logs:
+    """The chunks a code run wrote to stdout and stderr, in order."""
+
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Execution:
+    """The outcome of `Sandbox.run_code`. A Python exception in the code is `error` (it does not
+    raise); `status` is the supervisor's: "ok", "error", "timeout" or "context_lost"."""
+
+    results: list[Result] = field(default_factory=list)
+    logs: Logs = field(default_factory=Logs)
+    error: ExecutionError | None = None
+    status: str = ""
+    duration_ms: float | None = None
+    context_id: str | None = None
+    context_restarted: bool = False
+    review: dict[str, Any] | None = None
+    raw_end: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def text(self) -> str | None:
+        """The text of the main result (the value of the last expression), if any."""
+        for result in reversed(self.results):
+            if result.is_main_result:
+                return result.text
+        return None
+
+    @property
+    def stdout(self) -> str:
+        return "".join(self.logs.stdout)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.logs.stderr)
+
+
+@dataclass
+class Context:
+    """A stateful interpreter inside a sandbox (`create_code_context`)."""
+
+    id: str
+    language: str
+    state: str = ""
+    created_at: datetime.datetime | None = None
+    runs: int = 0
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def context_id(self) -> str:
+        return self.id
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Context:
+        return Context(id=_str(d, "context_id"), language=_str(d, "language"),
+                       state=_str(d, "state"), created_at=_time(d, "created_at"),
+                       runs=_int(d, "runs"), raw=d)
+
+
+# ---- commands ----
+
+
+@dataclass
+class CommandResult:
+    """A finished command. `exit_code` is None when a signal ended it (`signal` says which) or
+    the supervisor could not learn its end (`error` says why). A non-zero exit does not raise."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    command_id: str = ""
+    pid: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    error: str | None = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_ms: float | None = None
+    review: dict[str, Any] | None = None
+    raw_exit: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass
+class CommandInfo:
+    """A command as `GET /v1/sandboxes/{sb}/commands` lists it."""
+
+    command_id: str
+    argv: list[str]
+    pid: int | None
+    state: str
+    background: bool
+    started_at: datetime.datetime | None
+    exit_code: int | None
+    signal: int | None
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.command_id
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> CommandInfo:
+        argv = d.get("argv")
+        return CommandInfo(
+            command_id=_str(d, "command_id"),
+            argv=[a for a in argv if isinstance(a, str)] if isinstance(argv, list) else [],
+            pid=_opt_int(d, "pid"), state=_str(d, "state"), background=d.get("background") is True,
+            started_at=_time(d, "started_at"), exit_code=_opt_int(d, "exit_code"),
+            signal=_opt_int(d, "signal"), raw=d)
+
+
+# ---- files ----
+
+
+class FileType(str, enum.Enum):
+    FILE = "file"
+    DIR = "dir"
+    SYMLINK = "symlink"
+    OTHER = "other"
+
+
+@dataclass
+class EntryInfo:
+    """A file, directory or link inside the sandbox."""
+
+    name: str
+    type: FileType
+    path: str
+    size: int
+    mode: int
+    modified_time: datetime.datetime | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(d: dict[str, Any], directory: str | None = None) -> EntryInfo:
+        name = _str(d, "name")
+        path = _str(d, "path")
+        if not path and directory is not None:
+            path = directory.rstrip("/") + "/" + name
+        if not name and path:
+            name = path.rstrip("/").rsplit("/", 1)[-1]
+        try:
+            kind = FileType(_str(d, "type", "other"))
+        except ValueError:
+            kind = FileType.OTHER
+        mode = d.get("mode")
+        if isinstance(mode, str):
+            try:
+                mode = int(mode, 8)
+            except ValueError:
+                mode = 0
+        return EntryInfo(name=name, type=kind, path=path, size=_int(d, "size"),
+                         mode=mode if isinstance(mode, int) else 0,
+                         modified_time=_time(d, "mtime_ms"), raw=d)
+
+
+@dataclass
+class WriteInfo:
+    """A file written by `files.write`."""
+
+    path: str
+    size: int
+    name: str
+
+    @staticmethod
+    def from_json(d: dict[str, Any], path: str) -> WriteInfo:
+        written = _str(d, "path", path)
+        return WriteInfo(path=written, size=_int(d, "size"),
+                         name=written.rstrip("/").rsplit("/", 1)[-1])

@@ -1,0 +1,176 @@
+"""`Sandbox`: one isolated Linux sandbox on an airlock supervisor, with code contexts, commands
+and files. Shaped after E2B Code Interpreter's `Sandbox` so that moving over is mostly a change of
+import (see sdk/python/README.md for the mapping)."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from airlock.code import CodeRunner, ErrorHandler, OutputHandler, ResultHandler
+from airlock.commands import Commands
+from airlock.errors import NotFoundError
+from airlock.files import Files
+from airlock.models import Context, Execution, SandboxInfo
+from airlock.transport import Transport, quote
+
+
+class Sandbox:
+    """A sandbox. Make one with `Sandbox.create()` or attach with `Sandbox.connect()`; as a
+    context manager it is killed at the end of the `with` block."""
+
+    def __init__(self, info: SandboxInfo, transport: Transport) -> None:
+        """Use `Sandbox.create` or `Sandbox.connect`; this only wraps an existing sandbox."""
+        self._info = info
+        self._transport = transport
+        self._code = CodeRunner(transport, info.id)
+        self.commands = Commands(transport, info.id)
+        self.files = Files(transport, info.id)
+
+    # ---- making and finding sandboxes ----
+
+    @classmethod
+    def create(cls, profile: str | None = None, language: str | None = None,
+               name: str | None = None, envs: Mapping[str, str] | None = None,
+               metadata: Mapping[str, str] | None = None, keep_alive: float | None = None,
+               lifetime: float | None = None, persistent: bool = False, *,
+               url: str | None = None, token: str | None = None,
+               request_timeout: float | None = None) -> Sandbox:
+        """Creates a sandbox and returns once it can run code (milliseconds from the warm pool).
+
+        `profile` picks the policy profile (limits, languages, review; the policy's default if
+        None); `language` is the default for `run_code`; `name` must be unique among the
+        tenant's sandboxes and can stand in for the id; `envs` are environment variables of
+        everything run inside; `keep_alive` is the idle time in seconds before the sandbox is
+        destroyed, `lifetime` its hard end; `persistent=True` (with a name) keeps /home/user on
+        disk across sandboxes of that name. `url`/`token` override AIRLOCK_URL/AIRLOCK_TOKEN."""
+        transport = Transport(url, token, request_timeout)
+        body: dict[str, Any] = {}
+        for key, value in (("profile", profile), ("language", language), ("name", name),
+                           ("keep_alive_s", keep_alive), ("lifetime_s", lifetime)):
+            if value is not None:
+                body[key] = value
+        if envs:
+            body["env"] = dict(envs)
+        if metadata:
+            body["metadata"] = dict(metadata)
+        if persistent:
+            body["persistent"] = True
+        # A cold start (no warm sandbox left) takes longer than an ordinary call.
+        answer = transport.json("POST", "/v1/sandboxes", body,
+                                timeout=max(transport.request_timeout, 120.0))
+        return cls(SandboxInfo.from_json(answer), transport)
+
+    @classmethod
+    def connect(cls, name_or_id: str, *, url: str | None = None, token: str | None = None,
+                request_timeout: float | None = None) -> Sandbox:
+        """Attaches to a running sandbox of this tenant by id or name; NotFoundError if none."""
+        transport = Transport(url, token, request_timeout)
+        answer = transport.json("GET", f"/v1/sandboxes/{quote(name_or_id)}")
+        return cls(SandboxInfo.from_json(answer), transport)
+
+    @staticmethod
+    def list(metadata: Mapping[str, str] | None = None, *, url: str | None = None,
+             token: str | None = None) -> builtins.list[SandboxInfo]:
+        """The tenant's sandboxes, keeping those whose metadata has every given key and value."""
+        transport = Transport(url, token)
+        try:
+            query = [(f"metadata.{k}", v) for k, v in (metadata or {}).items()]
+            answer = transport.json("GET", "/v1/sandboxes", query=query)
+        finally:
+            transport.close()
+        return [SandboxInfo.from_json(s) for s in answer.get("sandboxes", [])
+                if isinstance(s, dict)]
+
+    # ---- this sandbox ----
+
+    @property
+    def id(self) -> str:
+        return self._info.id
+
+    @property
+    def sandbox_id(self) -> str:
+        """E2B's name for `id`."""
+        return self._info.id
+
+    @property
+    def name(self) -> str | None:
+        return self._info.name
+
+    def info(self) -> SandboxInfo:
+        """The sandbox as the supervisor sees it now (state, timers, running commands)."""
+        self._info = SandboxInfo.from_json(self._transport.json("GET", self._path()))
+        return self._info
+
+    def is_running(self) -> bool:
+        try:
+            return self.info().state == "running"
+        except NotFoundError:
+            return False
+
+    def set_timeout(self, seconds: float, lifetime: float | None = None) -> SandboxInfo:
+        """Resets the idle timer and sets the idle time allowed from now on to `seconds` (within
+        the profile's maximum); `lifetime` moves the hard end too."""
+        body: dict[str, Any] = {"keep_alive_s": seconds}
+        if lifetime is not None:
+            body["lifetime_s"] = lifetime
+        self._info = SandboxInfo.from_json(self._transport.json("POST", self._path("/keepalive"),
+                                                                body))
+        return self._info
+
+    def kill(self) -> bool:
+        """Destroys the sandbox and everything in it. False when it was already gone."""
+        try:
+            self._transport.json("DELETE", self._path())
+            return True
+        except NotFoundError:
+            return False
+        finally:
+            self._transport.close()
+
+    # ---- code ----
+
+    def run_code(self, code: str, language: str | None = None,
+                 context: Context | str | None = None, on_stdout: OutputHandler | None = None,
+                 on_stderr: OutputHandler | None = None, on_result: ResultHandler | None = None,
+                 on_error: ErrorHandler | None = None, timeout: float | None = None) -> Execution:
+        """Runs `code` in a stateful context (the sandbox's default one for the language unless
+        `context` is given): variables, imports and files persist between calls.
+
+        An exception in the code does not raise: it is `execution.error` (and `on_error`). A run
+        that hits `timeout` (seconds; the profile's limit if None) raises `airlock.TimeoutError`
+        with the partial `execution`. A review denial raises `DeniedByReview`. Callbacks get
+        output chunks (`OutputMessage`), results (`Result`, displays included) and the error
+        as they happen."""
+        return self._code.run(code, language, context, on_stdout, on_stderr, on_result,
+                              on_error, timeout)
+
+    def create_code_context(self, language: str = "python") -> Context:
+        return self._code.create_context(language)
+
+    def list_code_contexts(self) -> builtins.list[Context]:
+        return self._code.list_contexts()
+
+    def restart_code_context(self, context: Context | str) -> Context:
+        """A fresh interpreter under the same context id: its variables and imports are gone."""
+        return self._code.restart_context(context)
+
+    def remove_code_context(self, context: Context | str) -> None:
+        self._code.remove_context(context)
+
+    # ---- plumbing ----
+
+    def _path(self, suffix: str = "") -> str:
+        return f"/v1/sandboxes/{quote(self._info.id)}{suffix}"
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.kill()
+
+    def __repr__(self) -> str:
+        return f"Sandbox(id={self.id!r}, name={self.name!r}, profile={self._info.profile!r})"

@@ -1,0 +1,501 @@
+"""The SDK against a scripted fake supervisor (no root, no sandboxes): addresses, the mapping of
+errors to types, NDJSON streaming and callbacks, base64 output, files, commands, review verdicts."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import threading
+import unittest
+from typing import Any
+from unittest import mock
+
+import airlock
+from airlock import Sandbox
+from airlock.transport import Endpoint, Transport
+
+from fake_supervisor import (
+    SANDBOX,
+    SB_PATH,
+    Answer,
+    FakeSupervisor,
+    Request,
+    error_answer,
+    json_answer,
+    ndjson,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+REVIEW_ALLOW = {"verdict": "allow", "reviewer": None, "rule": None, "reason": None,
+                "duration_ms": 0.05, "cached": True}
+
+
+class FakeTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self.fake = FakeSupervisor()
+        self.addCleanup(self.fake.stop)
+        self.fake.route("POST", "/v1/sandboxes", json_answer(SANDBOX, 201))
+        self.fake.route("GET", SB_PATH, json_answer(SANDBOX))
+        self.fake.route("DELETE", SB_PATH, Answer(204))
+
+    def sandbox(self) -> Sandbox:
+        return Sandbox.create(url=self.fake.url)
+
+
+class AddressTest(unittest.TestCase):
+    def test_unix_url(self) -> None:
+        e = Endpoint.parse("unix:///run/airlock/airlock.sock")
+        self.assertEqual(e.socket_path, "/run/airlock/airlock.sock")
+        self.assertIsNone(e.host)
+
+    def test_http_url(self) -> None:
+        e = Endpoint.parse("http://127.0.0.1:8731")
+        self.assertEqual((e.host, e.port, e.socket_path), ("127.0.0.1", 8731, None))
+        self.assertEqual(Endpoint.parse("http://localhost/").port, 80)
+
+    def test_bad_urls_name_what_is_wrong(self) -> None:
+        cases = {
+            "https://127.0.0.1:1": "scheme 'https'",
+            "unix://relative.sock": "absolute path",
+            "http://127.0.0.1:99999": "bad port",
+            "http://127.0.0.1:80/v1": "path '/v1'",
+            "127.0.0.1:80": "expected unix:///",
+        }
+        for url, expected in cases.items():
+            with self.subTest(url=url):
+                with self.assertRaises(airlock.ConfigurationError) as cm:
+                    Endpoint.parse(url)
+                self.assertIn(expected, str(cm.exception))
+                self.assertIn(url, str(cm.exception))
+                self.assertIsInstance(cm.exception, airlock.AirlockError)
+
+    def test_environment_and_explicit_arguments(self) -> None:
+        with mock.patch.dict(os.environ, {}, clear=True):
+            t = Transport()
+            self.assertEqual(t.endpoint.socket_path, "/run/airlock/airlock.sock")
+            self.assertIsNone(t.token)
+        with mock.patch.dict(os.environ, {"AIRLOCK_URL": "http://127.0.0.1:9000",
+                                          "AIRLOCK_TOKEN": "tok-env"}):
+            t = Transport()
+            self.assertEqual((t.endpoint.port, t.token), (9000, "tok-env"))
+            t = Transport(url="unix:///tmp/x.sock", token="tok-arg")
+            self.assertEqual((t.endpoint.socket_path, t.token), ("/tmp/x.sock", "tok-arg"))
+
+    def test_no_supervisor_is_unavailable_with_a_hint(self) -> None:
+        with self.assertRaises(airlock.SupervisorUnavailableError) as cm:
+            Sandbox.create(url="unix:///nonexistent/airlock.sock")
+        self.assertIn("unix:///nonexistent/airlock.sock", str(cm.exception))
+        self.assertIn("is `airlock serve` running", str(cm.exception))
+
+
+class TokenTest(unittest.TestCase):
+    def test_bearer_token_is_sent_on_tcp_and_unix(self) -> None:
+        for tcp in (True, False):
+            fake = FakeSupervisor(tcp=tcp)
+            try:
+                fake.route("GET", "/v1/sandboxes", json_answer({"sandboxes": []}))
+                Sandbox.list(url=fake.url, token="s3cret")
+                self.assertEqual(fake.last().headers.get("authorization"), "Bearer s3cret")
+                with mock.patch.dict(os.environ, {"AIRLOCK_TOKEN": ""}):
+                    Sandbox.list(url=fake.url)
+                self.assertNotIn("authorization", fake.last().headers)
+            finally:
+                fake.stop()
+
+
+class ErrorMappingTest(FakeTestCase):
+    def test_each_error_code_maps_to_its_type_with_the_server_message(self) -> None:
+        cases = [
+            (400, "bad_request", airlock.InvalidRequestError),
+            (401, "unauthorized", airlock.AuthenticationError),
+            (403, "forbidden", airlock.ForbiddenError),
+            (404, "not_found", airlock.NotFoundError),
+            (405, "method_not_allowed", airlock.InvalidRequestError),
+            (409, "conflict", airlock.ConflictError),
+            (413, "payload_too_large", airlock.QuotaExceededError),
+            (429, "too_many_requests", airlock.QuotaExceededError),
+            (500, "internal", airlock.InternalError),
+            (503, "unavailable", airlock.SupervisorUnavailableError),
+        ]
+        for status, code, cls in cases:
+            with self.subTest(code=code):
+                message = f"{code}: field 'name' was wrong"
+                self.fake.route("POST", "/v1/sandboxes", error_answer(status, code, message))
+                with self.assertRaises(cls) as cm:
+                    Sandbox.create(name="x", url=self.fake.url)
+                self.assertEqual(str(cm.exception), message)
+                self.assertEqual((cm.exception.status, cm.exception.code), (status, code))
+                self.assertIsInstance(cm.exception, airlock.AirlockError)
+
+    def test_status_alone_still_maps_and_says_what_failed(self) -> None:
+        self.fake.route("GET", "/v1/sandboxes/nope", Answer(404, b"gone", "text/plain"))
+        with self.assertRaises(airlock.NotFoundError) as cm:
+            Sandbox.connect("nope", url=self.fake.url)
+        self.assertIn("GET /v1/sandboxes/nope: HTTP 404: gone", str(cm.exception))
+
+    def test_denied_by_review_carries_the_verdict(self) -> None:
+        review = {"verdict": "deny", "reviewer": "patterns", "rule": "py-subprocess",
+                  "reason": "spawning processes is not allowed", "duration_ms": 0.21,
+                  "cached": False, "future_field": [1, 2]}
+        message = ("denied by reviewer 'patterns', rule 'py-subprocess': spawning processes "
+                   "is not allowed")
+        self.fake.route("POST", SB_PATH + "/code",
+                        error_answer(403, "denied_by_review", message, review=review))
+        self.fake.route("POST", SB_PATH + "/commands",
+                        error_answer(403, "denied_by_review", "rejected by an operator",
+                                     review={"verdict": "deny", "rule": "operator"}))
+        sbx = self.sandbox()
+        with self.assertRaises(airlock.DeniedByReview) as cm:
+            sbx.run_code("import subprocess")
+        e = cm.exception
+        self.assertEqual(str(e), message)
+        self.assertEqual(e.review, review)
+        self.assertEqual((e.verdict, e.reviewer, e.rule, e.reason),
+                         ("deny", "patterns", "py-subprocess", "spawning processes is not allowed"))
+        self.assertIsInstance(e, airlock.ForbiddenError)
+        with self.assertRaises(airlock.DeniedByReview) as cm:
+            sbx.commands.run("rm -rf /")
+        self.assertEqual(cm.exception.rule, "operator")
+        self.assertIsNone(cm.exception.reviewer)  # absent fields are None, not errors
+
+    def test_denied_by_review_without_a_review_object(self) -> None:
+        self.fake.route("POST", SB_PATH + "/code",
+                        error_answer(403, "denied_by_review", "denied"))
+        with self.assertRaises(airlock.DeniedByReview) as cm:
+            self.sandbox().run_code("1")
+        self.assertEqual(cm.exception.review, {})
+        self.assertIsNone(cm.exception.verdict)
+
+
+class SandboxTest(FakeTestCase):
+    def test_create_sends_the_api_field_names(self) -> None:
+        sbx = Sandbox.create(profile="data-science", language="python", name="analysis-42",
+                             envs={"K": "V"}, metadata={"user": "u1"}, keep_alive=300,
+                             lifetime=3600, url=self.fake.url)
+        self.assertEqual(self.fake.last("POST").json(), {
+            "profile": "data-science", "language": "python", "name": "analysis-42",
+            "env": {"K": "V"}, "metadata": {"user": "u1"}, "keep_alive_s": 300,
+            "lifetime_s": 3600})
+        self.assertEqual((sbx.id, sbx.sandbox_id, sbx.name),
+                         ("3f2a9c0d1e4b5a67", "3f2a9c0d1e4b5a67", "analysis-42"))
+        info = sbx.info()
+        self.assertEqual((info.state, info.metadata, info.keep_alive_s), ("running", {"user": "u1"}, 300))
+        self.assertEqual(info.created_at.year, 2026)  # type: ignore[union-attr]
+
+    def test_unknown_and_missing_fields_are_tolerated(self) -> None:
+        bare = json_answer({"id": "00000000000000aa", "audit": {"events": 3}, "state": "running"})
+        self.fake.route("GET", "/v1/sandboxes/bare", bare)
+        self.fake.route("GET", "/v1/sandboxes/00000000000000aa", bare)
+        sbx = Sandbox.connect("bare", url=self.fake.url)
+        info = sbx.info()
+        self.assertEqual(info.raw["audit"], {"events": 3})
+        self.assertIsNone(info.name)
+        self.assertEqual(info.metadata, {})
+
+    def test_list_filters_by_metadata_in_the_query(self) -> None:
+        self.fake.route("GET", "/v1/sandboxes", json_answer({"sandboxes": [SANDBOX]}))
+        found = Sandbox.list(metadata={"user": "u 1", "team": "a&b"}, url=self.fake.url)
+        self.assertEqual([s.id for s in found], [SANDBOX["id"]])
+        self.assertEqual(self.fake.last().query, {"metadata.user": ["u 1"], "metadata.team": ["a&b"]})
+
+    def test_names_are_quoted_in_paths(self) -> None:
+        self.fake.route("GET", "/v1/sandboxes/a/b", json_answer(SANDBOX))
+        with self.assertRaises(airlock.NotFoundError):
+            Sandbox.connect("a/b", url=self.fake.url)
+        self.assertEqual(self.fake.last().path, "/v1/sandboxes/a%2Fb")
+
+    def test_set_timeout_and_context_manager_kill(self) -> None:
+        self.fake.route("POST", SB_PATH + "/keepalive", json_answer(dict(SANDBOX, keep_alive_s=900)))
+        with self.sandbox() as sbx:
+            self.assertEqual(sbx.set_timeout(900).keep_alive_s, 900)
+            self.assertEqual(self.fake.last().json(), {"keep_alive_s": 900})
+        self.assertEqual(self.fake.last().method, "DELETE")
+        self.fake.route("DELETE", SB_PATH, error_answer(404, "not_found", "gone"))
+        self.assertFalse(sbx.kill())
+
+    def test_keep_alive_connections_are_reused_and_a_closed_one_is_replaced(self) -> None:
+        sbx = self.sandbox()
+        for _ in range(5):
+            sbx.info()
+        self.assertEqual(self.fake.connections, 1)
+        self.fake.route("GET", SB_PATH, Answer(200, json.dumps(SANDBOX).encode(), close=True))
+        sbx.info()  # the server closes after this answer
+        self.fake.route("GET", SB_PATH, json_answer(SANDBOX))
+        self.assertEqual(sbx.info().id, SANDBOX["id"])
+        self.assertEqual(self.fake.connections, 2)
+
+
+class RunCodeTest(FakeTestCase):
+    def test_events_become_an_execution(self) -> None:
+        self.fake.route("POST", SB_PATH + "/code", ndjson([
+            {"type": "stdout", "data": "hello\n"},
+            {"type": "stderr", "data_base64": base64.b64encode(b"bad \xff byte\n").decode()},
+            {"type": "display", "data": {"image/png": base64.b64encode(PNG).decode(),
+                                         "text/plain": "<Figure size 640x480 with 1 Axes>"}},
+            {"type": "result", "data": {"text/plain": "   a\n0  1", "text/html": "<table/>",
+                                        "application/json": '{"a": [1]}',
+                                        "application/x-custom": "c"}},
+            {"type": "end", "status": "ok", "duration_ms": 12.5, "context_id": "python",
+             "context_restarted": False, "review": REVIEW_ALLOW, "audit": {"id": 7}},
+            {"type": "future-event", "data": 1},
+        ]))
+        ex = self.sandbox().run_code("df", language="python", timeout=5)
+        self.assertEqual(self.fake.last().json(), {"code": "df", "stream": True,
+                                                   "language": "python", "timeout_s": 5})
+        self.assertEqual(ex.logs.stdout, ["hello\n"])
+        self.assertEqual(ex.logs.stderr, ["bad \ufffd byte\n"])
+        self.assertIsNone(ex.error)
+        self.assertEqual(len(ex.results), 2)
+        figure, value = ex.results
+        self.assertEqual(figure.png, PNG)
+        self.assertFalse(figure.is_main_result)
+        self.assertEqual(figure.formats(), ["png"])
+        self.assertTrue(value.is_main_result)
+        self.assertEqual(value.html, "<table/>")
+        self.assertEqual(value.json, {"a": [1]})
+        self.assertEqual(value.extra, {"application/x-custom": "c"})
+        self.assertEqual(value.formats(), ["html", "json", "application/x-custom"])
+        self.assertEqual(ex.text, "   a\n0  1")
+        self.assertEqual((ex.status, ex.context_id, ex.duration_ms), ("ok", "python", 12.5))
+        self.assertEqual(ex.review, REVIEW_ALLOW)
+        self.assertEqual(ex.raw_end["audit"], {"id": 7})
+
+    def test_callbacks_run_as_each_line_arrives(self) -> None:
+        seen_first = threading.Event()
+        self.fake.route("POST", SB_PATH + "/code", ndjson([
+            {"type": "stdout", "data": "first\n"},
+            # The server waits for the client to have handled the first event: a client that
+            # read the whole answer before calling back would never get the rest.
+            lambda: self.assertTrue(seen_first.wait(10), "on_stdout was not called live"),
+            {"type": "stdout", "data": "second\n"},
+            {"type": "error", "name": "ValueError", "value": "bad",
+             "traceback": ["Traceback (most recent call last):", "ValueError: bad"]},
+            {"type": "end", "status": "error", "context_id": "python"},
+        ]))
+        got: list[Any] = []
+
+        def on_stdout(msg: airlock.OutputMessage) -> None:
+            got.append(msg.line)
+            seen_first.set()
+
+        ex = self.sandbox().run_code("x", on_stdout=on_stdout, on_error=got.append)
+        self.assertEqual(got[:2], ["first\n", "second\n"])
+        self.assertEqual(got[2], ex.error)
+        self.assertEqual((ex.error.name, ex.error.value), ("ValueError", "bad"))  # type: ignore[union-attr]
+        self.assertEqual(ex.error.traceback,  # type: ignore[union-attr]
+                         "Traceback (most recent call last):\nValueError: bad")
+        self.assertIsNone(ex.text)
+
+    def test_timeout_raises_with_the_partial_execution(self) -> None:
+        self.fake.route("POST", SB_PATH + "/code", ndjson([
+            {"type": "stdout", "data": "started\n"},
+            {"type": "error", "name": "KeyboardInterrupt", "value": "", "traceback": []},
+            {"type": "end", "status": "timeout", "context_id": "python"},
+        ]))
+        with self.assertRaises(airlock.TimeoutError) as cm:
+            self.sandbox().run_code("while True: pass", timeout=1)
+        self.assertIn("timed out after 1 s", str(cm.exception))
+        self.assertIsInstance(cm.exception, TimeoutError)  # the built-in one too
+        self.assertEqual(cm.exception.execution.logs.stdout, ["started\n"])  # type: ignore[union-attr]
+
+    def test_context_lost_is_an_error(self) -> None:
+        self.fake.route("POST", SB_PATH + "/code", ndjson([
+            {"type": "end", "status": "context_lost", "context_id": "c7",
+             "context_restarted": True}]))
+        ex = self.sandbox().run_code("import os; os._exit(1)", context="c7")
+        self.assertEqual(self.fake.last().json()["context_id"], "c7")
+        self.assertEqual(ex.error.name, "ContextLost")  # type: ignore[union-attr]
+        self.assertIn("c7", ex.error.value)  # type: ignore[union-attr]
+        self.assertTrue(ex.context_restarted)
+
+    def test_a_stream_cut_before_end_is_reported(self) -> None:
+        self.fake.route("POST", SB_PATH + "/code", ndjson([{"type": "stdout", "data": "x"}]))
+        with self.assertRaises(airlock.SupervisorUnavailableError) as cm:
+            self.sandbox().run_code("x")
+        self.assertIn("before the 'end' event", str(cm.exception))
+
+    def test_contexts(self) -> None:
+        ctx = {"context_id": "c1", "language": "python", "state": "idle",
+               "created_at": 1795000000000, "runs": 0}
+        self.fake.route("POST", SB_PATH + "/contexts", json_answer(ctx, 201))
+        self.fake.route("GET", SB_PATH + "/contexts", json_answer({"contexts": [ctx]}))
+        self.fake.route("POST", SB_PATH + "/contexts/c1/restart", json_answer(ctx))
+        self.fake.route("DELETE", SB_PATH + "/contexts/c1", Answer(204))
+        sbx = self.sandbox()
+        c = sbx.create_code_context("python")
+        self.assertEqual(self.fake.last().json(), {"language": "python"})
+        self.assertEqual((c.id, c.language), ("c1", "python"))
+        self.assertEqual([x.id for x in sbx.list_code_contexts()], ["c1"])
+        self.assertEqual(sbx.restart_code_context(c).id, "c1")
+        sbx.remove_code_context("c1")
+        self.assertEqual(self.fake.last().method, "DELETE")
+
+
+class CommandsTest(FakeTestCase):
+    def test_foreground_run_streams_and_joins_split_utf8(self) -> None:
+        euro = "€".encode()
+        self.fake.route("POST", SB_PATH + "/commands", ndjson([
+            {"type": "start", "command_id": "c1", "pid": 7},
+            {"type": "stdout", "data_base64": base64.b64encode(b"price " + euro[:1]).decode()},
+            {"type": "stdout", "data_base64": base64.b64encode(euro[1:] + b"5\n").decode()},
+            {"type": "stderr", "data": "warn\n"},
+            {"type": "exit", "exit_code": 3, "signal": 0, "timed_out": False, "stdout_bytes": 10,
+             "stderr_bytes": 5, "stdout_truncated": False, "stderr_truncated": False,
+             "duration_ms": 3.1, "review": REVIEW_ALLOW},
+        ]))
+        chunks: list[str] = []
+        r = self.sandbox().commands.run(["sh", "-c", "x"], envs={"A": "1"}, cwd="/tmp",
+                                        stdin=b"\x00in", on_stderr=chunks.append, timeout=9)
+        self.assertEqual(self.fake.last().json(), {
+            "argv": ["sh", "-c", "x"], "env": {"A": "1"}, "cwd": "/tmp",
+            "stdin_base64": base64.b64encode(b"\x00in").decode(), "timeout_s": 9})
+        self.assertEqual((r.exit_code, r.stdout, r.stderr), (3, "price €5\n", "warn\n"))
+        self.assertEqual((r.command_id, r.pid, r.signal, r.ok), ("c1", 7, None, False))
+        self.assertEqual(r.review, REVIEW_ALLOW)
+        self.assertEqual(chunks, ["warn\n"])
+
+    def test_shell_string_and_signal_exit(self) -> None:
+        self.fake.route("POST", SB_PATH + "/commands", ndjson([
+            {"type": "exit", "exit_code": None, "signal": 9, "timed_out": False}]))
+        r = self.sandbox().commands.run("kill -9 $$", stdin="text")
+        self.assertEqual(self.fake.last().json(), {"cmd": "kill -9 $$", "stdin": "text"})
+        self.assertEqual((r.exit_code, r.signal), (None, 9))
+
+    def test_timeout_raises_with_the_result(self) -> None:
+        self.fake.route("POST", SB_PATH + "/commands", ndjson([
+            {"type": "stdout", "data": "tick\n"},
+            {"type": "exit", "exit_code": None, "signal": 9, "timed_out": True}]))
+        with self.assertRaises(airlock.TimeoutError) as cm:
+            self.sandbox().commands.run("sleep 100", timeout=1)
+        self.assertEqual(cm.exception.result.stdout, "tick\n")  # type: ignore[union-attr]
+        self.assertTrue(cm.exception.result.timed_out)  # type: ignore[union-attr]
+
+    def test_background_handle(self) -> None:
+        base = SB_PATH + "/commands"
+        self.fake.route("POST", base, json_answer({"command_id": "c2", "pid": 9}, 201))
+        self.fake.route("GET", base + "/c2/events", ndjson([
+            {"type": "stdout", "data": "replayed\n"},
+            {"type": "stdout", "data": "live\n"},
+            {"type": "exit", "exit_code": 0, "signal": 0, "timed_out": False}]))
+        self.fake.route("POST", base + "/c2/stdin", Answer(204))
+        self.fake.route("POST", base + "/c2/signal", Answer(204))
+        self.fake.route("DELETE", base + "/c2", Answer(204))
+        self.fake.route("GET", base, json_answer({"commands": [
+            {"command_id": "c2", "argv": ["cat"], "pid": 9, "state": "running",
+             "background": True, "started_at": 1795000000000, "exit_code": None, "signal": None,
+             "new_field": True}]}))
+        cmds = self.sandbox().commands
+        handle = cmds.run("cat", background=True)
+        self.assertEqual(self.fake.last().json(), {"cmd": "cat", "background": True})
+        self.assertEqual((handle.id, handle.pid), ("c2", 9))
+        handle.send_stdin("hi")
+        self.assertEqual(self.fake.last().json(), {"eof": False, "data": "hi"})
+        handle.send_stdin(b"\xff", eof=True)
+        self.assertEqual(self.fake.last().json(), {"eof": True, "data_base64": "/w=="})
+        handle.signal("SIGTERM")
+        self.assertEqual(self.fake.last().json(), {"signal": "SIGTERM"})
+        result = handle.wait()
+        self.assertEqual((result.exit_code, result.stdout), (0, "replayed\nlive\n"))
+        self.assertIs(handle.wait(), result)  # waiting again answers the same result
+        self.assertTrue(handle.kill())
+        listed = cmds.list()
+        self.assertEqual([(c.id, c.argv, c.state) for c in listed], [("c2", ["cat"], "running")])
+        seen: list[str] = []
+        attached = cmds.connect("c2", on_stdout=seen.append)
+        self.assertEqual(attached.wait().stdout, "replayed\nlive\n")
+        self.assertEqual(seen, ["replayed\n", "live\n"])
+        with self.assertRaises(airlock.NotFoundError):
+            cmds.connect("c404")
+        self.fake.route("DELETE", base + "/c2", error_answer(404, "not_found", "command 'c2'"))
+        self.assertFalse(handle.kill())
+
+    def test_empty_argv_is_refused_before_sending(self) -> None:
+        with self.assertRaises(airlock.InvalidRequestError):
+            self.sandbox().commands.run([])
+
+
+class FilesTest(FakeTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.stored: dict[str, bytes] = {}
+
+        def put(r: Request) -> Answer:
+            self.stored[r.query["path"][0]] = r.body
+            return json_answer({"path": r.query["path"][0], "size": len(r.body)}, 201)
+
+        def get(r: Request) -> Answer:
+            path = r.query["path"][0]
+            if path not in self.stored:
+                return error_answer(404, "not_found", f"file '{path}' not found")
+            data = self.stored[path]
+            return Answer(200, [data[i:i + 1000] for i in range(0, len(data), 1000)],
+                          "application/octet-stream")
+
+        self.fake.route("PUT", SB_PATH + "/files", put)
+        self.fake.route("GET", SB_PATH + "/files", get)
+
+    def test_write_and_read_every_kind_of_data(self) -> None:
+        files = self.sandbox().files
+        info = files.write("/home/user/a.txt", "héllo")
+        self.assertEqual((info.path, info.size, info.name), ("/home/user/a.txt", 6, "a.txt"))
+        self.assertFalse(self.fake.last().chunked)
+        self.assertEqual(files.read("/home/user/a.txt"), "héllo")
+        files.write("b.bin", PNG, mode=0o600)  # relative: under /home/user
+        self.assertEqual(self.fake.last().query["mode"], ["600"])
+        self.assertEqual(files.read("/home/user/b.bin", format="bytes"), PNG)
+        big = os.urandom(3 << 20)
+        files.write("/tmp/big", io.BytesIO(big))
+        self.assertTrue(self.fake.last().chunked)  # a file object is streamed, size unknown
+        self.assertEqual(self.stored["/tmp/big"], big)
+        self.assertEqual(b"".join(files.read("/tmp/big", format="stream")), big)
+        files.write("/tmp/t", io.StringIO("text file object"))
+        self.assertEqual(self.stored["/tmp/t"], b"text file object")
+        with self.assertRaises(airlock.NotFoundError):
+            files.read("/nope")
+
+    def test_quota_is_quota_exceeded(self) -> None:
+        self.fake.route("PUT", SB_PATH + "/files", error_answer(
+            413, "payload_too_large", "file '/home/user/x' passes the workspace quota (512 MiB)"))
+        with self.assertRaises(airlock.QuotaExceededError) as cm:
+            self.sandbox().files.write("/home/user/x", b"x")
+        self.assertIn("workspace quota", str(cm.exception))
+
+    def test_metadata_operations(self) -> None:
+        entry = {"name": "a.csv", "type": "file", "size": 12, "mode": 420, "mtime_ms": 1795000000000}
+        self.fake.route("GET", SB_PATH + "/files/list", json_answer(
+            {"path": "/home/user", "entries": [entry, {"name": "d", "type": "dir", "size": 0,
+                                                       "mode": "0755", "mtime_ms": 1}]}))
+        exists: dict[str, bool] = {"/home/user/a.csv": True, "/home/user/new.csv": True}
+
+        def stat(r: Request) -> Answer:
+            path = r.query["path"][0]
+            if not exists.get(path):
+                return error_answer(404, "not_found", f"'{path}' not found")
+            return json_answer(dict(entry, path=path, name=path.rsplit("/", 1)[1]))
+
+        self.fake.route("GET", SB_PATH + "/files/stat", stat)
+        for route in ("mkdir", "remove", "rename"):
+            self.fake.route("POST", SB_PATH + "/files/" + route, Answer(204))
+        files = self.sandbox().files
+        listed = files.list("/home/user")
+        self.assertEqual([(e.name, e.type, e.path) for e in listed],
+                         [("a.csv", airlock.FileType.FILE, "/home/user/a.csv"),
+                          ("d", "dir", "/home/user/d")])
+        self.assertEqual((listed[0].mode, listed[1].mode), (0o644, 0o755))
+        self.assertTrue(files.exists("/home/user/a.csv"))
+        self.assertFalse(files.exists("/home/user/missing"))
+        self.assertTrue(files.make_dir("/home/user/out"))
+        self.assertEqual(self.fake.last().json(), {"path": "/home/user/out", "parents": True})
+        self.assertFalse(files.make_dir("/home/user/a.csv"))
+        files.remove("/home/user/out")
+        self.assertEqual(self.fake.last().json(), {"path": "/home/user/out", "recursive": True})
+        moved = files.rename("/home/user/a.csv", "/home/user/new.csv")
+        self.assertEqual(self.fake.last("POST").json(),
+                         {"from": "/home/user/a.csv", "to": "/home/user/new.csv"})
+        self.assertEqual(moved.path, "/home/user/new.csv")
+
+
+if __name__ == "__main__":
+    unittest.main()
