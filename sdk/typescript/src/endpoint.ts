@@ -1,0 +1,97 @@
+// Where the supervisor is: the `url` option if given, else AIRLOCK_URL, else the default socket;
+// the token likewise from the `token` option or AIRLOCK_TOKEN. A request without a token on the
+// Unix socket is tenant `default` (docs/api.md).
+
+import { ConfigurationError } from './errors.js';
+
+export const DEFAULT_URL = 'unix:///run/airlock/airlock.sock';
+
+/** How to reach a supervisor; every field falls back to the environment. */
+export interface ConnectionOptions {
+  /** `unix:///path/to.sock` or `http://127.0.0.1:PORT`; default AIRLOCK_URL, then the default socket. */
+  url?: string;
+  /** Bearer token of a tenant; default AIRLOCK_TOKEN. Required over TCP. */
+  token?: string;
+  /** Seconds an ordinary call (create, list, files...) may take; default 60. */
+  requestTimeout?: number;
+}
+
+/** A parsed supervisor address: a Unix socket path, or a TCP host and port. */
+export type Endpoint =
+  | { url: string; kind: 'unix'; socketPath: string }
+  | { url: string; kind: 'tcp'; host: string; port: number };
+
+export function parseUrl(url: string): Endpoint {
+  if (url.startsWith('unix://')) {
+    let path: string;
+    try {
+      path = decodeURIComponent(url.slice('unix://'.length));
+    } catch {
+      throw new ConfigurationError(`airlock URL '${url}': bad percent-encoding in the socket path`);
+    }
+    if (!path.startsWith('/')) {
+      throw new ConfigurationError(
+        `airlock URL '${url}': a Unix socket URL needs an absolute path, as in ` +
+          'unix:///run/airlock/airlock.sock',
+      );
+    }
+    return { url, kind: 'unix', socketPath: path };
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new ConfigurationError(
+      `airlock URL '${url}': expected unix:///path/to.sock or http://127.0.0.1:PORT`,
+    );
+  }
+  if (parsed.protocol !== 'http:') {
+    throw new ConfigurationError(
+      `airlock URL '${url}': expected unix:///path/to.sock or http://127.0.0.1:PORT ` +
+        `(scheme '${parsed.protocol.replace(/:$/, '')}' is not supported)`,
+    );
+  }
+  if (!parsed.hostname) {
+    throw new ConfigurationError(`airlock URL '${url}': no host, as in http://127.0.0.1:8080`);
+  }
+  if ((parsed.pathname !== '' && parsed.pathname !== '/') || parsed.search || parsed.hash) {
+    throw new ConfigurationError(
+      `airlock URL '${url}': expected only a host and port, got path '${parsed.pathname}${parsed.search}'`,
+    );
+  }
+  if (parsed.username || parsed.password) {
+    throw new ConfigurationError(
+      `airlock URL '${url}': credentials do not go in the URL; pass the token as AIRLOCK_TOKEN or the token option`,
+    );
+  }
+  // URL keeps IPv6 hosts bracketed ("[::1]"); http.request wants them bare.
+  const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
+  return { url, kind: 'tcp', host, port: parsed.port ? Number(parsed.port) : 80 };
+}
+
+export interface ResolvedConnection {
+  endpoint: Endpoint;
+  token: string | undefined;
+  requestTimeout: number;
+}
+
+export const DEFAULT_REQUEST_TIMEOUT = 60;
+
+export function resolveConnection(options: ConnectionOptions = {}): ResolvedConnection {
+  const url = options.url ?? nonEmpty(process.env['AIRLOCK_URL']) ?? DEFAULT_URL;
+  const token = options.token ?? nonEmpty(process.env['AIRLOCK_TOKEN']);
+  if (token !== undefined && !/^[\x21-\x7e]+$/.test(token)) {
+    throw new ConfigurationError(
+      'airlock token: must be printable ASCII without spaces (check AIRLOCK_TOKEN or the token option)',
+    );
+  }
+  const requestTimeout = options.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT;
+  if (!(requestTimeout > 0)) {
+    throw new ConfigurationError(`requestTimeout: must be a positive number of seconds, got ${requestTimeout}`);
+  }
+  return { endpoint: parseUrl(url), token, requestTimeout };
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}

@@ -1,0 +1,60 @@
+// airlock: run AI-agent code in airlock sandboxes from TypeScript / JavaScript.
+//
+//   import { Sandbox } from '@airlock-sandbox/sdk';
+//   await using sbx = await Sandbox.create();
+//   const execution = await sbx.runCode('x = 41\nx + 1');
+//   console.log(execution.text); // 42
+//
+// The supervisor is found through AIRLOCK_URL (unix:///path.sock or http://127.0.0.1:PORT) and
+// AIRLOCK_TOKEN, or the `url` / `token` options; the default is unix:///run/airlock/airlock.sock.
+
+export { Sandbox, type ListOptions, type SandboxOptions } from './sandbox.js';
+export {
+  type CodeRunner,
+  type CreateContextOptions,
+  type ErrorHandler,
+  type OutputHandler,
+  type ResultHandler,
+  type RunCodeOptions,
+} from './code.js';
+export {
+  CommandHandle,
+  type CommandOptions,
+  type CommandOutput,
+  type CommandOutputHandler,
+  type Commands,
+  type RunOptions,
+} from './commands.js';
+export { type Files, type ReadFormat, type WriteOptions } from './files.js';
+export { DEFAULT_URL, parseUrl, type ConnectionOptions, type Endpoint } from './endpoint.js';
+export {
+  AirlockError,
+  AuthenticationError,
+  ConfigurationError,
+  ConflictError,
+  DeniedByReview,
+  ForbiddenError,
+  InternalError,
+  InvalidRequestError,
+  NotFoundError,
+  QuotaExceededError,
+  SupervisorUnavailableError,
+  TimeoutError,
+  type AirlockErrorDetails,
+} from './errors.js';
+export {
+  Execution,
+  ExecutionError,
+  OutputMessage,
+  Result,
+  type CommandInfo,
+  type CommandResult,
+  type Context,
+  type EntryInfo,
+  type FileType,
+  type Logs,
+  type SandboxInfo,
+  type WriteInfo,
+} from './models.js';
+export { type Review } from './review.js';
+export { type UploadSource } from './transport.js';

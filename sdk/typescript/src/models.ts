@@ -1,0 +1,401 @@
+// What the API answers, as typed values. Every parser tolerates absent fields and ignores
+// unknown ones; the answer as sent stays available as `raw`.
+
+import {
+  num,
+  obj,
+  objects,
+  optNum,
+  optStr,
+  str,
+  time,
+  type JsonObject,
+} from './json.js';
+import { optReview, type Review } from './review.js';
+
+// ---- sandboxes ----
+
+/** A sandbox as `GET /v1/sandboxes/{sb}` answers it. Durations in seconds. */
+export interface SandboxInfo {
+  id: string;
+  /** E2B's name for `id`. */
+  sandboxId: string;
+  name: string | null;
+  tenant: string;
+  profile: string;
+  language: string | null;
+  /** "running", "stopping" or "stopped". */
+  state: string;
+  metadata: Record<string, string>;
+  persistent: boolean;
+  createdAt: Date | null;
+  lastActiveAt: Date | null;
+  /** Idle seconds allowed before the sandbox is destroyed. */
+  keepAlive: number | null;
+  idleExpiresAt: Date | null;
+  /** Hard end, seconds after creation. */
+  lifetime: number | null;
+  endsAt: Date | null;
+  commandsRunning: number;
+  contexts: number;
+  raw: JsonObject;
+}
+
+export function parseSandboxInfo(o: JsonObject): SandboxInfo {
+  const metadata: Record<string, string> = {};
+  for (const [k, v] of Object.entries(obj(o, 'metadata'))) if (typeof v === 'string') metadata[k] = v;
+  const id = str(o, 'id');
+  return {
+    id,
+    sandboxId: id,
+    name: optStr(o, 'name') || null,
+    tenant: str(o, 'tenant'),
+    profile: str(o, 'profile'),
+    language: optStr(o, 'language'),
+    state: str(o, 'state'),
+    metadata,
+    persistent: o['persistent'] === true,
+    createdAt: time(o, 'created_at'),
+    lastActiveAt: time(o, 'last_active_at'),
+    keepAlive: optNum(o, 'keep_alive_s'),
+    idleExpiresAt: time(o, 'idle_expires_at'),
+    lifetime: optNum(o, 'lifetime_s'),
+    endsAt: time(o, 'ends_at'),
+    commandsRunning: num(o, 'commands_running'),
+    contexts: num(o, 'contexts'),
+    raw: o,
+  };
+}
+
+// ---- code ----
+
+/** One chunk of a code run's stdout or stderr, as the callbacks receive it (E2B's shape). */
+export class OutputMessage {
+  constructor(
+    /** The text, a chunk as the interpreter flushed it (not always one whole line). */
+    readonly line: string,
+    /** True for stderr. */
+    readonly error: boolean,
+    readonly timestamp: Date,
+  ) {}
+
+  toString(): string {
+    return this.line;
+  }
+}
+
+const RESULT_FORMATS = {
+  'text/html': 'html',
+  'text/markdown': 'markdown',
+  'image/svg+xml': 'svg',
+  'image/png': 'png',
+  'image/jpeg': 'jpeg',
+  'application/pdf': 'pdf',
+  'text/latex': 'latex',
+  'application/json': 'json',
+  'application/javascript': 'javascript',
+} as const;
+
+type FormatName = (typeof RESULT_FORMATS)[keyof typeof RESULT_FORMATS];
+
+/**
+ * A rich value from a code run: the last expression's value (`isMainResult`) or a display (every
+ * matplotlib figure open at the end of a Python run comes back as one, with `png`).
+ *
+ * `png`, `jpeg` and `pdf` are base64 strings as the API sends them (E2B's shape); `pngBuffer`
+ * and friends decode them. `json` is the decoded value; the other formats are strings. `raw` is
+ * the MIME bundle as sent; `extra` holds the MIME types without a property of their own.
+ */
+export class Result {
+  text?: string;
+  html?: string;
+  markdown?: string;
+  svg?: string;
+  png?: string;
+  jpeg?: string;
+  pdf?: string;
+  latex?: string;
+  json?: unknown;
+  javascript?: string;
+  readonly extra: Record<string, unknown> = {};
+
+  constructor(
+    readonly raw: JsonObject,
+    readonly isMainResult: boolean,
+  ) {
+    for (const [mime, value] of Object.entries(raw)) {
+      if (mime === 'text/plain') {
+        this.text = typeof value === 'string' ? value : JSON.stringify(value);
+        continue;
+      }
+      const name: FormatName | undefined = (RESULT_FORMATS as Record<string, FormatName>)[mime];
+      if (name === undefined) this.extra[mime] = value;
+      else if (name === 'json') this.json = typeof value === 'string' ? parseJsonOr(value) : value;
+      else if (typeof value === 'string') this[name] = value;
+    }
+  }
+
+  /** The PNG image's bytes, decoded from `png`. */
+  get pngBuffer(): Buffer | undefined {
+    return this.png === undefined ? undefined : Buffer.from(this.png, 'base64');
+  }
+
+  get jpegBuffer(): Buffer | undefined {
+    return this.jpeg === undefined ? undefined : Buffer.from(this.jpeg, 'base64');
+  }
+
+  get pdfBuffer(): Buffer | undefined {
+    return this.pdf === undefined ? undefined : Buffer.from(this.pdf, 'base64');
+  }
+
+  /** The formats present besides `text`, as E2B lists them: "html", "png", ... */
+  formats(): string[] {
+    const present = Object.values(RESULT_FORMATS).filter((name) => this[name] !== undefined);
+    return [...present, ...Object.keys(this.extra)];
+  }
+
+  toString(): string {
+    return this.text ?? '';
+  }
+
+  toJSON(): JsonObject {
+    return { ...this.raw };
+  }
+}
+
+/** An exception raised by the code (or the interpreter dying). */
+export class ExecutionError {
+  constructor(
+    /** The exception's type, e.g. "ZeroDivisionError". */
+    readonly name: string,
+    /** Its message. */
+    readonly value: string,
+    /** The formatted traceback, one string. */
+    readonly traceback: string,
+  ) {}
+
+  get tracebackLines(): string[] {
+    return this.traceback ? this.traceback.split('\n') : [];
+  }
+
+  toString(): string {
+    return `${this.name}: ${this.value}`;
+  }
+
+  static fromEvent(event: JsonObject): ExecutionError {
+    const tb = event['traceback'];
+    const traceback = Array.isArray(tb) ? tb.map(String).join('\n') : typeof tb === 'string' ? tb : '';
+    return new ExecutionError(str(event, 'name', 'Error'), str(event, 'value'), traceback);
+  }
+}
+
+/** The chunks a code run wrote to stdout and stderr, in order. */
+export interface Logs {
+  stdout: string[];
+  stderr: string[];
+}
+
+/**
+ * The outcome of `Sandbox.runCode`. An exception in the code is `error` (it does not throw);
+ * `status` is the supervisor's: "ok", "error", "timeout" or "context_lost".
+ */
+export class Execution {
+  readonly results: Result[] = [];
+  readonly logs: Logs = { stdout: [], stderr: [] };
+  error: ExecutionError | undefined;
+  status = '';
+  durationMs: number | null = null;
+  contextId: string | null = null;
+  contextRestarted = false;
+  /** The review chain's verdict, when the supervisor reports one. */
+  review: Review | null = null;
+  /** The `end` event as sent, unknown fields included. */
+  rawEnd: JsonObject = {};
+
+  /** The text of the main result (the value of the last expression), if any. */
+  get text(): string | undefined {
+    for (let i = this.results.length - 1; i >= 0; i--) {
+      const result = this.results[i]!;
+      if (result.isMainResult) return result.text;
+    }
+    return undefined;
+  }
+
+  get stdout(): string {
+    return this.logs.stdout.join('');
+  }
+
+  get stderr(): string {
+    return this.logs.stderr.join('');
+  }
+
+  toJSON(): JsonObject {
+    return {
+      results: this.results.map((r) => r.toJSON()),
+      logs: this.logs,
+      error: this.error && { name: this.error.name, value: this.error.value, traceback: this.error.traceback },
+      status: this.status,
+      durationMs: this.durationMs,
+      contextId: this.contextId,
+      contextRestarted: this.contextRestarted,
+    };
+  }
+}
+
+/** A stateful interpreter inside a sandbox. */
+export interface Context {
+  id: string;
+  language: string;
+  state: string;
+  createdAt: Date | null;
+  runs: number;
+  raw: JsonObject;
+}
+
+export function parseContext(o: JsonObject): Context {
+  return {
+    id: str(o, 'context_id'),
+    language: str(o, 'language'),
+    state: str(o, 'state'),
+    createdAt: time(o, 'created_at'),
+    runs: num(o, 'runs'),
+    raw: o,
+  };
+}
+
+// ---- commands ----
+
+/**
+ * A finished command. `exitCode` is null when a signal ended it (`signal` says which) or the
+ * supervisor could not learn its end (`error` says why). A non-zero exit does not throw.
+ */
+export interface CommandResult {
+  exitCode: number | null;
+  stdout: string;
+  stderr: string;
+  commandId: string;
+  pid: number | null;
+  signal: number | null;
+  timedOut: boolean;
+  error: string | null;
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+  durationMs: number | null;
+  review: Review | null;
+  /** The `exit` event as sent. */
+  rawExit: JsonObject;
+}
+
+export function parseExit(
+  exit: JsonObject,
+  output: { stdout: string; stderr: string; commandId: string; pid: number | null; errors: string[] },
+): CommandResult {
+  const signal = optNum(exit, 'signal');
+  const error = optStr(exit, 'error') ?? (output.errors.length ? output.errors.join('; ') : null);
+  return {
+    exitCode: optNum(exit, 'exit_code'),
+    stdout: output.stdout,
+    stderr: output.stderr,
+    commandId: output.commandId,
+    pid: output.pid,
+    signal: signal === 0 ? null : signal,
+    timedOut: exit['timed_out'] === true,
+    error,
+    stdoutTruncated: exit['stdout_truncated'] === true,
+    stderrTruncated: exit['stderr_truncated'] === true,
+    durationMs: optNum(exit, 'duration_ms'),
+    review: optReview(exit),
+    rawExit: exit,
+  };
+}
+
+/** A command as `GET /v1/sandboxes/{sb}/commands` lists it. */
+export interface CommandInfo {
+  id: string;
+  argv: string[];
+  pid: number | null;
+  /** "running" or "exited". */
+  state: string;
+  background: boolean;
+  startedAt: Date | null;
+  exitCode: number | null;
+  signal: number | null;
+  raw: JsonObject;
+}
+
+export function parseCommandInfo(o: JsonObject): CommandInfo {
+  const argv = o['argv'];
+  return {
+    id: str(o, 'command_id'),
+    argv: Array.isArray(argv) ? argv.filter((a): a is string => typeof a === 'string') : [],
+    pid: optNum(o, 'pid'),
+    state: str(o, 'state'),
+    background: o['background'] === true,
+    startedAt: time(o, 'started_at'),
+    exitCode: optNum(o, 'exit_code'),
+    signal: optNum(o, 'signal'),
+    raw: o,
+  };
+}
+
+// ---- files ----
+
+export type FileType = 'file' | 'dir' | 'symlink' | 'other';
+
+/** A file, directory or link inside the sandbox. */
+export interface EntryInfo {
+  name: string;
+  type: FileType;
+  path: string;
+  size: number;
+  /** Permission bits, e.g. 0o644. */
+  mode: number;
+  modifiedTime: Date | null;
+  raw: JsonObject;
+}
+
+export function parseEntry(o: JsonObject, directory?: string): EntryInfo {
+  let name = str(o, 'name');
+  let path = str(o, 'path');
+  if (!path && directory !== undefined) path = `${directory.replace(/\/+$/, '')}/${name}`;
+  if (!name && path) name = path.replace(/\/+$/, '').split('/').pop() ?? '';
+  const type = str(o, 'type', 'other');
+  const rawMode = o['mode'];
+  const mode =
+    typeof rawMode === 'number' ? rawMode
+    : typeof rawMode === 'string' && /^[0-7]+$/.test(rawMode) ? parseInt(rawMode, 8)
+    : 0;
+  return {
+    name,
+    type: type === 'file' || type === 'dir' || type === 'symlink' ? type : 'other',
+    path,
+    size: num(o, 'size'),
+    mode,
+    modifiedTime: time(o, 'mtime_ms'),
+    raw: o,
+  };
+}
+
+export function parseEntries(answer: JsonObject, directory: string): EntryInfo[] {
+  return objects(answer, 'entries').map((e) => parseEntry(e, directory));
+}
+
+/** A file written by `files.write`. */
+export interface WriteInfo {
+  path: string;
+  name: string;
+  size: number;
+}
+
+export function parseWriteInfo(o: JsonObject, path: string): WriteInfo {
+  const written = str(o, 'path', path);
+  return { path: written, name: written.replace(/\/+$/, '').split('/').pop() ?? '', size: num(o, 'size') };
+}
+
+function parseJsonOr(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}

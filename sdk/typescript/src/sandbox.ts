@@ -1,0 +1,202 @@
+// `Sandbox`: one isolated Linux sandbox on an airlock supervisor, with code contexts, commands
+// and files. Shaped after E2B Code Interpreter's `Sandbox` so that moving over is mostly a
+// change of import (README.md has the mapping).
+
+import { CodeRunner, type CreateContextOptions, type RunCodeOptions } from './code.js';
+import { Commands } from './commands.js';
+import './dispose.js';
+import type { ConnectionOptions } from './endpoint.js';
+import { NotFoundError } from './errors.js';
+import { Files } from './files.js';
+import { objects, type JsonObject } from './json.js';
+import { parseSandboxInfo, type Context, type Execution, type SandboxInfo } from './models.js';
+import { Transport, quote } from './transport.js';
+
+export interface SandboxOptions extends ConnectionOptions {
+  /** Policy profile (limits, languages, review); default: the policy's default profile. */
+  profile?: string;
+  /** Default language of runCode: "python", "node", ... */
+  language?: string;
+  /** Unique among the tenant's sandboxes; stands in for the id in connect(). */
+  name?: string;
+  /** Environment variables of everything run inside. */
+  envs?: Record<string, string>;
+  /** Free-form labels, filterable in Sandbox.list(). */
+  metadata?: Record<string, string>;
+  /** Idle seconds before the sandbox is destroyed (the profile sets default and maximum). */
+  keepAlive?: number;
+  /** Hard end in seconds, whatever the activity. */
+  lifetime?: number;
+  /** Keep /home/user on disk under `name` across sandboxes of that name. */
+  persistent?: boolean;
+}
+
+export interface ListOptions extends ConnectionOptions {
+  /** Keep only sandboxes whose metadata has every given key and value. */
+  metadata?: Record<string, string>;
+}
+
+// A cold start (no warm sandbox left) takes longer than an ordinary call.
+const CREATE_TIMEOUT_S = 120;
+
+/**
+ * A sandbox. Make one with `Sandbox.create()` or attach with `Sandbox.connect()`; with
+ * `await using sbx = await Sandbox.create()` it is killed at the end of the block.
+ */
+export class Sandbox {
+  readonly commands: Commands;
+  readonly files: Files;
+  private readonly code: CodeRunner;
+
+  /** Use Sandbox.create or Sandbox.connect; this only wraps an existing sandbox. */
+  constructor(
+    private info: SandboxInfo,
+    private readonly transport: Transport,
+  ) {
+    this.code = new CodeRunner(transport, info.id);
+    this.commands = new Commands(transport, info.id);
+    this.files = new Files(transport, info.id);
+  }
+
+  /** Creates a sandbox; resolves once it can run code (milliseconds from the warm pool). */
+  static async create(options: SandboxOptions = {}): Promise<Sandbox> {
+    const transport = new Transport(options);
+    const body: JsonObject = {};
+    if (options.profile !== undefined) body['profile'] = options.profile;
+    if (options.language !== undefined) body['language'] = options.language;
+    if (options.name !== undefined) body['name'] = options.name;
+    if (options.envs !== undefined && Object.keys(options.envs).length > 0) body['env'] = { ...options.envs };
+    if (options.metadata !== undefined && Object.keys(options.metadata).length > 0) body['metadata'] = { ...options.metadata };
+    if (options.keepAlive !== undefined) body['keep_alive_s'] = options.keepAlive;
+    if (options.lifetime !== undefined) body['lifetime_s'] = options.lifetime;
+    if (options.persistent) body['persistent'] = true;
+    try {
+      const answer = await transport.json('POST', '/v1/sandboxes', body, {
+        timeout: Math.max(transport.requestTimeout, CREATE_TIMEOUT_S),
+      });
+      return new Sandbox(parseSandboxInfo(answer), transport);
+    } catch (err) {
+      transport.close();
+      throw err;
+    }
+  }
+
+  /** Attaches to a running sandbox of this tenant by id or name; NotFoundError if none. */
+  static async connect(nameOrId: string, options: ConnectionOptions = {}): Promise<Sandbox> {
+    const transport = new Transport(options);
+    try {
+      return new Sandbox(parseSandboxInfo(await transport.json('GET', `/v1/sandboxes/${quote(nameOrId)}`)), transport);
+    } catch (err) {
+      transport.close();
+      throw err;
+    }
+  }
+
+  /** The tenant's sandboxes, keeping those whose metadata has every given key and value. */
+  static async list(options: ListOptions = {}): Promise<SandboxInfo[]> {
+    const transport = new Transport(options);
+    try {
+      const query = Object.entries(options.metadata ?? {}).map(([k, v]): [string, string] => [`metadata.${k}`, v]);
+      return objects(await transport.json('GET', '/v1/sandboxes', undefined, { query }), 'sandboxes').map(
+        parseSandboxInfo,
+      );
+    } finally {
+      transport.close();
+    }
+  }
+
+  get id(): string {
+    return this.info.id;
+  }
+
+  /** E2B's name for `id`. */
+  get sandboxId(): string {
+    return this.info.id;
+  }
+
+  get name(): string | null {
+    return this.info.name;
+  }
+
+  /** The sandbox as the supervisor sees it now (state, timers, running commands). */
+  async getInfo(): Promise<SandboxInfo> {
+    this.info = parseSandboxInfo(await this.transport.json('GET', this.path()));
+    return this.info;
+  }
+
+  async isRunning(): Promise<boolean> {
+    try {
+      return (await this.getInfo()).state === 'running';
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Resets the idle timer and allows `seconds` of idleness from now on (within the profile's
+   * maximum); `lifetime` moves the hard end too.
+   */
+  async setTimeout(seconds: number, options: { lifetime?: number } = {}): Promise<SandboxInfo> {
+    const body: JsonObject = { keep_alive_s: seconds };
+    if (options.lifetime !== undefined) body['lifetime_s'] = options.lifetime;
+    this.info = parseSandboxInfo(await this.transport.json('POST', this.path('/keepalive'), body));
+    return this.info;
+  }
+
+  /** Destroys the sandbox and everything in it. False when it was already gone. */
+  async kill(): Promise<boolean> {
+    try {
+      await this.transport.json('DELETE', this.path());
+      return true;
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    } finally {
+      this.transport.close();
+    }
+  }
+
+  /**
+   * Runs `code` in a stateful context (the sandbox's default one for the language unless
+   * `context` is given): variables, imports and files persist between calls.
+   *
+   * An exception in the code does not reject: it is `execution.error` (and onError). A run that
+   * hits `timeout` rejects with TimeoutError carrying the partial `execution`; a review denial
+   * rejects with DeniedByReview. Callbacks get output chunks, results (figures included) and the
+   * error as they happen.
+   */
+  runCode(code: string, options: RunCodeOptions = {}): Promise<Execution> {
+    return this.code.run(code, options);
+  }
+
+  createCodeContext(options: CreateContextOptions = {}): Promise<Context> {
+    return this.code.createContext(options);
+  }
+
+  listCodeContexts(): Promise<Context[]> {
+    return this.code.listContexts();
+  }
+
+  /** A fresh interpreter under the same context id: its variables and imports are gone. */
+  restartCodeContext(context: Context | string): Promise<Context> {
+    return this.code.restartContext(context);
+  }
+
+  removeCodeContext(context: Context | string): Promise<void> {
+    return this.code.removeContext(context);
+  }
+
+  /** `await using sbx = await Sandbox.create()` kills the sandbox when the block ends. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.kill();
+  }
+
+  toString(): string {
+    return `Sandbox(id=${this.id}, name=${this.name ?? ''}, profile=${this.info.profile})`;
+  }
+
+  private path(suffix = ''): string {
+    return `/v1/sandboxes/${quote(this.info.id)}${suffix}`;
+  }
+}
