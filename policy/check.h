@@ -21,6 +21,9 @@ struct Problem {
 // The first problem of the profile, in a fixed key order, or nothing.
 std::optional<Problem> check(const Profile& profile);
 
+// The first problem of a profile's [review] table (review_check.cc); keys are "review.…".
+std::optional<Problem> checkReview(const Review& review);
+
 // Problems of [server], of each tenant and of the rules across sections (the first of each), in
 // a fixed order. Keys are dotted from the top of the file: "server.tcp",
 // "tenants.ci.token_sha256", "profiles.data-science.lifetime.pool_size".

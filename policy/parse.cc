@@ -11,6 +11,7 @@
 #include <limits>
 #include <set>
 #include <span>
+#include <sstream>
 #include <type_traits>
 
 #include "airlock/policy/keys.h"
@@ -131,6 +132,117 @@ void readInteger(const toml::node& node, Int* target, const std::string& prefix,
   *target = static_cast<Int>(x);
 }
 
+std::string didYouMean(std::string_view suggestion) {
+  if (suggestion.empty()) return {};
+  return " (did you mean '" + std::string(suggestion) + "'?)";
+}
+
+// One table of an array of tables ([[...rules]], [[...plugins]]): every key known, each value
+// of its type; locations under "<path>[i].<key>".
+class ItemReader {
+ public:
+  ItemReader(const toml::node& node, const std::string& prefix, std::string path, Where& where,
+             const std::string& where_prefix, Diags& diags)
+      : prefix_(prefix),
+        path_(std::move(path)),
+        where_(where),
+        where_prefix_(where_prefix),
+        diags_(diags),
+        table_(node.as_table()) {
+    if (table_ == nullptr) typeError(diags, node, prefix, path_, "a table");
+  }
+  bool ok() const { return table_ != nullptr; }
+
+  // Reports keys that are not in `known` as unknown in `header`.
+  void rejectUnknown(std::span<const std::string_view> known, const std::string& header) {
+    for (auto&& [k, v] : *table_) {
+      if (std::ranges::find(known, k.str()) != known.end()) continue;
+      diags_.add(k.source(), "unknown key '" + std::string(k.str()) + "' in " + header +
+                                 didYouMean(detail::closest(k.str(), known)));
+    }
+  }
+  void string(std::string_view key, std::string& out, bool required) {
+    const toml::node* v = table_->get(key);
+    const std::string path = path_ + "." + std::string(key);
+    if (v == nullptr) {
+      if (required) {
+        diags_.add(table_->source(),
+                   prefix_ + path + ": missing (every entry needs '" + std::string(key) + "')");
+      }
+      return;
+    }
+    where_[where_prefix_ + path] = v->source();
+    if (const auto* s = v->as_string()) {
+      out = s->get();
+    } else {
+      typeError(diags_, *v, prefix_, path, "a string");
+    }
+  }
+  void strings(std::string_view key, std::vector<std::string>& out) {
+    const toml::node* v = table_->get(key);
+    if (v == nullptr) return;
+    const std::string path = path_ + "." + std::string(key);
+    where_[where_prefix_ + path] = v->source();
+    const auto* arr = v->as_array();
+    if (arr == nullptr) return typeError(diags_, *v, prefix_, path, "an array of strings");
+    out.clear();
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const auto* s = arr->get(i)->as_string();
+      if (s == nullptr) {
+        return typeError(diags_, *arr->get(i), prefix_, path + "[" + std::to_string(i) + "]",
+                         "a string");
+      }
+      out.push_back(s->get());
+    }
+  }
+  // A value kept as JSON text: a table (or inline table) is converted; a string is taken as is.
+  void json(std::string_view key, std::string& out) {
+    const toml::node* v = table_->get(key);
+    if (v == nullptr) return;
+    const std::string path = path_ + "." + std::string(key);
+    where_[where_prefix_ + path] = v->source();
+    if (const auto* s = v->as_string()) {
+      out = s->get();
+    } else if (const auto* t = v->as_table()) {
+      std::ostringstream json;
+      json << toml::json_formatter(*t, toml::format_flags::none);
+      out = json.str();
+    } else {
+      typeError(diags_, *v, prefix_, path, "a table");
+    }
+  }
+
+ private:
+  const std::string& prefix_;
+  std::string path_;
+  Where& where_;
+  const std::string& where_prefix_;
+  Diags& diags_;
+  const toml::table* table_;
+};
+
+template <typename Item, typename ReadItem>
+void readItems(const toml::node& node, std::vector<Item>* target, const std::string& prefix,
+               const std::string& path, Where& where, const std::string& where_prefix, Diags& diags,
+               ReadItem read_item) {
+  const auto* arr = node.as_array();
+  if (arr == nullptr) return typeError(diags, node, prefix, path, "an array of tables");
+  std::vector<Item> items;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    where[where_prefix + item_path] = arr->get(i)->source();
+    ItemReader reader(*arr->get(i), prefix, item_path, where, where_prefix, diags);
+    if (!reader.ok()) return;
+    Item item;
+    read_item(reader, item);
+    items.push_back(std::move(item));
+  }
+  *target = std::move(items);
+}
+
+constexpr std::string_view kRuleKeys[] = {"id", "pattern", "action", "reason", "languages"};
+constexpr std::string_view kPluginKeys[] = {"name", "config"};
+
 // Writes one key's value into a profile, server or tenant: type and range checked, location
 // recorded under where_prefix + the key's path. Lists replace what the struct had; env adds to
 // it (so `extends` merges env).
@@ -165,6 +277,23 @@ void applyField(const detail::FieldOf<S>& field, const toml::node& node, S& obje
             where[where_prefix + el_path] = el.source();
           }
           *target = std::move(values);
+        } else if constexpr (std::is_same_v<T, std::vector<ReviewRule>>) {
+          readItems(node, target, prefix, path, where, where_prefix, diags,
+                    [&](ItemReader& r, ReviewRule& rule) {
+                      r.rejectUnknown(kRuleKeys, "a review.patterns.rules entry");
+                      r.string("id", rule.id, true);
+                      r.string("pattern", rule.pattern, true);
+                      r.string("action", rule.action, false);
+                      r.string("reason", rule.reason, false);
+                      r.strings("languages", rule.languages);
+                    });
+        } else if constexpr (std::is_same_v<T, std::vector<ReviewPlugin>>) {
+          readItems(node, target, prefix, path, where, where_prefix, diags,
+                    [&](ItemReader& r, ReviewPlugin& plugin) {
+                      r.rejectUnknown(kPluginKeys, "a review.plugins entry");
+                      r.string("name", plugin.name, true);
+                      r.json("config", plugin.config);
+                    });
         } else {
           static_assert(std::is_same_v<T, std::map<std::string, std::string>>);
           const auto* tbl = node.as_table();
@@ -185,11 +314,6 @@ void applyField(const detail::FieldOf<S>& field, const toml::node& node, S& obje
   where[where_prefix + path] = node.source();
 }
 
-std::string didYouMean(std::string_view suggestion) {
-  if (suggestion.empty()) return {};
-  return " (did you mean '" + std::string(suggestion) + "'?)";
-}
-
 // "did you mean" for an unknown key directly in [profiles.<name>]: a sibling key, or a key of a
 // sub-table written one level too high ("memory_mb" → "limits.memory_mb").
 std::string suggestProfileKey(std::string_view key) {
@@ -198,6 +322,7 @@ std::string suggestProfileKey(std::string_view key) {
     if (f.table.empty()) here.push_back(f.key);
   }
   for (std::string_view t : detail::subTables()) here.push_back(t);
+  here.push_back(detail::kReviewTable);
   here.push_back(detail::kExtendsKey);
   if (auto s = detail::closest(key, here); !s.empty()) return didYouMean(s);
   std::vector<std::string_view> nested_keys;
@@ -217,6 +342,55 @@ struct Extends {
   toml::source_region where;
 };
 
+// Reads [profiles.<name>.review]: its own keys, then one nested table per reviewer.
+void readReview(const toml::node& node, Profile& profile, Where& where, const std::string& prefix,
+                const std::string& header, Diags& diags) {
+  const auto* review = node.as_table();
+  if (review == nullptr) return typeError(diags, node, prefix, "review", "a table");
+  where["review"] = node.source();
+  for (auto&& [k, v] : *review) {
+    const std::string_view key = k.str();
+    if (const Field* f = detail::findField(detail::kReviewTable, key)) {
+      applyField(*f, v, profile, where, prefix, diags);
+      continue;
+    }
+    const std::string nested = std::string(detail::kReviewTable) + "." + std::string(key);
+    if (std::ranges::find(detail::reviewTables(), nested) != detail::reviewTables().end()) {
+      const auto* sub = v.as_table();
+      if (sub == nullptr) {
+        typeError(diags, v, prefix, nested, "a table");
+        continue;
+      }
+      where[nested] = v.source();
+      for (auto&& [k2, v2] : *sub) {
+        if (const Field* f = detail::findField(nested, k2.str())) {
+          applyField(*f, v2, profile, where, prefix, diags);
+          continue;
+        }
+        std::vector<std::string_view> candidates;
+        for (const Field& f2 : detail::fields()) {
+          if (f2.table == nested) candidates.push_back(f2.key);
+        }
+        diags.add(k2.source(), "unknown key '" + std::string(k2.str()) + "' in " + header + "." +
+                                   nested + "]" +
+                                   didYouMean(detail::closest(k2.str(), candidates)));
+      }
+      continue;
+    }
+    std::vector<std::string_view> candidates;
+    for (const Field& f : detail::fields()) {
+      if (f.table == detail::kReviewTable) candidates.push_back(f.key);
+    }
+    for (std::string_view t : detail::reviewTables()) {
+      if (t.size() > detail::kReviewTable.size()) {
+        candidates.push_back(t.substr(detail::kReviewTable.size() + 1));
+      }
+    }
+    diags.add(k.source(), "unknown key '" + std::string(key) + "' in " + header + ".review]" +
+                              didYouMean(detail::closest(key, candidates)));
+  }
+}
+
 // Reads one [profiles.<name>] table onto `profile`, which holds the defaults or the base profile.
 void readProfile(const std::string& name, const toml::table& table, Profile& profile, Where& where,
                  Extends& extends, Diags& diags) {
@@ -232,6 +406,10 @@ void readProfile(const std::string& name, const toml::table& table, Profile& pro
       }
       extends.name = s->get();
       extends.where = v.source();
+      continue;
+    }
+    if (key == detail::kReviewTable) {
+      readReview(v, profile, where, prefix, header, diags);
       continue;
     }
     if (std::ranges::find(detail::subTables(), key) != detail::subTables().end()) {
@@ -637,6 +815,12 @@ Result<Policy> loadFile(const std::string& path) {
 
 namespace {
 
+std::string tomlStrings(const std::vector<std::string>& values) {
+  std::string items;
+  for (const auto& s : values) items += (items.empty() ? "" : ", ") + quoteToml(s);
+  return "[" + items + "]";
+}
+
 // One TOML table per struct: plain keys under `header`, then each sub-table, env-like maps as
 // their own tables.
 template <typename S>
@@ -661,8 +845,22 @@ std::string tableToToml(S copy, std::span<const detail::FieldOf<S>> fields,
           } else if constexpr (std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>) {
             *out += std::string(f.key) + " = " + std::to_string(v) + "\n";
           } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            *out += std::string(f.key) + " = " + tomlStrings(v) + "\n";
+          } else if constexpr (std::is_same_v<T, std::vector<ReviewRule>>) {
             std::string items;
-            for (const auto& s : v) items += (items.empty() ? "" : ", ") + quoteToml(s);
+            for (const ReviewRule& r : v) {
+              items += (items.empty() ? "" : ", ") + std::string("{id = ") + quoteToml(r.id) +
+                       ", pattern = " + quoteToml(r.pattern) + ", action = " + quoteToml(r.action) +
+                       ", reason = " + quoteToml(r.reason) +
+                       ", languages = " + tomlStrings(r.languages) + "}";
+            }
+            *out += std::string(f.key) + " = [" + items + "]\n";
+          } else if constexpr (std::is_same_v<T, std::vector<ReviewPlugin>>) {
+            std::string items;
+            for (const ReviewPlugin& p : v) {
+              items += (items.empty() ? "" : ", ") + std::string("{name = ") + quoteToml(p.name) +
+                       ", config = " + quoteToml(p.config) + "}";
+            }
             *out += std::string(f.key) + " = [" + items + "]\n";
           } else {
             maps += "\n[" + header + "." + std::string(f.key) + "]\n";
@@ -714,7 +912,11 @@ Result<> applyOverride(Profile& profile, std::string_view assignment) {
   std::string_view value = trim(assignment.substr(eq + 1));
 
   std::string table, name;
-  if (size_t dot = key.find('.'); dot != std::string_view::npos) {
+  // The key is the last component: "review.limits.max_bytes" is max_bytes of review.limits.
+  if (key.starts_with("env.")) {
+    table = "env";
+    name = key.substr(4);
+  } else if (size_t dot = key.rfind('.'); dot != std::string_view::npos) {
     table = key.substr(0, dot);
     name = key.substr(dot + 1);
   } else {

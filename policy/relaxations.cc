@@ -31,6 +31,10 @@ std::vector<std::string> relaxations(const Profile& profile) {
     add("network.mode = '" + profile.network.mode + "': the sandbox has a network beyond loopback");
   }
 
+  if (profile.review.fail_open) {
+    add("review.fail_open = true: code runs when a reviewer fails or times out");
+  }
+
   // Limits: every one that is above its default, read through the key table.
   Profile mine = profile;
   Profile defaults;

@@ -49,6 +49,28 @@ const std::array kFields = {
     AIRLOCK_FIELD("network", "mode", network.mode),
     AIRLOCK_FIELD("seccomp", "allow", seccomp.allow),
     AIRLOCK_FIELD("seccomp", "deny", seccomp.deny),
+    AIRLOCK_FIELD("review", "chain", review.chain),
+    AIRLOCK_FIELD("review", "fail_open", review.fail_open),
+    AIRLOCK_FIELD("review", "cache_entries", review.cache_entries),
+    AIRLOCK_FIELD("review", "hold_deadline_s", review.hold_deadline_s),
+    AIRLOCK_FIELD("review", "plugins", review.plugins),
+    AIRLOCK_FIELD("review.limits", "max_bytes", review.limits.max_bytes),
+    AIRLOCK_FIELD("review.limits", "max_lines", review.limits.max_lines),
+    AIRLOCK_FIELD("review.limits", "allow_binary", review.limits.allow_binary),
+    AIRLOCK_FIELD("review.patterns", "max_scan_bytes", review.patterns.max_scan_bytes),
+    AIRLOCK_FIELD("review.patterns", "rules", review.patterns.rules),
+    AIRLOCK_FIELD("review.python_ast", "deny_imports", review.python_ast.deny_imports),
+    AIRLOCK_FIELD("review.python_ast", "deny_calls", review.python_ast.deny_calls),
+    AIRLOCK_FIELD("review.python_ast", "deny_attributes", review.python_ast.deny_attributes),
+    AIRLOCK_FIELD("review.python_ast", "max_bytes", review.python_ast.max_bytes),
+    AIRLOCK_FIELD("review.python_ast", "timeout_ms", review.python_ast.timeout_ms),
+    AIRLOCK_FIELD("review.shell", "mode", review.shell.mode),
+    AIRLOCK_FIELD("review.shell", "allow", review.shell.allow),
+    AIRLOCK_FIELD("review.command", "argv", review.command.argv),
+    AIRLOCK_FIELD("review.command", "timeout_ms", review.command.timeout_ms),
+    AIRLOCK_FIELD("review.webhook", "url", review.webhook.url),
+    AIRLOCK_FIELD("review.webhook", "timeout_ms", review.webhook.timeout_ms),
+    AIRLOCK_FIELD("review.webhook", "token_file", review.webhook.token_file),
 };
 
 const std::array kServerFields = {
@@ -78,9 +100,15 @@ const std::array kTenantFields = {
 constexpr std::array<std::string_view, 5> kSubTables = {"limits", "lifetime", "filesystem",
                                                         "network", "seccomp"};
 
+constexpr std::array<std::string_view, 7> kReviewTables = {
+    "review",       "review.limits",  "review.patterns", "review.python_ast",
+    "review.shell", "review.command", "review.webhook"};
+
 }  // namespace
 
 std::span<const Field> fields() { return kFields; }
+
+std::span<const std::string_view> reviewTables() { return kReviewTables; }
 
 std::span<const ServerField> serverFields() { return kServerFields; }
 

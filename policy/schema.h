@@ -17,13 +17,16 @@ namespace airlock::policy::detail {
 // Where a key's value lives in a struct S (Profile, Server, Tenant); the variant alternative is
 // the key's TOML type.
 template <typename S>
-using FieldRefOf = std::variant<std::string* (*)(S&), std::vector<std::string>* (*)(S&),
-                                std::map<std::string, std::string>* (*)(S&), bool* (*)(S&),
-                                uint32_t* (*)(S&), uint64_t* (*)(S&)>;
+using FieldRefOf =
+    std::variant<std::string* (*)(S&), std::vector<std::string>* (*)(S&),
+                 std::map<std::string, std::string>* (*)(S&), bool* (*)(S&), uint32_t* (*)(S&),
+                 uint64_t* (*)(S&), std::vector<ReviewRule>* (*)(S&),
+                 std::vector<ReviewPlugin>* (*)(S&)>;
 
 template <typename S>
 struct FieldOf {
-  std::string_view table;  // "" for keys directly in the struct's table, else "limits", ...
+  // "" for keys directly in the struct's table, else "limits", ..., "review", "review.limits"
+  std::string_view table;
   std::string_view key;
   FieldRefOf<S> ref;
 
@@ -43,6 +46,9 @@ using TenantField = FieldOf<Tenant>;
 std::span<const Field> fields();
 // Sub-tables of a profile in order: "limits", "lifetime", "filesystem", "network", "seccomp".
 std::span<const std::string_view> subTables();
+// The review table and the reviewers' tables nested in it: "review", "review.limits", ...
+inline constexpr std::string_view kReviewTable = "review";
+std::span<const std::string_view> reviewTables();
 const Field* findField(std::string_view table, std::string_view key);
 
 // Every field of Server, and of Tenant except `name`, in reference.toml order.

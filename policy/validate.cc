@@ -432,9 +432,9 @@ std::string profilePrefix(const Profile& profile) {
 }
 
 std::optional<Problem> check(const Profile& p) {
-  for (Check c :
-       {checkIdentity(p), checkEnv(p), checkLimits(p.limits), checkLifetime(p.lifetime),
-        checkFilesystem(p.filesystem), checkNetwork(p.network), checkSeccomp(p.seccomp)}) {
+  for (Check c : {checkIdentity(p), checkEnv(p), checkLimits(p.limits), checkLifetime(p.lifetime),
+                  checkFilesystem(p.filesystem), checkNetwork(p.network), checkSeccomp(p.seccomp),
+                  detail::checkReview(p.review)}) {
     if (c) return c;
   }
   return std::nullopt;

@@ -110,13 +110,15 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [n1] = Network{};
   [[maybe_unused]] auto [s1, s2] = Seccomp{};
   [[maybe_unused]] auto [t1, t2, t3, t4, t5] = Lifetime{};
-  [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14] = Profile{};
+  [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15] =
+      Profile{};
+  [[maybe_unused]] auto [r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11] = Review{};
   [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10] = Server{};
   [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
   [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7] = Policy{};
-  // Profile: 14 members minus name, minus the 5 sub-tables, plus their 9 + 5 + 2 + 1 + 2 keys,
-  // plus `extends`.
-  EXPECT_EQ(profileKeys().size(), 14u - 1 - 5 + 9 + 5 + 2 + 1 + 2 + 1);
+  // Profile: 15 members minus name, minus the 6 sub-tables, plus their 9 + 5 + 2 + 1 + 2 keys,
+  // plus `extends`, plus review's 5 own keys and its reviewers' 3 + 2 + 5 + 2 + 2 + 3.
+  EXPECT_EQ(profileKeys().size(), 15u - 1 - 6 + 9 + 5 + 2 + 1 + 2 + 1 + 5 + 3 + 2 + 5 + 2 + 2 + 3);
   EXPECT_EQ(serverKeys().size(), 10u);
   EXPECT_EQ(tenantKeys().size(), 5u - 1);  // minus name
 }
@@ -184,8 +186,11 @@ TEST(PolicyReference, EveryKeyWritesItsOwnField) {
     if (key == "extends" || key == "env") continue;
     Profile p = defaults;
     bool set = false;
-    for (const char* value : {"12345", "\"zz\"", "false", "[\"zz\"]"}) {
-      if (applyOverride(p, key + "=" + value)) {
+    // The first value of the key's type that differs from its default.
+    for (const char* value : {"12345", "\"zz\"", "false", "true", "[\"zz\"]",
+                              "[{id = \"zz\", pattern = \"zz\"}]", "[{name = \"zz\"}]"}) {
+      p = defaults;
+      if (applyOverride(p, key + "=" + value) && profileToToml(p) != base) {
         set = true;
         break;
       }

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "airlock/policy/review.h"
 #include "airlock/result.h"
 
 namespace airlock::policy {
@@ -75,6 +76,7 @@ struct Profile {
   Filesystem filesystem;
   Network network;
   Seccomp seccomp;
+  Review review;  // reviewers run before any code or command reaches the sandbox
 };
 
 // Where `airlock serve` listens and what one host allows in total ([server]).
