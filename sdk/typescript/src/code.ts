@@ -54,6 +54,7 @@ export class CodeRunner {
     const execution = new Execution();
     const events = this.transport.events('POST', `${this.base}/code`, body, {
       timeout: options.timeout === undefined ? null : options.timeout + STREAM_GRACE_S,
+      answerTimeout: null, // a run held for review has no answer until an operator decides
     });
     for await (const event of events) {
       switch (event['type']) {

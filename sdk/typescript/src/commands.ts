@@ -199,12 +199,14 @@ export class Commands {
     const body = requestBody(cmd, options);
     if (options.background) {
       body['background'] = true;
-      const answer = await this.transport.json('POST', this.base, body);
+      // A command held for review has no answer until an operator decides.
+      const answer = await this.transport.json('POST', this.base, body, { answerTimeout: null });
       return new CommandHandle(this, optStr(answer, 'command_id') ?? '', optNum(answer, 'pid'), options);
     }
     const collector = new Collector('', null);
     const events = this.transport.events('POST', this.base, body, {
       timeout: options.timeout === undefined ? null : options.timeout + STREAM_GRACE_S,
+      answerTimeout: null,
     });
     await collect(events, collector, options);
     return collector.result(`command ${describe(cmd)}`, options.timeout);

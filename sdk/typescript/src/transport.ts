@@ -24,6 +24,11 @@ export interface RequestOptions {
   query?: Query;
   /** Seconds of silence on the connection before giving up; null waits for ever. */
   timeout?: number | null;
+  /**
+   * Seconds to wait for the answer to start, when that differs from `timeout`: a code run or
+   * command the review chain holds for an operator has no answer until it is approved.
+   */
+  answerTimeout?: number | null;
 }
 
 interface OpenOptions extends RequestOptions {
@@ -152,6 +157,7 @@ export class Transport {
         ? { socketPath: this.endpoint.socketPath }
         : { host: this.endpoint.host, port: this.endpoint.port };
     const timeout = options.timeout === undefined ? this.requestTimeout : options.timeout;
+    const answerTimeout = options.answerTimeout === undefined ? timeout : options.answerTimeout;
 
     return new Promise((resolve, reject) => {
       const req = http.request({
@@ -162,18 +168,26 @@ export class Transport {
         headers,
       });
       let response: http.IncomingMessage | undefined;
-      if (timeout !== null) {
-        // Socket inactivity, so a long stream that keeps sending is never cut.
-        req.setTimeout(Math.ceil(timeout * 1000), () => {
-          const err = new TimeoutError(
-            `${what}: the supervisor at ${this.endpoint.url} sent nothing for ${timeout} s`,
-          );
-          response?.destroy(err); // a reader of the body sees this error, not a bare reset
-          req.destroy(err);
-        });
-      }
+      // Socket inactivity, so a long stream that keeps sending is never cut. One listener; the
+      // limit in force changes when the answer starts.
+      let limit = answerTimeout;
+      req.on('timeout', () => {
+        const err = new TimeoutError(
+          response === undefined
+            ? `${what}: the supervisor at ${this.endpoint.url} did not answer within ${limit} s`
+            : `${what}: the supervisor at ${this.endpoint.url} sent nothing for ${limit} s`,
+        );
+        response?.destroy(err); // a reader of the body sees this error, not a bare reset
+        req.destroy(err);
+      });
+      const armTimeout = (seconds: number | null): void => {
+        limit = seconds;
+        req.setTimeout(seconds === null ? 0 : Math.ceil(seconds * 1000));
+      };
+      armTimeout(answerTimeout);
       req.on('response', (res) => {
         response = res;
+        if (answerTimeout !== timeout) armTimeout(timeout);
         const status = res.statusCode ?? 0;
         if (status < 400) {
           resolve(res);
