@@ -8,8 +8,8 @@ import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 
-import { NotFoundError, Sandbox, TimeoutError, type OutputMessage } from '../../src/index.js';
-import { RealSupervisor, privilegedRequired, privilegedSkipReason } from '../support/real-supervisor.js';
+import { AuthenticationError, NotFoundError, Sandbox, TimeoutError, type OutputMessage } from '../../src/index.js';
+import { RealSupervisor, freeLoopbackPort, privilegedRequired, privilegedSkipReason } from '../support/real-supervisor.js';
 
 const skipReason = privilegedSkipReason();
 
@@ -24,8 +24,16 @@ describe('against a real airlock serve', { skip: skipReason }, () => {
   let sbx: Sandbox;
   const meta = { suite: `ts-sdk-${process.pid}` };
 
+  // Loopback TCP needs a tenant with a token; the Unix socket without one is tenant `default`.
+  const token = randomBytes(16).toString('hex');
+  let tcpUrl: string;
+
   before(async () => {
-    supervisor = await RealSupervisor.start();
+    const port = await freeLoopbackPort();
+    tcpUrl = `http://127.0.0.1:${port}`;
+    supervisor = await RealSupervisor.start(
+      `tcp = "127.0.0.1:${port}"\n[tenants.agents]\ntoken_sha256 = "${createHash('sha256').update(token).digest('hex')}"\n`,
+    );
     const started = performance.now();
     sbx = await Sandbox.create({
       url: supervisor.url,
@@ -219,6 +227,23 @@ describe('against a real airlock serve', { skip: skipReason }, () => {
     assert.equal(info.keepAlive, 120);
     assert.ok(info.idleExpiresAt !== null && info.idleExpiresAt.getTime() > Date.now() + 100_000);
     assert.equal((await sbx.getInfo()).keepAlive, 120);
+  });
+
+  it("works over loopback TCP with a bearer token, as that token's tenant", async () => {
+    const remote = await Sandbox.create({ url: tcpUrl, token, metadata: meta });
+    try {
+      assert.equal((await remote.getInfo()).tenant, 'agents');
+      assert.equal((await remote.runCode('6 * 7')).text, '42');
+      assert.equal((await remote.commands.run('echo tcp')).stdout, 'tcp\n');
+      await remote.files.write('/home/user/t.txt', 'over tcp');
+      assert.equal(await remote.files.read('/home/user/t.txt'), 'over tcp');
+      assert.deepEqual((await Sandbox.list({ url: tcpUrl, token })).map((s) => s.id), [remote.id]);
+      assert.ok(!(await Sandbox.list({ url: supervisor.url })).some((s) => s.id === remote.id), "another tenant's sandbox is visible");
+      await assert.rejects(Sandbox.list({ url: tcpUrl }), AuthenticationError);
+      await assert.rejects(Sandbox.list({ url: tcpUrl, token: 'not-the-token' }), AuthenticationError);
+    } finally {
+      assert.equal(await remote.kill(), true);
+    }
   });
 
   it('kills a sandbox, after which it cannot be reached', async () => {
