@@ -134,7 +134,7 @@ class FakeSupervisor:
 
         self._dir = tempfile.mkdtemp(prefix="airlock-fake-")
         self.socket_path = os.path.join(self._dir, "airlock.sock")
-        server: socketserver.BaseServer
+        server: socketserver.ThreadingTCPServer | socketserver.ThreadingUnixStreamServer
         if self.tcp:
             server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
             self.url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -148,7 +148,11 @@ class FakeSupervisor:
         self._thread.start()
 
     def route(self, method: str, path: str, answer: Route | Answer) -> None:
-        self.routes[(method, path)] = answer if callable(answer) else (lambda _r: answer)
+        if isinstance(answer, Answer):
+            fixed = answer
+            self.routes[(method, path)] = lambda _request: fixed
+        else:
+            self.routes[(method, path)] = answer
 
     def last(self, method: str | None = None, path: str | None = None) -> Request:
         for r in reversed(self.requests):

@@ -40,9 +40,9 @@ class CodeRunner:
         if timeout is not None:
             body["timeout_s"] = timeout
         execution = Execution()
-        # The socket waits past the run's own timeout: the supervisor reports the timeout itself.
-        socket_timeout = None if timeout is None else timeout + 30
-        with self._transport.stream("POST", self._base + "/code", body, timeout=socket_timeout) as r:
+        # No socket timeout: the supervisor ends the run at its timeout and reports it, and a run
+        # held for an operator's review waits for the decision before anything is answered.
+        with self._transport.stream("POST", self._base + "/code", body) as r:
             for event in r.events():
                 kind = event.get("type")
                 if kind in ("stdout", "stderr"):

@@ -172,6 +172,13 @@ class Commands:
             on_stderr: OutputCallback | None = None,
             timeout: float | None = None) -> CommandHandle: ...
 
+    @overload
+    def run(self, cmd: str | Sequence[str], background: bool,
+            envs: Mapping[str, str] | None = None, cwd: str | None = None,
+            stdin: str | bytes | None = None, on_stdout: OutputCallback | None = None,
+            on_stderr: OutputCallback | None = None,
+            timeout: float | None = None) -> CommandResult | CommandHandle: ...
+
     def run(self, cmd: str | Sequence[str], background: bool = False,
             envs: Mapping[str, str] | None = None, cwd: str | None = None,
             stdin: str | bytes | None = None, on_stdout: OutputCallback | None = None,
@@ -188,8 +195,8 @@ class Commands:
                                        on_stderr=on_stderr, timeout=timeout)
         body = self._body(cmd, envs, cwd, stdin, timeout)
         collector = _Collector("", None, on_stdout, on_stderr)
-        socket_timeout = None if timeout is None else timeout + 30
-        with self._transport.stream("POST", self._base, body, timeout=socket_timeout) as r:
+        # No socket timeout, as for code runs: the supervisor enforces the command's timeout.
+        with self._transport.stream("POST", self._base, body) as r:
             for event in r.events():
                 collector.feed(event)
         return collector.result(f"command {_describe(cmd)}", timeout)

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,7 @@ _IDLE_REUSE_LIMIT = 45.0
 _STREAM_CHUNK = 1 << 16
 _UPLOAD_CHUNK = 1 << 20
 
-Query = Mapping[str, str] | Iterable[tuple[str, str]] | None
+Query = Mapping[str, str] | Sequence[tuple[str, str]] | None
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,8 @@ class Transport:
     def stream(self, method: str, path: str, body: Mapping[str, Any] | None = None,
                query: Query = None, timeout: float | None = None) -> Response:
         """A request whose NDJSON answer is read with `.events()`. `timeout` None waits as long as
-        the supervisor takes (it enforces the run's own timeout)."""
+        the supervisor takes: it enforces the run's own timeout, and a review hold parks the
+        request until an operator decides."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
         return self.open(method, path, data, headers=headers, query=query, timeout=timeout,
