@@ -288,6 +288,18 @@ class RunCodeTest(FakeTestCase):
                          "Traceback (most recent call last):\nValueError: bad")
         self.assertIsNone(ex.text)
 
+    def test_events_split_and_joined_across_chunks(self) -> None:
+        lines = [json.dumps(e).encode() + b"\n" for e in (
+            {"type": "stdout", "data": "a"}, {"type": "stdout", "data": "b" * 200_000},
+            {"type": "stdout", "data": "c"}, {"type": "end", "status": "ok"})]
+        stream = b"".join(lines)
+        cut = len(lines[0]) + 1000  # the first event whole, the second split over many chunks
+        chunks = [stream[:cut]] + [stream[i:i + 7000] for i in range(cut, len(stream), 7000)]
+        self.fake.route("POST", SB_PATH + "/code", Answer(200, chunks, "application/x-ndjson"))
+        ex = self.sandbox().run_code("x")
+        self.assertEqual(ex.logs.stdout, ["a", "b" * 200_000, "c"])
+        self.assertEqual(ex.status, "ok")
+
     def test_timeout_raises_with_the_partial_execution(self) -> None:
         self.fake.route("POST", SB_PATH + "/code", ndjson([
             {"type": "stdout", "data": "started\n"},

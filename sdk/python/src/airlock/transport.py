@@ -33,7 +33,6 @@ DEFAULT_REQUEST_TIMEOUT = 60.0
 # The supervisor closes a connection idle for 60 s; one idle for longer than this is not reused.
 _IDLE_REUSE_LIMIT = 45.0
 _STREAM_CHUNK = 1 << 16
-_UPLOAD_CHUNK = 1 << 20
 
 Query = Mapping[str, str] | Sequence[tuple[str, str]] | None
 
@@ -127,21 +126,21 @@ class Response:
     def events(self) -> Iterator[dict[str, Any]]:
         """The NDJSON events, one per line, each as soon as its line is complete."""
         try:
-            buffer = b""
+            pending = bytearray()
             while True:
                 chunk = self._read(_STREAM_CHUNK)
                 if not chunk:
                     break
-                buffer += chunk
-                while True:
-                    newline = buffer.find(b"\n")
-                    if newline < 0:
-                        break
-                    line, buffer = buffer[:newline], buffer[newline + 1:]
+                pending += chunk
+                if b"\n" not in chunk:
+                    continue  # a long event still arriving
+                *lines, rest = bytes(pending).split(b"\n")
+                pending = bytearray(rest)
+                for line in lines:
                     if line.strip():
                         yield self._decode(line)
-            if buffer.strip():
-                yield self._decode(buffer)
+            if pending.strip():
+                yield self._decode(bytes(pending))
         finally:
             self.close()
 
@@ -245,10 +244,11 @@ class Transport:
         if timeout is None and default_timeout:
             timeout = self.request_timeout
         # A reused connection the server closed meanwhile fails before the request reaches it:
-        # that one is retried on a fresh connection. A one-shot iterator body cannot be resent.
+        # that one is retried on a fresh connection. A one-shot iterator body cannot be resent,
+        # so it always goes on a fresh connection.
         replayable = body is None or isinstance(body, (bytes, bytearray))
         for attempt in (0, 1):
-            pooled = self._acquire(timeout, fresh=attempt == 1)
+            pooled = self._acquire(timeout, fresh=attempt == 1 or not replayable)
             reused = pooled.used
             pooled.used = True
             try:
