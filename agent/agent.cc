@@ -8,6 +8,7 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -117,9 +118,10 @@ struct Execution {
 
 class Agent {
  public:
-  Agent(int in, int out, UniqueFd sigfd)
+  Agent(int in, int out, int reattach_grace_ms, UniqueFd sigfd)
       : in_(in),
         out_(out),
+        reattach_grace_ms_(reattach_grace_ms),
         sigfd_(std::move(sigfd)),
         iobuf_(proto::kMaxChunk),
         ctlbuf_(proto::kMaxChunk) {}
@@ -172,8 +174,11 @@ class Agent {
   void onTimer(Execution& e);
   void tryFinish(uint32_t id, bool force);
   void shutdownAll();
+  bool awaitNewSupervisor();
 
   int in_, out_;
+  int reattach_grace_ms_;
+  UniqueFd spare_end_;  // kReattachFd while waiting for, and until, a Reattach
   UniqueFd sigfd_;
   proto::FrameReader reader_;
   std::vector<char> iobuf_;
@@ -189,7 +194,7 @@ class Agent {
 // Writes while still draining the channel: the supervisor may itself be blocked writing
 // (Stdin for a process whose Output we are sending), so refusing to read would deadlock both.
 bool Agent::sendRaw(const std::string& frame) {
-  if (stop_) return false;
+  if (stop_ || (channel_eof_ && reattach_grace_ms_ > 0)) return false;
   size_t done = 0;
   while (done < frame.size()) {
     ssize_t n = ::write(out_, frame.data() + done, frame.size() - done);
@@ -208,8 +213,12 @@ bool Agent::sendRaw(const std::string& frame) {
     break;
   }
   if (done == frame.size()) return true;
-  // The supervisor is gone: nobody is left to report to.
-  stop_ = true;
+  // The supervisor is gone: nobody is left to report to. The serve loop either waits for the
+  // next supervisor (awaitNewSupervisor) or ends the sandbox.
+  if (reattach_grace_ms_ > 0 && conf_)
+    channel_eof_ = true;
+  else
+    stop_ = true;
   return false;
 }
 
@@ -233,7 +242,7 @@ int Agent::serve() {
   while (!stop_) {
     processFrames();  // including frames that arrived while a send was waiting
     if (stop_) break;
-    if (channel_eof_) break;
+    if (channel_eof_ && !awaitNewSupervisor()) break;
     fds.clear();
     slots.clear();
     auto add = [&](int fd, short events, Slot s, uint32_t id) {
@@ -329,7 +338,8 @@ void Agent::processFrames() {
 
 void Agent::handleFrame(const proto::FrameHeader& h, const std::string& payload) {
   uint32_t id = h.request_id;
-  if (!conf_ && h.type != proto::MsgType::kConfigure && h.type != proto::MsgType::kShutdown) {
+  if (!conf_ && h.type != proto::MsgType::kConfigure && h.type != proto::MsgType::kShutdown &&
+      h.type != proto::MsgType::kReattach) {
     sendError(id, EPROTO, "protocol",
               std::string("expected Configure first, got ") + proto::msgTypeName(h.type));
     return;
@@ -367,6 +377,11 @@ void Agent::handleFrame(const proto::FrameHeader& h, const std::string& payload)
       return;
     case proto::MsgType::kFileRename:
       handleFileRename(id, payload);
+      return;
+    case proto::MsgType::kReattach:
+      // The new supervisor holds its end now: nobody else may take ours.
+      spare_end_.reset();
+      send(id, proto::Ok{});
       return;
     case proto::MsgType::kShutdown:
       shutdownAll();
@@ -966,6 +981,44 @@ std::vector<pid_t> childrenOfSelf() {
   return out;
 }
 
+// The supervisor died (its end of the channel closed). Its executions had nobody to report to,
+// so they end; the sandbox itself (files, identity) waits reattach_grace_ms for the next
+// supervisor, which takes the far end of a new socket pair from fd kReattachFd with
+// pidfd_getfd() (only host root can: it needs ptrace rights over this process) and sends
+// Reattach. Returns false when the sandbox should end.
+bool Agent::awaitNewSupervisor() {
+  if (reattach_grace_ms_ <= 0 || !conf_ || in_ != out_) return false;
+  shutdownAll();
+  ::close(in_);
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) return false;
+  int keep = pair[0], spare = pair[1];
+  if (keep == kReattachFd) {  // the closed channel's number was reused: move out of the way
+    keep = ::fcntl(keep, F_DUPFD_CLOEXEC, kReattachFd + 1);
+    ::close(pair[0]);
+    if (keep < 0) return false;
+  }
+  if (spare != kReattachFd) {
+    if (::dup3(spare, kReattachFd, O_CLOEXEC) < 0) return false;
+    ::close(spare);
+  }
+  spare_end_ = UniqueFd(kReattachFd);
+  in_ = out_ = keep;
+  reader_ = proto::FrameReader();
+  writer_ = FileWriter();
+  channel_eof_ = false;
+  uint64_t deadline = monotonicUs() + static_cast<uint64_t>(reattach_grace_ms_) * 1000;
+  for (;;) {
+    uint64_t now = monotonicUs();
+    if (now >= deadline) return false;
+    pollfd p[2] = {{in_, POLLIN, 0}, {sigfd_.get(), POLLIN, 0}};
+    int n = ::poll(p, 2, static_cast<int>((deadline - now) / 1000) + 1);
+    if (n < 0 && errno != EINTR) return false;
+    if (p[1].revents != 0) readSignals();  // reap what shutdownAll left
+    if (p[0].revents != 0) return true;    // a supervisor is talking: serve it
+  }
+}
+
 void Agent::shutdownAll() {
   bool pid1 = ::getpid() == 1;
   if (pid1) {
@@ -1006,7 +1059,8 @@ int run(const Options& options) {
     (void)proto::writeFrame(options.channel_out, frame);
     return 1;
   }
-  Agent agent(options.channel_in, options.channel_out, std::move(*sigfd));
+  Agent agent(options.channel_in, options.channel_out, options.reattach_grace_ms,
+              std::move(*sigfd));
   return agent.serve();
 }
 

@@ -8,7 +8,14 @@ namespace airlock::agent {
 struct Options {
   int channel_in = 3;   // frames from the supervisor
   int channel_out = 3;  // frames to the supervisor (same fd for a socket; 1 for stdio)
+  // When the channel closes (its supervisor died), instead of ending the sandbox: end every
+  // execution, put one end of a fresh socket pair at fd kReattachFd and wait this long for a new
+  // supervisor to take it (pidfd_getfd) and send Reattach. 0: end at once.
+  int reattach_grace_ms = 0;
 };
+
+// Where a waiting agent leaves the new channel's far end for its next supervisor.
+inline constexpr int kReattachFd = 3;
 
 // Prepares the process (dumpable off, stray fds closed, signals reset) and serves the channel
 // until it closes or a Shutdown arrives. Returns the process exit code.

@@ -75,7 +75,7 @@
 //                2  recursive               bool
 //   FileRename   1  from                    text        required, absolute, < PATH_MAX
 //                2  to                      text        required, absolute, < PATH_MAX
-//   Shutdown, Ok: no fields.
+//   Shutdown, Reattach, Ok: no fields.
 #include <climits>
 #include <cstring>
 #include <string>
@@ -391,6 +391,8 @@ const char* msgTypeName(MsgType t) {
       return "FileRemove";
     case MsgType::kFileRename:
       return "FileRename";
+    case MsgType::kReattach:
+      return "Reattach";
   }
   return "unknown";
 }
@@ -555,6 +557,10 @@ void encode(std::string& out, uint32_t request_id, const FileRename& m) {
   b.bytes(2, m.to);
 }
 
+void encode(std::string& out, uint32_t request_id, const Reattach&) {
+  FrameBuilder b(out, MsgType::kReattach, request_id);
+}
+
 void encode(std::string& out, uint32_t request_id, const Shutdown&) {
   FrameBuilder b(out, MsgType::kShutdown, request_id);
 }
@@ -575,7 +581,7 @@ Result<FrameHeader> decodeHeader(std::string_view bytes) {
   h.flags = getU16(bytes, 6);
   h.request_id = getU32(bytes, 8);
   if (type < static_cast<uint16_t>(MsgType::kHello) ||
-      type > static_cast<uint16_t>(MsgType::kFileRename))
+      type > static_cast<uint16_t>(MsgType::kReattach))
     return fail("frame header: unknown message type " + std::to_string(type));
   h.type = static_cast<MsgType>(type);
   if (h.payload_len > kMaxPayload)

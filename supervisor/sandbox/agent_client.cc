@@ -100,6 +100,14 @@ Result<protocol::Hello> AgentClient::handshake(const protocol::Configure& config
   return *hello;
 }
 
+Result<> AgentClient::reattach(Clock::time_point deadline) {
+  uint32_t id = nextId();
+  std::string out;
+  protocol::encode(out, id, protocol::Reattach{});
+  if (auto r = send(out); !r) return r;
+  return expectOk(id, "reattach", deadline);
+}
+
 Result<AgentClient::ExecOutcome> AgentClient::exec(const protocol::Exec& exec,
                                                    const OutputFn& on_output, int stdin_fd,
                                                    Clock::time_point deadline) {

@@ -27,6 +27,10 @@ class AgentClient {
   // Waits for the agent's Hello, checks its protocol version, sends Configure, waits for Ok.
   Result<protocol::Hello> handshake(const protocol::Configure& config, Clock::time_point deadline);
 
+  // Takes over a configured agent that waits for a new supervisor (docs/protocol.md, WAITING):
+  // sends Reattach, waits for Ok.
+  Result<> reattach(Clock::time_point deadline);
+
   using OutputFn = std::function<void(protocol::Stream, std::string_view)>;
   struct ExecOutcome {
     protocol::Exited exited;

@@ -27,4 +27,14 @@ Result<IdRangeLease> IdRangeLease::acquire(const std::string& lock_dir) {
       lock_dir);
 }
 
+Result<IdRangeLease> IdRangeLease::acquireSlot(const std::string& lock_dir, uint32_t slot) {
+  if (slot >= kIdRangeSlots) return fail("uid range slot out of range", std::to_string(slot));
+  if (mkdir(lock_dir.c_str(), 0700) != 0 && errno != EEXIST) return sysError("mkdir", lock_dir);
+  std::string path = lock_dir + "/" + std::to_string(slot) + ".lock";
+  UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return sysError("open", path);
+  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return sysError("flock", path);
+  return IdRangeLease(slot, std::move(fd));
+}
+
 }  // namespace airlock::sandbox

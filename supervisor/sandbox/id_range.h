@@ -25,6 +25,8 @@ class IdRangeLease {
  public:
   // Leases a free slot; lock files live in lock_dir (created 0700 if missing).
   static Result<IdRangeLease> acquire(const std::string& lock_dir);
+  // Leases one given slot: a re-adopted sandbox keeps the range its files and processes use.
+  static Result<IdRangeLease> acquireSlot(const std::string& lock_dir, uint32_t slot);
 
   uint32_t slot() const { return slot_; }
   uint32_t hostBase() const { return kIdRangeBase + slot_ * kIdRangeSize; }

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "supervisor/sandbox/sandbox.h"
@@ -39,11 +41,23 @@ Result<UniqueFd> lockSandbox(const std::string& state_dir, const std::string& id
 
 void unlockSandbox(const std::string& state_dir, const std::string& id, UniqueFd lock) {
   // Unlink while still holding the lock, so nobody can lock the stale file in between.
+  unlink((lockDir(state_dir) + "/" + id + ".json").c_str());
   unlink((lockDir(state_dir) + "/" + id + ".lock").c_str());
   lock.reset();
 }
 
-Result<int> reclaimOrphans(const std::string& state_dir) {
+// The journal names the agent; it still waits for a supervisor while that very process lives.
+bool agentAwaitsSupervisor(const std::string& dir, const std::string& id) {
+  std::ifstream f(dir + "/" + id + ".json");
+  if (!f) return false;
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  if (!j.is_object()) return false;
+  auto pid = j.value("agent_pid", int64_t{0});
+  auto start = j.value("agent_start_time", uint64_t{0});
+  return pid > 0 && start != 0 && processStartTime(static_cast<pid_t>(pid)) == start;
+}
+
+Result<int> reclaimOrphans(const std::string& state_dir, Reclaim which) {
   std::string dir = lockDir(state_dir);
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return errno == ENOENT ? Result<int>(0) : Result<int>(sysError("opendir", dir));
@@ -57,6 +71,7 @@ Result<int> reclaimOrphans(const std::string& state_dir) {
     std::string path = dir + "/" + name;
     UniqueFd fd(open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
     if (!fd || flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive, or just removed
+    if (which == Reclaim::kSparingAdoptable && agentAwaitsSupervisor(dir, id)) continue;
     if (!host) host = sys::CgroupHost::detect();
     if (*host) {
       if (auto cg = sys::SandboxCgroup::adopt(**host, id); cg) {

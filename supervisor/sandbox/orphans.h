@@ -19,10 +19,18 @@ namespace airlock::sandbox {
 // sandbox being born for an orphan.
 Result<UniqueFd> lockSandbox(const std::string& state_dir, const std::string& id);
 
-// Removes the lock file of a sandbox that has been fully torn down.
+// Removes the lock file (and journal) of a sandbox that has been fully torn down.
 void unlockSandbox(const std::string& state_dir, const std::string& id, UniqueFd lock);
 
-// Reclaims every orphaned sandbox. Returns how many were removed; errors name the sandbox.
-Result<int> reclaimOrphans(const std::string& state_dir);
+// Which orphans to reclaim. A sandbox of `airlock serve` (one with a journal, <id>.json) keeps
+// its agent alive for a while after its supervisor dies, so that the next supervisor can adopt
+// it (Sandbox::adopt): other airlock processes leave such a sandbox alone while its agent lives
+// (kSparingAdoptable); the restarted supervisor, once it has adopted what it could, reclaims
+// the rest (kAll).
+enum class Reclaim { kSparingAdoptable, kAll };
+
+// Reclaims orphaned sandboxes. Returns how many were removed; errors name the sandbox.
+Result<int> reclaimOrphans(const std::string& state_dir,
+                           Reclaim which = Reclaim::kSparingAdoptable);
 
 }  // namespace airlock::sandbox

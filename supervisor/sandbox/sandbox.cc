@@ -3,16 +3,21 @@
 #include "airlock/policy/keys.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "supervisor/sandbox/orphans.h"
 #include "supervisor/sandbox/workspace_mount.h"
@@ -24,6 +29,7 @@ namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 constexpr auto kCgroupDrainTimeout = std::chrono::seconds(5);
+constexpr int kAgentReattachFd = 3;  // agent/agent.h kReattachFd
 
 const sys::CgroupHost& cgroupHost() {
   // The host's cgroup layout does not change while we run; detect it once per process.
@@ -166,7 +172,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
         (m.writable ? 0u : AIRLOCK_MOUNT_READONLY) | (m.optional ? AIRLOCK_MOUNT_OPTIONAL : 0u);
     mounts.push_back({m.source.c_str(), m.target.c_str(), flags});
   }
-  const char* agent_argv[] = {"airlock-agent", nullptr};
+  std::string grace = std::to_string(options.reattach_grace_ms);
+  const char* agent_argv[] = {"airlock-agent", "--reattach-grace-ms", grace.c_str(), nullptr};
 
   airlock_sandbox_spec_v1 spec{};
   spec.struct_size = sizeof spec;
@@ -208,6 +215,90 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   return sb;
 }
 
+uint64_t processStartTime(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // The command name may hold spaces and parentheses: fields count from the last ')'.
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i)
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  return 0;
+}
+
+Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
+                                                const AdoptOptions& options, UniqueFd lock) {
+  const policy::Profile& profile = *options.profile;
+  std::unique_ptr<Sandbox> sb(new Sandbox());
+  sb->id_ = options.id;
+  sb->state_dir_ = options.state_dir;
+  sb->lock_ = std::move(lock);
+  auto ctx = [&](const char* step) { return "adopting sandbox " + sb->id_ + ": " + step; };
+
+  auto backend = plugins.isolation(profile.isolation);
+  if (!backend) return Unexpected(std::move(backend.error()).wrap(ctx("isolation backend")));
+  sb->backend_ = *backend;
+  auto lease = IdRangeLease::acquireSlot(options.state_dir + "/idmap", options.id_slot);
+  if (!lease) return Unexpected(std::move(lease.error()).wrap(ctx("uid range")));
+  sb->lease_.emplace(std::move(*lease));
+  auto cg = sys::SandboxCgroup::adopt(cgroupHost(), sb->id_);
+  if (!cg) return Unexpected(std::move(cg.error()).wrap(ctx("cgroup")));
+  sb->cgroup_.emplace(std::move(*cg));
+
+  // The pid must still be the agent that was journaled, not a process that reused its number.
+  // (Checked after pidfd_open: from then on the number cannot be reused under us.)
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, options.agent_pid, 0));
+  if (pidfd < 0) return sysError(ctx("pidfd_open"), std::to_string(options.agent_pid));
+  if (processStartTime(options.agent_pid) != options.agent_start_time) {
+    close(pidfd);
+    return fail(ctx("the agent's pid now names another process"),
+                std::to_string(options.agent_pid));
+  }
+  sb->sandbox_.pid = options.agent_pid;
+  sb->sandbox_.pidfd = pidfd;
+  sb->started_ = true;
+  sb->adopted_ = true;
+
+  if (!options.workspace_image.empty()) {
+    // Still mounted: the loop device holds the image's open file, flock() included, so the
+    // image stays locked for as long as it is mounted, whoever supervises.
+    std::string at = options.state_dir + "/sandboxes/" + sb->id_ + ".home";
+    struct stat st {
+    }, parent{};
+    if (stat(at.c_str(), &st) != 0 || stat((at + "/..").c_str(), &parent) != 0 ||
+        st.st_dev == parent.st_dev)
+      return fail(ctx("its persistent workspace is no longer mounted"), at);
+    sb->workspace_mount_ = std::move(at);
+  }
+
+  // The waiting agent leaves the far end of a new channel at fd kReattachFd. Until it does (it
+  // first ends the old executions, up to seconds), that fd is still the dead channel: the new
+  // one is recognised by its peer, the agent itself.
+  auto deadline = Clock::now() + kHandshakeTimeout;
+  for (;;) {
+    UniqueFd channel(static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, kAgentReattachFd, 0)));
+    ucred peer{};
+    socklen_t len = sizeof peer;
+    if (channel && getsockopt(channel.get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 &&
+        peer.pid == options.agent_pid) {
+      int flags = fcntl(channel.get(), F_GETFD);
+      fcntl(channel.get(), F_SETFD, flags | FD_CLOEXEC);
+      sb->agent_ = std::make_unique<AgentClient>(std::move(channel));
+      break;
+    }
+    if (Clock::now() > deadline) return fail(ctx("the agent never offered a new channel"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (auto r = sb->agent_->reattach(Clock::now() + kHandshakeTimeout); !r)
+    return Unexpected(std::move(r.error()).wrap(ctx("reattach")));
+  auto configure = configureFor(profile, sb->backend_->extraSyscalls());
+  if (!configure) return Unexpected(std::move(configure.error()).wrap(ctx("configure")));
+  sb->configure_ = std::move(*configure);
+  return sb;
+}
+
 Result<> Sandbox::mountPersistentWorkspace(const std::string& image) {
   workspace_image_ = UniqueFd(open(image.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
   if (!workspace_image_) return sysError("open", image);
@@ -232,7 +323,15 @@ Result<> Sandbox::destroy() {
   if (agent_) agent_->shutdown();
   if (cgroup_) note(cgroup_->killAll(), "kill sandbox processes");
   if (started_) {
-    if (sandbox_.pidfd >= 0) {
+    if (sandbox_.pidfd >= 0 && adopted_) {
+      // PID 1 belongs to the host's init since its first supervisor died: wait for it to die
+      // (the pidfd turns readable); init reaps it.
+      pollfd p{sandbox_.pidfd, POLLIN, 0};
+      while (poll(&p, 1, 5000) < 0 && errno == EINTR) {
+      }
+      close(sandbox_.pidfd);
+      sandbox_.pidfd = -1;
+    } else if (sandbox_.pidfd >= 0) {
       // PID 1 is our child: reap it so no zombie outlives the sandbox.
       siginfo_t info{};
       while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sandbox_.pidfd), &info,

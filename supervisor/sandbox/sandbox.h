@@ -37,7 +37,25 @@ struct SandboxOptions {
   // fresh tmpfs (workspace_mount.h). It is flock()ed while in use, so two sandboxes, even of two
   // supervisors, never mount it at once.
   std::string workspace_image;
+  // > 0 (airlock serve): when this supervisor dies, the agent ends every execution but keeps the
+  // sandbox this long for the next supervisor to adopt (Sandbox::adopt). 0: it ends at once.
+  int reattach_grace_ms = 0;
 };
+
+// What a new supervisor needs to take over a sandbox whose supervisor died (from the service's
+// journal). The agent must be waiting for it (its reattach grace has not run out).
+struct AdoptOptions {
+  std::string id;
+  const policy::Profile* profile = nullptr;
+  std::string state_dir = "/run/airlock";
+  uint32_t id_slot = 0;           // IdRangeLease::slot() of the sandbox
+  pid_t agent_pid = 0;            // host pid of its PID 1
+  uint64_t agent_start_time = 0;  // processStartTime(agent_pid) then: guards against pid reuse
+  std::string workspace_image;    // as in SandboxOptions
+};
+
+// The kernel's start time of a process (clock ticks since boot; /proc/<pid>/stat field 22), or 0.
+uint64_t processStartTime(pid_t pid);
 
 struct Timings {
   double create_ms = 0;  // from create() entry to a configured agent
@@ -49,12 +67,18 @@ class Sandbox {
  public:
   static Result<std::unique_ptr<Sandbox>> create(plugin::Registry& plugins,
                                                  const SandboxOptions& options);
+  // Takes over an orphaned sandbox whose agent waits for a new supervisor. `lock` is its lock
+  // file (orphans.h), already flock()ed by the caller. Every execution of the old supervisor has
+  // ended; files, identity and limits are as they were.
+  static Result<std::unique_ptr<Sandbox>> adopt(plugin::Registry& plugins,
+                                                const AdoptOptions& options, UniqueFd lock);
   ~Sandbox();
   Sandbox(const Sandbox&) = delete;
   Sandbox& operator=(const Sandbox&) = delete;
 
   const std::string& id() const { return id_; }
   pid_t pid() const { return sandbox_.pid; }
+  uint32_t idSlot() const { return lease_ ? lease_->slot() : 0; }
   AgentClient& agent() { return *agent_; }
   const protocol::Configure& configure() const { return configure_; }
   Result<sys::CgroupStats> cgroupStats() const { return cgroup_->stats(); }
@@ -75,8 +99,9 @@ class Sandbox {
   std::shared_ptr<plugin::IsolationBackend> backend_;
   airlock_sandbox_v1 sandbox_{sizeof(airlock_sandbox_v1), -1, -1, nullptr};
   bool started_ = false;
+  bool adopted_ = false;  // PID 1 is not our child (its first supervisor died): not ours to reap
   std::unique_ptr<AgentClient> agent_;
-  UniqueFd workspace_image_;     // flock()ed while mounted
+  UniqueFd workspace_image_;     // flock()ed; the loop device shares the lock while mounted
   std::string workspace_mount_;  // <state_dir>/sandboxes/<id>.home, when mounted
   protocol::Configure configure_;
   Timings timings_;

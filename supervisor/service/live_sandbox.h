@@ -21,10 +21,13 @@ struct LiveSandbox {
   std::string tenant;
   std::string language;
   policy::Profile profile;
+  std::string profile_name;
+  bool adopted = false;  // taken over from a supervisor that died (sandbox_journal.h)
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> metadata;
   bool persistent = false;
-  int64_t created_at = 0;  // Unix ms
+  std::string workspace_image;  // persistent: the image at /home/user
+  int64_t created_at = 0;       // Unix ms
   std::atomic<int64_t> last_active_at{0};
   std::atomic<int64_t> keep_alive_s{0};
   std::atomic<int64_t> ends_at{0};

@@ -1,5 +1,11 @@
 #include "supervisor/service/sandbox_service.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+
+#include "airlock/unique_fd.h"
+#include "supervisor/service/sandbox_journal.h"
+
 #include <signal.h>
 
 #include <algorithm>
@@ -77,12 +83,14 @@ SandboxService::SandboxService(ServiceOptions options)
 
 Result<std::unique_ptr<SandboxService>> SandboxService::start(ServiceOptions options) {
   std::unique_ptr<SandboxService> s(new SandboxService(std::move(options)));
-  // Sandboxes of a supervisor that died are cleaned up before new ones are made.
-  if (auto r = sandbox::reclaimOrphans(s->options_.state_dir); !r)
-    std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
   auto hub = ChannelHub::start();
   if (!hub) return Unexpected(hub.error());
   s->hub_ = std::move(*hub);
+  // Sandboxes of a supervisor that died are adopted when their agent still waits, and cleaned
+  // up otherwise, before new ones are made.
+  s->adoptOrphans();
+  if (auto r = sandbox::reclaimOrphans(s->options_.state_dir, sandbox::Reclaim::kAll); !r)
+    std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
   s->reaper_ = std::thread([p = s.get()] { p->reaperLoop(); });
   s->pool_thread_ = std::thread([p = s.get()] { p->poolLoop(); });
   return s;
@@ -261,6 +269,8 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
   s->tenant = caller.tenant;
   s->name = spec.name;
   s->persistent = spec.persistent;
+  s->workspace_image = image;
+  s->profile_name = profile_name;
   s->language = lang;
   s->env = spec.env;
   s->metadata = spec.metadata;
@@ -269,6 +279,7 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
   s->keep_alive_s = keep_alive;
   s->lifetime_s = lifetime;
   s->ends_at = s->created_at + lifetime * 1000;
+  journal(*s);
   {
     std::lock_guard lock(mu_);
     --reserved_;
@@ -282,6 +293,92 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
   reaper_cv_.notify_all();
   if (warm) pool_cv_.notify_all();  // refill
   return infoOf(*s);
+}
+
+void SandboxService::journal(const LiveSandbox& s) {
+  JournalRecord r;
+  r.id = s.id;
+  r.name = s.name;
+  r.tenant = s.tenant;
+  r.profile = s.profile_name;
+  r.language = s.language;
+  r.env = s.env;
+  r.metadata = s.metadata;
+  r.persistent = s.persistent;
+  r.workspace_image = s.workspace_image;
+  r.created_at = s.created_at;
+  r.keep_alive_s = s.keep_alive_s;
+  r.lifetime_s = s.lifetime_s;
+  r.ends_at = s.ends_at;
+  r.id_slot = s.box->idSlot();
+  r.agent_pid = s.box->pid();
+  r.agent_start_time = sandbox::processStartTime(s.box->pid());
+  // Without a record the sandbox still works; it just ends with this supervisor.
+  if (auto w = writeJournal(options_.state_dir, r); !w)
+    std::fprintf(stderr, "airlock: sandbox %s: journal: %s\n", s.id.c_str(),
+                 w.error().message().c_str());
+}
+
+void SandboxService::adoptOrphans() {
+  for (auto& rec : readJournals(options_.state_dir)) {
+    if (!rec) {
+      std::fprintf(stderr, "airlock: warning: %s\n", rec.error().message().c_str());
+      continue;
+    }
+    std::string lock_path = options_.state_dir + "/sandboxes/" + rec->id + ".lock";
+    UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    if (!lock || flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // its supervisor lives
+    auto prof = policy_->profile(rec->profile);
+    if (!prof) {
+      std::fprintf(stderr, "airlock: sandbox %s: not adopted: profile '%s' is gone\n",
+                   rec->id.c_str(), rec->profile.c_str());
+      continue;
+    }
+    auto s = std::make_shared<LiveSandbox>();
+    s->profile = **prof;
+    s->profile_name = rec->profile;
+    sandbox::AdoptOptions o;
+    o.id = rec->id;
+    o.profile = &s->profile;
+    o.state_dir = options_.state_dir;
+    o.id_slot = rec->id_slot;
+    o.agent_pid = static_cast<pid_t>(rec->agent_pid);
+    o.agent_start_time = rec->agent_start_time;
+    o.workspace_image = rec->workspace_image;
+    auto box = sandbox::Sandbox::adopt(registry_, o, std::move(lock));
+    if (!box) {  // its lock is free again: reclaimOrphans removes it
+      std::fprintf(stderr, "airlock: %s\n", box.error().message().c_str());
+      continue;
+    }
+    s->box = std::move(*box);
+    s->id = rec->id;
+    auto conn = hub_->attach(s->box->agent().channelFd(), s->id);
+    if (!conn) {
+      std::fprintf(stderr, "airlock: sandbox %s: not adopted: %s\n", rec->id.c_str(),
+                   conn.error().message().c_str());
+      (void)s->box->destroy();
+      continue;
+    }
+    s->conn = *conn;
+    s->name = rec->name;
+    s->tenant = rec->tenant;
+    s->language = rec->language;
+    s->env = rec->env;
+    s->metadata = rec->metadata;
+    s->persistent = rec->persistent;
+    s->workspace_image = rec->workspace_image;
+    s->created_at = rec->created_at;
+    s->last_active_at = nowMs();  // the downtime does not count as idleness
+    s->keep_alive_s = rec->keep_alive_s;
+    s->lifetime_s = rec->lifetime_s;
+    s->ends_at = rec->ends_at;
+    s->adopted = true;
+    std::fprintf(stderr, "airlock: adopted sandbox %s%s%s of tenant '%s'\n", s->id.c_str(),
+                 s->name.empty() ? "" : " ", s->name.c_str(), s->tenant.c_str());
+    metrics_.sandboxes_adopted++;
+    std::lock_guard guard(mu_);
+    sandboxes_[s->id] = s;
+  }
 }
 
 SResult<std::vector<WorkspaceInfo>> SandboxService::listWorkspaces(const Caller& caller) {
@@ -321,6 +418,7 @@ SResult<std::shared_ptr<LiveSandbox>> SandboxService::startBox(const policy::Pro
   opts.agent_path = options_.agent_path;
   opts.state_dir = options_.state_dir;
   opts.workspace_image = workspace_image;
+  opts.reattach_grace_ms = options_.reattach_grace_ms;
   auto box = sandbox::Sandbox::create(registry_, opts);
   if (!box)
     return serviceError(ErrorCode::kInternal, "creating the sandbox: " + box.error().message());
@@ -520,6 +618,7 @@ SResult<SandboxInfo> SandboxService::keepAlive(const Caller& caller, const std::
   (*s)->keep_alive_s = *keep_alive;
   (*s)->lifetime_s = *lifetime;
   (*s)->ends_at = (*s)->created_at + *lifetime * 1000;
+  if (keep_alive_s || lifetime_s) journal(**s);
   reaper_cv_.notify_all();
   return infoOf(**s);
 }
@@ -920,6 +1019,8 @@ std::string SandboxService::metricsText() {
          std::to_string(metrics_.sandboxes_created.load()) + "\n";
   out += "# TYPE airlock_sandboxes_destroyed_total counter\nairlock_sandboxes_destroyed_total " +
          std::to_string(metrics_.sandboxes_destroyed.load()) + "\n";
+  out += "# TYPE airlock_sandboxes_adopted_total counter\nairlock_sandboxes_adopted_total " +
+         std::to_string(metrics_.sandboxes_adopted.load()) + "\n";
   out +=
       "# TYPE airlock_sandbox_create_failures_total "
       "counter\nairlock_sandbox_create_failures_total " +

@@ -30,6 +30,9 @@ struct ServiceOptions {
   std::string state_dir = "/run/airlock";  // runtime state: locks, uid leases, scratch
   // Persistent workspace images (workspace_store.h); on disk: the policy's server.state_dir.
   std::string workspace_dir = "/var/lib/airlock/workspaces";
+  // How long a sandbox outlives this supervisor's death, waiting to be adopted by the next one
+  // (sandbox_journal.h). 0: sandboxes end with their supervisor.
+  int reattach_grace_ms = 60'000;
 };
 
 struct LiveSandbox;
@@ -114,6 +117,10 @@ class SandboxService final : public Service {
   void poolLoop();
   // A fresh sandbox of the profile, not yet owned by anyone.
   // workspace_image: a persistent workspace to mount at /home/user, or empty.
+  // Takes over the sandboxes of a supervisor that died, from their journals; the ones that
+  // cannot be adopted are left to reclaimOrphans. Before any thread starts.
+  void adoptOrphans();
+  void journal(const LiveSandbox& s);
   SResult<std::shared_ptr<LiveSandbox>> startBox(const policy::Profile& profile,
                                                  const std::string& workspace_image = {});
   std::shared_ptr<LiveSandbox> takeWarm(const std::string& profile);

@@ -232,6 +232,8 @@ TEST_F(ServeTest, KillNineThenRestartReclaimsOrphans) {
   // Positive control: the dead supervisor's sandbox is still there.
   auto orphaned = snapshotHostResources();
   EXPECT_GT(orphaned.airlock_cgroups, before_.airlock_cgroups);
+  // Without its journal (a supervisor that died before writing it) the sandbox cannot be adopted.
+  ASSERT_EQ(unlink(("/run/airlock/sandboxes/" + id + ".json").c_str()), 0);
   serve->start();  // startup reclaims what the dead supervisor left
   // The dead supervisor's children were re-parented to the host's init, which reaps them on its
   // own schedule (seconds on this host): wait for that, not for airlock.
@@ -245,8 +247,57 @@ TEST_F(ServeTest, KillNineThenRestartReclaimsOrphans) {
   serve.reset();
 }
 
-// A persistent workspace survives its supervisor being killed with -9: the restart releases the
-// dead sandbox's host mount and loop device, and the next sandbox of that name finds every file.
+// A sandbox outlives its supervisor's kill -9: the restarted supervisor adopts it with its id,
+// name, metadata and files (its workspace is a tmpfs: only a live sandbox keeps it). Executions
+// of the dead supervisor have ended; the adopted sandbox runs new ones.
+TEST_F(ServeTest, KillNineThenRestartAdoptsLiveSandboxes) {
+  auto serve = std::make_unique<Serve>(dir_);
+  auto created = http(serve->sock(), "POST", "/v1/sandboxes",
+                      R"({"name": "keeper", "metadata": {"user": "u7"}, "keep_alive_s": 900})");
+  ASSERT_EQ(created.status, 201) << created.body;
+  auto sb = Json::parse(created.body);
+  ASSERT_EQ(http(serve->sock(), "POST", "/v1/sandboxes/keeper/files/write",
+                 R"({"path": "/home/user/state.txt", "content": "before the crash"})")
+                .status,
+            201);
+  ASSERT_EQ(http(serve->sock(), "POST", "/v1/sandboxes/keeper/commands",
+                 R"({"cmd": "sleep 300", "background": true})")
+                .status,
+            201);
+  serve->stop(SIGKILL);
+  serve->start();
+
+  auto got = http(serve->sock(), "GET", "/v1/sandboxes/keeper");
+  ASSERT_EQ(got.status, 200) << "not adopted: " << got.body;
+  auto adopted = Json::parse(got.body);
+  EXPECT_EQ(adopted["id"], sb["id"]);
+  EXPECT_EQ(adopted["metadata"]["user"], "u7");
+  EXPECT_EQ(adopted["keep_alive_s"], 900);
+  EXPECT_EQ(adopted["created_at"], sb["created_at"]);
+  EXPECT_EQ(adopted["ends_at"], sb["ends_at"]);
+  auto ran = http(serve->sock(), "POST", "/v1/sandboxes/keeper/commands",
+                  R"({"cmd": "cat /home/user/state.txt; echo; ps -e -o comm= | grep -c sleep", )"
+                  R"("stream": false})");
+  ASSERT_EQ(ran.status, 200) << ran.body;
+  EXPECT_EQ(Json::parse(ran.body)["stdout"], "before the crash\n0\n")
+      << "files kept; the dead supervisor's executions ended";
+  auto metrics = http(serve->sock(), "GET", "/metrics");
+  EXPECT_NE(metrics.body.find("airlock_sandboxes_adopted_total 1"), std::string::npos);
+
+  ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/keeper").status, 204);
+  serve.reset();
+  // The adopted agent's parent is the host's init, which reaps it on its own schedule.
+  auto after = snapshotHostResources();
+  for (int i = 0; i < 100 && !(after == before_); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    after = snapshotHostResources();
+  }
+  EXPECT_EQ(after, before_);
+}
+
+// A persistent workspace survives its supervisor being killed with -9, even when its sandbox
+// cannot be adopted: the restart releases the dead sandbox's host mount and loop device, and the
+// next sandbox of that name finds every file.
 TEST_F(ServeTest, KillNineKeepsPersistentWorkspacesIntact) {
   auto serve = std::make_unique<Serve>(dir_, "state_dir = \"" + dir_.file("persist") + "\"\n");
   const std::string spec = R"({"name": "notebook", "persistent": true})";
@@ -269,6 +320,9 @@ TEST_F(ServeTest, KillNineKeepsPersistentWorkspacesIntact) {
   serve->stop(SIGKILL);
   EXPECT_GT(snapshotHostResources().airlock_mounts, before_.airlock_mounts)
       << "positive control: the dead supervisor's workspace is still mounted";
+  // Not adoptable (no journal): the restart reclaims the sandbox, the workspace stays on disk.
+  std::string id = Json::parse(created.body)["id"];
+  ASSERT_EQ(unlink(("/run/airlock/sandboxes/" + id + ".json").c_str()), 0);
   serve->start();
   auto after = snapshotHostResources();
   for (int i = 0; i < 100 && !(after == before_); ++i) {

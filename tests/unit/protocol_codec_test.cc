@@ -288,6 +288,10 @@ TEST(ProtocolCodec, ErrorAndFileMessagesRoundTrip) {
   auto [h6, p6] = encodeFrame(8, Ok{});
   EXPECT_EQ(h6.type, MsgType::kOk);
   EXPECT_TRUE(p6.empty());
+  auto [h7, p7] = encodeFrame(8, Reattach{});
+  EXPECT_EQ(h7.type, MsgType::kReattach);
+  EXPECT_STREQ(msgTypeName(h7.type), "Reattach");
+  EXPECT_TRUE(p7.empty());
 }
 
 TEST(ProtocolCodec, UnknownTagsAreSkipped) {
@@ -315,7 +319,7 @@ TEST(ProtocolCodec, MsgTypeNames) {
 TEST(ProtocolHeader, Rejections) {
   EXPECT_EQ(errorOf(decodeHeader("short")), "frame header: 5 bytes, need 12");
   EXPECT_EQ(errorOf(decodeHeader(header(0, 0, 1))), "frame header: unknown message type 0");
-  EXPECT_EQ(errorOf(decodeHeader(header(0, 21, 1))), "frame header: unknown message type 21");
+  EXPECT_EQ(errorOf(decodeHeader(header(0, 22, 1))), "frame header: unknown message type 22");
   for (uint16_t t = 1; t <= 20; ++t) EXPECT_TRUE(decodeHeader(header(0, t, 1))) << t;
   EXPECT_EQ(errorOf(decodeHeader(header(kMaxPayload + 1, 6, 1))),
             "frame header: Output payload of 1048577 bytes exceeds the 1048576-byte limit");

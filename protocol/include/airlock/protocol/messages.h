@@ -59,7 +59,8 @@ enum class MsgType : uint16_t {
   kFileMkdir = 18,    // supervisor → agent: create a directory; answered by kOk
   kFileRemove = 19,   // supervisor → agent: remove a file or tree; answered by kOk
   kFileRename = 20,   // supervisor → agent: rename within the sandbox; answered by kOk
-  // 21..63 reserved for sessions and stats.
+  kReattach = 21,  // supervisor → agent: a new supervisor took over the channel; answered by kOk
+  // 22..63 reserved for sessions and stats.
 };
 
 const char* msgTypeName(MsgType t);
@@ -220,6 +221,7 @@ struct FileRename {
 };
 
 struct Shutdown {};
+struct Reattach {};
 struct Ok {};
 
 // Encoding appends one whole frame (header + payload) to out.
@@ -235,6 +237,7 @@ void encode(std::string& out, uint32_t request_id, const FileWrite& m);
 void encode(std::string& out, uint32_t request_id, const FileRead& m);
 void encode(std::string& out, uint32_t request_id, const FileData& m);
 void encode(std::string& out, uint32_t request_id, const Shutdown& m);
+void encode(std::string& out, uint32_t request_id, const Reattach& m);
 void encode(std::string& out, uint32_t request_id, const Ok& m);
 void encode(std::string& out, uint32_t request_id, const Started& m);
 void encode(std::string& out, uint32_t request_id, const FileList& m);
