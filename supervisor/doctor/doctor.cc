@@ -23,9 +23,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "airlock/unique_fd.h"
+#include "supervisor/audit/hook_probe.h"
 #include "supervisor/sys/cgroup.h"
 
 namespace airlock::doctor {
@@ -263,6 +265,27 @@ Result<std::vector<Check>> probeHost() {
   bool tracing = mountedFs("tracefs", tracefs);
   add("tracefs", tracing, tracing ? "mounted at " + tracefs : "not mounted",
       tracing ? "" : "syscall tracepoints unavailable (mount tracefs at /sys/kernel/tracing)");
+
+  // The hooks of bpf/, probed by loading and attaching airlock's own programs one at a time.
+  if (bpf_rc == 0) {
+    std::map<std::string, bool> hook_ok;
+    for (const auto& h : audit::probeHooks(host ? host->v2_mount : std::string())) {
+      hook_ok[h.hook] = h.ok;
+      add("eBPF " + h.hook, h.ok, h.detail, h.ok && h.used ? "" : h.consequence);
+    }
+    bool audit = hook_ok["raw_tp/sched_process_exec"] && hook_ok["cgroup/connect4"] &&
+                 hook_ok["cgroup/connect6"] && hook_ok["cgroup_skb/egress"] &&
+                 hook_ok["cgroup_skb/ingress"];
+    add("audit (exec, connect, bytes)", audit,
+        audit ? "every audit hook works" : "some audit hooks are missing (see above)",
+        audit ? "" : "executions carry incomplete audit summaries");
+    bool enforce = hook_ok["cgroup/connect4"] && hook_ok["cgroup/connect6"] &&
+                   hook_ok["cgroup/sendmsg4"] && hook_ok["cgroup/sendmsg6"];
+    add("network policy enforcement", enforce,
+        enforce ? "cgroup connect4/6 and sendmsg4/6 decide in the kernel"
+                : "cgroup connect/sendmsg hooks are missing (see above)",
+        enforce ? "" : "only network mode none (no network namespace route) is safe here");
+  }
 
   // Virtualisation and other backends.
   std::string kvm_detail;

@@ -1,0 +1,113 @@
+// The supervisor's eBPF audit and network-policy engine.
+//
+// Load once per supervisor process (AuditEngine::load): it loads bpf/exec_audit and
+// bpf/net_policy (and, on first demand, bpf/syscall_count), attaches the global exec hook, and
+// starts one reader thread for the shared ring buffer. Each sandbox then calls attach() with its
+// cgroup v2 directory: the directory's id joins the audited set, the connect/sendmsg/cgroup_skb
+// programs are attached to it, and its events are routed to the returned SandboxAudit. Destroying
+// the SandboxAudit detaches everything and frees the slot; no attachment outlives it.
+//
+// Per execution: beginExecution(id) ... endExecution() → AuditSummary (and an "execution" record
+// in the audit log). Events between executions are logged with no execution id.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "airlock/result.h"
+#include "supervisor/audit/audit_log.h"
+#include "supervisor/audit/net_rules.h"
+#include "supervisor/audit/summary.h"
+
+namespace airlock::audit {
+
+struct EngineOptions {
+  // Ring buffer size: a power of two and a multiple of the page size. 4 MiB holds ≈ 7000 exec
+  // events; tests shrink it to provoke drops.
+  uint32_t ring_bytes = 4u << 20;
+  // How often the reader checks the per-sandbox drop counters even when no event arrives.
+  std::chrono::milliseconds drop_check_interval{100};
+};
+
+struct AttachOptions {
+  std::string cgroup_v2_path;  // the sandbox's v2 directory (sys::SandboxCgroup::v2Path())
+  std::string sandbox_id;
+  std::string tenant;
+  // Kernel-enforced connect/sendmsg policy. nullopt: no enforcement programs are attached (bytes
+  // are still counted), for backends whose traffic does not come from the sandbox's own sockets.
+  std::optional<NetPolicy> network = NetPolicy{};
+  bool audit_exec = true;
+  bool audit_net = true;        // connect/sendmsg events (enforcement does not depend on it)
+  bool count_syscalls = false;  // raw sys_enter: taxes every process on the host while attached
+  bool fail_closed = false;     // drops make AuditSummary::failed() true
+  // Borrowed; must outlive the SandboxAudit. Null: no log records.
+  AuditLog* log = nullptr;
+  // Called on the reader thread when this sandbox's drop count grows (total since attach). Must
+  // not call back into the engine (drain/endExecution): it would wait for itself.
+  std::function<void(uint64_t dropped)> on_drops;
+};
+
+class AuditEngine;
+
+// One sandbox's attachment. Move-only through unique_ptr; the destructor detaches.
+class SandboxAudit {
+ public:
+  ~SandboxAudit();
+  SandboxAudit(const SandboxAudit&) = delete;
+  SandboxAudit& operator=(const SandboxAudit&) = delete;
+
+  uint32_t slot() const;
+  uint64_t cgroupId() const;
+
+  // Replaces the network policy at runtime. Atomic for the programs: a connect sees the old rules
+  // or the new ones, never a mix. Fails (leaving the old policy) when the sandbox was attached
+  // without enforcement or the rules do not compile.
+  Result<> updateNetwork(const NetPolicy& policy);
+
+  // Starts attributing events to `execution_id` (ends any previous one without a summary).
+  void beginExecution(const std::string& execution_id);
+  // Waits until every event already in the ring buffer is dispatched, then closes the execution:
+  // counters are read, the summary is logged as an "execution" record and returned.
+  Result<AuditSummary> endExecution();
+  // Drops since attach (sum over CPUs).
+  uint64_t dropsSinceAttach() const;
+
+ private:
+  friend class AuditEngine;
+  struct State;
+  SandboxAudit(std::shared_ptr<AuditEngine> engine, std::shared_ptr<State> state);
+  std::shared_ptr<AuditEngine> engine_;
+  std::shared_ptr<State> state_;
+};
+
+class AuditEngine : public std::enable_shared_from_this<AuditEngine> {
+ public:
+  // Needs CAP_BPF/CAP_SYS_ADMIN and BTF. The error names the program the kernel refused.
+  static Result<std::shared_ptr<AuditEngine>> load(const EngineOptions& options = {});
+  ~AuditEngine();
+  AuditEngine(const AuditEngine&) = delete;
+  AuditEngine& operator=(const AuditEngine&) = delete;
+
+  Result<std::unique_ptr<SandboxAudit>> attach(const AttachOptions& options);
+
+  // Dispatches every record now in the ring buffer (events of syscalls that already returned are
+  // there) before returning. Not from the reader thread (on_drops).
+  Result<> drain();
+  // Whether the raw sys_enter counter is attached right now (some sandbox asked for it).
+  bool syscallCounterAttached() const;
+  // Records that could not be decoded (wire mismatch): should stay 0.
+  uint64_t undecodableRecords() const;
+
+  struct Impl;
+
+ private:
+  friend class SandboxAudit;
+  AuditEngine();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace airlock::audit

@@ -1,0 +1,171 @@
+// Network rules: the text form, CIDR checks, rule naming, and the LPM entries the kernel reads.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+
+#include "supervisor/audit/net_rules.h"
+
+namespace airlock::audit {
+namespace {
+
+TEST(AuditCidr, ParsesBothFamiliesAndHosts) {
+  auto v4 = Cidr::parse("10.1.0.0/16");
+  ASSERT_TRUE(v4) << v4.error().message();
+  EXPECT_EQ(v4->family, 4);
+  EXPECT_EQ(v4->prefix, 16);
+  EXPECT_EQ(v4->toString(), "10.1.0.0/16");
+  auto host = Cidr::parse("192.0.2.7");
+  ASSERT_TRUE(host);
+  EXPECT_EQ(host->prefix, 32);
+  auto v6 = Cidr::parse("fd00:ec2::254");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->family, 6);
+  EXPECT_EQ(v6->prefix, 128);
+  EXPECT_EQ(v6->toString(), "fd00:ec2::254/128");
+}
+
+TEST(AuditCidr, RefusesBadInputNamingIt) {
+  auto bits = Cidr::parse("10.1.2.3/8");
+  ASSERT_FALSE(bits);
+  EXPECT_NE(bits.error().message().find("did you mean 10.0.0.0/8"), std::string::npos)
+      << bits.error().message();
+  auto too_long = Cidr::parse("10.0.0.0/33");
+  ASSERT_FALSE(too_long);
+  EXPECT_NE(too_long.error().message().find("longer than the address"), std::string::npos);
+  EXPECT_FALSE(Cidr::parse("example.com/24"));
+  EXPECT_FALSE(Cidr::parse("10.0.0.0/x"));
+  EXPECT_FALSE(Cidr::parse("::/129"));
+}
+
+TEST(AuditCidr, Containment) {
+  auto outer = *Cidr::parse("10.0.0.0/8");
+  auto inner = *Cidr::parse("10.2.0.0/16");
+  auto other = *Cidr::parse("11.0.0.0/8");
+  auto v6 = *Cidr::parse("::/0");
+  EXPECT_TRUE(outer.contains(inner));
+  EXPECT_TRUE(outer.contains(outer));
+  EXPECT_FALSE(inner.contains(outer));
+  EXPECT_FALSE(outer.contains(other));
+  EXPECT_FALSE(v6.contains(outer)) << "families never contain each other";
+}
+
+TEST(AuditNetRule, TextFormRoundTrips) {
+  auto r = NetRule::parse("allow tcp 203.0.113.0/24 443");
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_TRUE(r->allow);
+  EXPECT_EQ(r->protocol, IPPROTO_TCP);
+  EXPECT_EQ(r->port_lo, 443);
+  EXPECT_EQ(r->port_hi, 443);
+  EXPECT_EQ(r->toString(), "allow tcp 203.0.113.0/24 443");
+  auto range = NetRule::parse("deny  udp ::/0 5000-5100");
+  ASSERT_TRUE(range);
+  EXPECT_FALSE(range->allow);
+  EXPECT_EQ(range->port_lo, 5000);
+  EXPECT_EQ(range->port_hi, 5100);
+  auto any = NetRule::parse("allow any 192.0.2.1");
+  ASSERT_TRUE(any);
+  EXPECT_EQ(any->protocol, 0);
+  EXPECT_EQ(any->toString(), "allow any 192.0.2.1/32 *");
+}
+
+TEST(AuditNetRule, BadRulesSayWhatIsWrong) {
+  struct Case {
+    const char* text;
+    const char* says;
+  } cases[] = {
+      {"permit tcp 10.0.0.0/8", "action must be allow or deny"},
+      {"allow sctp 10.0.0.0/8", "protocol must be tcp, udp or any"},
+      {"allow tcp 10.0.0.0/8 70000", "not a port"},
+      {"allow tcp 10.0.0.0/8 90-80", "runs backwards"},
+      {"allow tcp", "must read"},
+      {"allow tcp 10.0.0.1/8", "bits set past the prefix"},
+  };
+  for (const auto& c : cases) {
+    auto r = NetRule::parse(c.text);
+    ASSERT_FALSE(r) << c.text;
+    EXPECT_NE(r.error().message().find(c.says), std::string::npos)
+        << c.text << " → " << r.error().message();
+  }
+}
+
+TEST(AuditNetRule, ModesParse) {
+  EXPECT_EQ(*parseNetMode("none"), NetMode::kNone);
+  EXPECT_EQ(*parseNetMode("allowlist"), NetMode::kAllowlist);
+  EXPECT_EQ(*parseNetMode("open"), NetMode::kOpen);
+  EXPECT_FALSE(parseNetMode("closed"));
+}
+
+TEST(AuditRuleNames, BuiltinsAndProtectedRangesAreNamed) {
+  NetPolicy policy{NetMode::kAllowlist, {*NetRule::parse("allow tcp 10.0.0.0/8 443")}};
+  EXPECT_EQ(ruleId(0), "rule:0");
+  EXPECT_EQ(describeRule(0, policy), "rule 0 (allow tcp 10.0.0.0/8 443)");
+  EXPECT_EQ(ruleId(AIRLOCK_RULE_MODE_NONE), "mode:none");
+  EXPECT_EQ(ruleId(AIRLOCK_RULE_NOT_ALLOWED), "mode:allowlist");
+  EXPECT_EQ(ruleId(AIRLOCK_RULE_LOOPBACK), "loopback");
+  const auto& ranges = protectedRanges();
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    auto c = Cidr::parse(ranges[i].cidr);
+    ASSERT_TRUE(c) << ranges[i].cidr << ": " << c.error().message();
+    uint32_t rule = AIRLOCK_RULE_PROTECTED_BASE + static_cast<uint32_t>(i);
+    EXPECT_EQ(ruleId(rule), std::string("protected:") + ranges[i].cidr);
+    EXPECT_NE(describeRule(rule, policy).find(ranges[i].why), std::string::npos);
+  }
+  // The ranges the issue names are in the table.
+  for (const char* must : {"169.254.169.254/32", "fd00:ec2::254/128", "10.0.0.0/8", "172.16.0.0/12",
+                           "192.168.0.0/16", "fc00::/7", "fe80::/10", "100.64.0.0/10"}) {
+    bool found = false;
+    for (const auto& r : ranges) found = found || std::string(r.cidr) == must;
+    EXPECT_TRUE(found) << must;
+  }
+}
+
+TEST(AuditCompile, EveryPrefixCarriesAllRulesContainingItInOrder) {
+  NetPolicy policy{
+      NetMode::kAllowlist,
+      {*NetRule::parse("allow tcp 0.0.0.0/0 443"), *NetRule::parse("deny any 10.0.0.0/8"),
+       *NetRule::parse("allow tcp 10.1.0.0/16 5432"), *NetRule::parse("allow udp ::/0 53")}};
+  auto compiled = compileRules(policy, 7, 1);
+  ASSERT_TRUE(compiled) << compiled.error().message();
+  ASSERT_EQ(compiled->v4.size(), 3u);
+  ASSERT_EQ(compiled->v6.size(), 1u);
+  // 10.1.0.0/16 is inside 0/0 and 10/8: a connect to 10.1.2.3 sees rules 0, 1, 2 in order.
+  const auto& [key, set] = compiled->v4[2];
+  EXPECT_EQ(key.prefixlen, 32u + 16u);
+  EXPECT_EQ(ntohl(key.owner), AIRLOCK_RULE_OWNER(7, 1));
+  EXPECT_EQ(key.addr[0], 10);
+  EXPECT_EQ(key.addr[1], 1);
+  ASSERT_EQ(set.count, 3u);
+  EXPECT_EQ(set.rules[0].index, 0);
+  EXPECT_EQ(set.rules[1].index, 1);
+  EXPECT_EQ(set.rules[1].action, AIRLOCK_ACTION_DENY);
+  EXPECT_EQ(set.rules[2].index, 2);
+  EXPECT_EQ(set.rules[2].port_lo, 5432);
+  // 0.0.0.0/0 carries only itself.
+  EXPECT_EQ(compiled->v4[0].first.prefixlen, 32u);
+  EXPECT_EQ(compiled->v4[0].second.count, 1u);
+  EXPECT_EQ(compiled->v6[0].second.rules[0].protocol, IPPROTO_UDP);
+}
+
+TEST(AuditCompile, TooManyOverlappingRulesIsAnError) {
+  NetPolicy policy{NetMode::kOpen, {}};
+  for (int i = 0; i <= AIRLOCK_RULES_PER_PREFIX; ++i) {
+    policy.rules.push_back(*NetRule::parse("allow tcp 10.0.0.0/8 " + std::to_string(1000 + i)));
+  }
+  auto compiled = compileRules(policy, 1, 0);
+  ASSERT_FALSE(compiled);
+  EXPECT_NE(compiled.error().message().find("overlap 10.0.0.0/8"), std::string::npos)
+      << compiled.error().message();
+}
+
+TEST(AuditCompile, DuplicatePrefixesShareOneEntry) {
+  NetPolicy policy{NetMode::kAllowlist,
+                   {*NetRule::parse("allow tcp 192.0.2.0/24 80"),
+                    *NetRule::parse("allow tcp 192.0.2.0/24 443")}};
+  auto compiled = compileRules(policy, 1, 0);
+  ASSERT_TRUE(compiled);
+  ASSERT_EQ(compiled->v4.size(), 1u);
+  EXPECT_EQ(compiled->v4[0].second.count, 2u);
+}
+
+}  // namespace
+}  // namespace airlock::audit
