@@ -422,6 +422,8 @@ class CommandsTest(FakeTestCase):
             cmds.connect("c404")
         self.fake.route("DELETE", base + "/c2", error_answer(404, "not_found", "command 'c2'"))
         self.assertFalse(handle.kill())
+        self.fake.route("DELETE", base + "/c2", error_answer(409, "conflict", "c2 has exited"))
+        self.assertFalse(handle.kill())
 
     def test_empty_argv_is_refused_before_sending(self) -> None:
         with self.assertRaises(airlock.InvalidRequestError):

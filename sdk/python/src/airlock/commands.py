@@ -10,7 +10,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, overload
 
-from airlock.errors import InvalidRequestError, NotFoundError, TimeoutError, stream_ended_early
+from airlock.errors import (
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    TimeoutError,
+    stream_ended_early,
+)
 from airlock.models import CommandInfo, CommandResult, event_bytes
 from airlock.transport import Transport, quote
 
@@ -118,7 +124,7 @@ class CommandHandle:
         return self._outcome
 
     def kill(self) -> bool:
-        """SIGKILL to all its processes. False when the command is already gone."""
+        """SIGKILL to all its processes. False when the command has already exited."""
         return self._commands.kill(self.id)
 
     def send_stdin(self, data: str | bytes, eof: bool = False) -> None:
@@ -228,10 +234,12 @@ class Commands:
                             code="not_found")
 
     def kill(self, command_id: str) -> bool:
+        """SIGKILL to all the command's processes. False when it has already exited (409) or is
+        unknown (404)."""
         try:
             self._transport.json("DELETE", self._path(command_id))
             return True
-        except NotFoundError:
+        except (NotFoundError, ConflictError):
             return False
 
     def send_stdin(self, command_id: str, data: str | bytes, eof: bool = False) -> None:
