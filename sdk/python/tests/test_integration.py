@@ -140,7 +140,7 @@ class CodeTest(unittest.TestCase):
         self.assertIsNone(self.sbx.run_code("counter = 41").error)
         ex = self.sbx.run_code("counter += 1\nprint('counter is', counter)\ncounter")
         self.assertEqual(ex.text, "42")
-        self.assertEqual(ex.logs.stdout, ["counter is 42\n"])
+        self.assertEqual(ex.stdout, "counter is 42\n")  # chunks as flushed, joined
         self.assertEqual(ex.status, "ok")
 
     def test_matplotlib_figure_comes_back_as_png_without_savefig(self) -> None:
