@@ -64,8 +64,19 @@ Result<> validateOps(const airlock_plugin_v1& d) {
         return fail("language ops lack build_command() or free_command()");
       return {};
     }
+    case AIRLOCK_PLUGIN_REVIEW: {
+      // NULL ops: a review plugin of ABI 1.1, when the kind was only reserved. It loads, and a
+      // review chain naming it fails to build.
+      if (d.ops == nullptr) return {};
+      auto* ops = static_cast<const airlock_review_ops_v1*>(d.ops);
+      if (ops->struct_size < sizeof(airlock_review_ops_v1))
+        return fail("review ops struct_size " + std::to_string(ops->struct_size) +
+                    " is smaller than " + std::to_string(sizeof(airlock_review_ops_v1)));
+      if (ops->review == nullptr) return fail("review ops lack review()");
+      return {};
+    }
     default:
-      // Transfer and review ops are defined in a later minor version; until then they are NULL.
+      // Transfer ops are defined in a later minor version; until then they are NULL.
       if (d.ops != nullptr)
         return fail(std::string(kindName(d.kind)) + " plugin has ops, which ABI " +
                     std::to_string(AIRLOCK_PLUGIN_ABI_MAJOR) + "." +

@@ -9,6 +9,8 @@
 //   };
 //   AIRLOCK_LANGUAGE_PLUGIN(Python, "airlock.language.python", "1.0.0")
 //
+// Review plugins derive from ReviewPlugin and use AIRLOCK_REVIEW_PLUGIN (plugins/review/example).
+//
 // The macro defines the airlock_plugin_v1 descriptor and exports it through Boost.DLL. Every
 // call from the host goes through a noexcept trampoline that turns exceptions into an
 // airlock_error_v1, so no C++ exception ever crosses the C ABI. Header-only: a plugin links
@@ -96,6 +98,32 @@ class LanguagePlugin : public PluginBase {
   virtual Command buildSession() {
     throw PluginError(ENOTSUP, "this language has no session driver");
   }
+};
+
+// Review plugins (ABI 1.2): one link of a profile's review chain. review() returns a Verdict, or
+// throws PluginError when it cannot decide (the chain then fails closed unless the profile fails
+// open). Called from any supervisor thread, one call at a time per instance.
+class ReviewPlugin : public PluginBase {
+ public:
+  using PluginBase::PluginBase;
+  enum class Decision {
+    kAllow = AIRLOCK_REVIEW_ALLOW,
+    kDeny = AIRLOCK_REVIEW_DENY,
+    kHold = AIRLOCK_REVIEW_HOLD
+  };
+  struct Subject {
+    bool is_command = false;
+    std::string_view language;           // "python", "node", "shell"
+    std::string_view text;               // the code, or the command line
+    std::vector<std::string_view> argv;  // a command given as argv; empty otherwise
+    std::string_view profile, tenant, sandbox_id;
+  };
+  struct Verdict {
+    Decision decision = Decision::kAllow;
+    std::string rule;    // cut to 127 bytes
+    std::string reason;  // cut to 511 bytes
+  };
+  virtual Verdict review(const Subject& subject) = 0;
 };
 
 namespace detail {
@@ -191,6 +219,39 @@ struct LanguageTrampolines {
                                                   &release};
 };
 
+template <typename P>
+struct ReviewTrampolines {
+  static std::string_view view(airlock_str_v1 s) {
+    return s.ptr == nullptr ? std::string_view() : std::string_view(s.ptr, s.len);
+  }
+  static int review(void* instance, const airlock_review_subject_v1* subject,
+                    airlock_review_verdict_v1* out, airlock_error_v1* err) noexcept {
+    if (subject == nullptr || out == nullptr ||
+        subject->struct_size < sizeof(airlock_review_subject_v1) ||
+        out->struct_size < sizeof(airlock_review_verdict_v1)) {
+      setError(err, EINVAL, "review: subject or verdict missing, or struct_size too small");
+      return EINVAL;
+    }
+    return guard(err, [&] {
+      ReviewPlugin::Subject s;
+      s.is_command = subject->kind == AIRLOCK_REVIEW_COMMAND;
+      s.language = view(subject->language);
+      s.text = view(subject->text);
+      for (const char* const* a = subject->argv; a != nullptr && *a != nullptr; ++a) {
+        s.argv.emplace_back(*a);
+      }
+      s.profile = view(subject->profile);
+      s.tenant = view(subject->tenant);
+      s.sandbox_id = view(subject->sandbox_id);
+      ReviewPlugin::Verdict v = static_cast<P*>(instance)->review(s);
+      out->decision = static_cast<int>(v.decision);
+      std::snprintf(out->rule, sizeof out->rule, "%s", v.rule.c_str());
+      std::snprintf(out->reason, sizeof out->reason, "%s", v.reason.c_str());
+    });
+  }
+  static constexpr airlock_review_ops_v1 ops = {sizeof(airlock_review_ops_v1), &review};
+};
+
 }  // namespace detail
 }  // namespace airlock::sdk
 
@@ -219,4 +280,9 @@ struct LanguageTrampolines {
 #define AIRLOCK_LANGUAGE_PLUGIN(Class, plugin_name, plugin_version)                     \
   AIRLOCK_PLUGIN(Class, AIRLOCK_PLUGIN_LANGUAGE,                                        \
                  &::airlock::sdk::detail::LanguageTrampolines<Class>::ops, plugin_name, \
+                 plugin_version)
+
+#define AIRLOCK_REVIEW_PLUGIN(Class, plugin_name, plugin_version)                     \
+  AIRLOCK_PLUGIN(Class, AIRLOCK_PLUGIN_REVIEW,                                        \
+                 &::airlock::sdk::detail::ReviewTrampolines<Class>::ops, plugin_name, \
                  plugin_version)

@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AIRLOCK_PLUGIN_ABI_MAJOR 1
-#define AIRLOCK_PLUGIN_ABI_MINOR 1
+#define AIRLOCK_PLUGIN_ABI_MINOR 2
 #define AIRLOCK_PLUGIN_ENTRY_SYMBOL "airlock_plugin_entry_v1"
 
 /* A borrowed byte string; not NUL-terminated. */
@@ -184,8 +184,56 @@ typedef struct airlock_language_ops_v1 {
 } airlock_language_ops_v1;
 
 /* ---------------------------------------------------------------------------------------------
- * Transfer and review plugins: declared so the kinds are reserved; their ops tables are
- * defined in a later minor version. A plugin of these kinds loads, and its ops must be NULL. */
+ * Review plugins (since 1.2): one link of a profile's review chain, named "plugin:<name>" in
+ * [profiles.X.review] chain (docs/review.md). A review plugin built against 1.1 has NULL ops; it
+ * loads but cannot be used in a chain. */
+
+typedef enum airlock_review_kind_v1 {
+  AIRLOCK_REVIEW_CODE = 1,   /* code for a language's interpreter */
+  AIRLOCK_REVIEW_COMMAND = 2 /* a command: argv, or a `/bin/sh -c` string */
+} airlock_review_kind_v1;
+
+typedef enum airlock_review_decision_v1 {
+  AIRLOCK_REVIEW_ALLOW = 0,
+  AIRLOCK_REVIEW_DENY = 1,
+  AIRLOCK_REVIEW_HOLD = 2 /* wait for an operator's approval (airlock serve) */
+} airlock_review_decision_v1;
+
+/* What is reviewed. Owned by the host; every pointer is borrowed for the call. */
+typedef struct airlock_review_subject_v1 {
+  uint32_t struct_size;
+  int kind;                /* airlock_review_kind_v1 */
+  airlock_str_v1 language; /* "python", "node", "shell" (every command is "shell") */
+  /* The code; for a command its `sh -c` string or its argv shell-quoted and joined. May hold
+   * any bytes, NUL included, unless the chain's limits reviewer ran first. */
+  airlock_str_v1 text;
+  const char* const* argv; /* a command given as argv, NULL-terminated; NULL otherwise */
+  airlock_str_v1 profile;
+  airlock_str_v1 tenant;     /* empty under `airlock run` */
+  airlock_str_v1 sandbox_id; /* empty when no sandbox exists yet */
+} airlock_review_subject_v1;
+
+/* The plugin's verdict, written into a host-owned struct (nothing to free). */
+typedef struct airlock_review_verdict_v1 {
+  uint32_t struct_size; /* set by the host */
+  int decision;         /* airlock_review_decision_v1 */
+  char rule[128];       /* NUL-terminated rule id, "" for none */
+  char reason[512];     /* NUL-terminated, said to the caller */
+} airlock_review_verdict_v1;
+
+typedef struct airlock_review_ops_v1 {
+  uint32_t struct_size;
+  /* Reviews one subject. Returns 0 with *out filled, or an errno value with *err filled when the
+   * plugin cannot decide (the chain then fails closed unless the profile fails open). Runs in the
+   * supervisor: it must be quick and bound its own time. Called from any supervisor thread, one
+   * at a time per instance. */
+  int (*review)(void* instance, const airlock_review_subject_v1* subject,
+                airlock_review_verdict_v1* out, airlock_error_v1* err);
+} airlock_review_ops_v1;
+
+/* ---------------------------------------------------------------------------------------------
+ * Transfer plugins: declared so the kind is reserved; the ops table is defined in a later minor
+ * version. A plugin of this kind loads, and its ops must be NULL. */
 
 /* ---------------------------------------------------------------------------------------------
  * The plugin descriptor. Static; returned by the entry point. */
@@ -200,7 +248,9 @@ typedef struct airlock_plugin_v1 {
    * policy has none); borrowed. Returns NULL and fills *err on failure. */
   void* (*create)(const airlock_host_v1* host, const char* config_json, airlock_error_v1* err);
   void (*destroy)(void* instance);
-  const void* ops; /* airlock_isolation_ops_v1* or airlock_language_ops_v1*, by kind; static */
+  /* airlock_isolation_ops_v1*, airlock_language_ops_v1* or airlock_review_ops_v1*, by kind;
+   * static */
+  const void* ops;
 } airlock_plugin_v1;
 
 typedef const airlock_plugin_v1* (*airlock_plugin_entry_v1_fn)(void);
