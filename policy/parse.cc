@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <span>
 #include <sstream>
@@ -206,7 +207,8 @@ class ItemReader {
     } else if (const auto* t = v->as_table()) {
       std::ostringstream json;
       json << toml::json_formatter(*t, toml::format_flags::none);
-      out = json.str();
+      // One line, as plugins and `airlock policy explain` show it.
+      out = nlohmann::json::parse(json.str()).dump();
     } else {
       typeError(diags_, *v, prefix_, path, "a table");
     }

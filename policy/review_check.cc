@@ -158,7 +158,8 @@ Check checkCommand(const Review& r) {
   if (c.argv.empty()) {
     return Problem{"review.command.argv",
                    "review.command.argv is empty: the chain names 'command', so give the "
-                   "reviewer program, e.g. argv = [\"/usr/local/bin/my-reviewer\"]"};
+                   "reviewer program, e.g. argv = [\"/usr/local/bin/my-reviewer\"]",
+                   "review.chain"};
   }
   if (c.argv[0].empty() || c.argv[0].front() != '/') {
     return Problem{"review.command.argv[0]",
@@ -177,7 +178,8 @@ Check checkWebhook(const Review& r) {
   if (w.url.empty() && !inChain(r, "webhook")) return std::nullopt;
   if (auto url = parseWebhookUrl(w.url); !url) {
     return Problem{"review.webhook.url",
-                   "review.webhook.url = " + q(w.url) + ": " + url.error().message()};
+                   "review.webhook.url = " + q(w.url) + ": " + url.error().message(),
+                   "review.chain"};
   }
   return std::nullopt;
 }

@@ -12,7 +12,9 @@
 
 #include "airlock/policy/policy.h"
 #include "supervisor/plugin/registry.h"
+#include "supervisor/review/chain.h"
 #include "supervisor/run/environment.h"
+#include "supervisor/run/sandbox_review.h"
 #include "supervisor/sandbox/orphans.h"
 #include "supervisor/sandbox/rootfs_view.h"
 #include "supervisor/sandbox/sandbox.h"
@@ -36,6 +38,21 @@ void writeAll(int fd, std::string_view data) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;  // the reader went away; keep running, output is still collected
     data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+// The program file's bytes, as the review chain sees them.
+Result<std::string> readProgram(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return sysError("open", path);
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sysError("read", path);
+    if (n == 0) return text;
+    text.append(buf, static_cast<size_t>(n));
   }
 }
 
@@ -104,6 +121,32 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
                   "' (allowed: " + allowed + ")";
     res.total_ms = msSince(t0);
     return res;
+  }
+
+  // The review chain decides before any sandbox exists.
+  if (req.review && !profile.review.chain.empty()) {
+    auto text = req.inline_code ? Result<std::string>(req.code) : readProgram(req.script);
+    if (!text) return Unexpected(text.error());
+    review::ChainOptions options;
+    options.policy_hash = pol->hash;
+    options.sandbox_runner =
+        std::make_shared<OneShotSandboxRunner>(req.policy_file, profile.name, paths);
+    options.plugins = &registry;
+    auto chain = review::Chain::build(profile, std::move(options));
+    if (!chain) return Unexpected(chain.error());
+    review::Subject subject = review::Subject::code(res.language, std::move(*text));
+    review::Verdict verdict = (*chain)->review(std::move(subject)).verdict;
+    if (verdict.decision == review::Decision::kHold) {
+      verdict.decision = review::Decision::kDeny;
+      verdict.reason = std::string(kHoldNeedsServe) + " (" + verdict.reason + ")";
+    }
+    res.review = verdict;
+    if (!verdict.allowed()) {
+      res.status = Status::kRefused;
+      res.message = verdict.message();
+      res.total_ms = msSince(t0);
+      return res;
+    }
   }
 
   // Leftovers of runs that were killed with -9 are removed before we add one of our own.

@@ -28,6 +28,9 @@ struct RunRequest {
   int stdin_fd = -1;   // forwarded to the program when >= 0
   int cancel_fd = -1;  // readable when airlock is asked to stop: the run is torn down
 
+  // false: the profile's review chain is not run (the reviewers' own checker sandboxes).
+  bool review = true;
+
   std::string policy_file;  // empty: the built-in default policy
   std::string profile;      // empty: the policy's default profile
   std::optional<uint32_t> timeout_s;
@@ -47,9 +50,10 @@ struct RunPaths {
   std::string state_dir = "/run/airlock";
 };
 
-// Runs the request. Returns an Error only when nothing could be attempted (bad policy file,
-// unknown language, no sandbox); everything that happens once a sandbox exists, including
-// policy refusals, timeouts and OOM kills, is a RunResult.
+// Runs the request: the profile's review chain first (docs/review.md), then the sandbox. Returns
+// an Error only when nothing could be attempted (bad policy file, unknown language, a review
+// chain that cannot be built, no sandbox); everything else, including policy and review
+// refusals, timeouts and OOM kills, is a RunResult.
 Result<RunResult> runOnce(const RunRequest& request, const RunPaths& paths);
 
 // Where a sandbox path given by the user lands: relative → /home/user/<p>. Rejects empty paths

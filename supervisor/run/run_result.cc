@@ -118,6 +118,7 @@ nlohmann::json RunResult::toJson() const {
         {"oom_kills", oom_kills}}},
       {"files_in", files(files_in)},
       {"files_out", files(files_out)},
+      {"review", review ? review->toJson() : json(nullptr)},
   };
   return j;
 }

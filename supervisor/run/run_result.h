@@ -2,10 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "supervisor/review/verdict.h"
 
 namespace airlock::run {
 
@@ -44,6 +47,9 @@ struct RunResult {
 
   std::vector<FileOutcome> files_in, files_out;
   std::vector<std::string> relaxations;
+  // The review chain's verdict ("review" in the record; null when the profile reviews nothing).
+  // A deny (or a hold, which `airlock run` cannot wait out) makes the status kRefused.
+  std::optional<review::Verdict> review;
 
   // What `airlock run` exits with: the program's code, 128+signal, or one of kExit*.
   int processExitCode() const;

@@ -1,0 +1,102 @@
+# The python_ast reviewer's checker. Runs inside a throwaway airlock sandbox, never on the host.
+# Reads {"code", "deny_imports", "deny_calls", "deny_attributes"} as JSON on stdin and prints one
+# verdict {"verdict", "rule", "reason"} as JSON on stdout. Iterative walks only, so deep nesting
+# cannot exhaust the checker's own stack.
+import ast
+import json
+import sys
+
+
+def answer(verdict, rule="", reason=""):
+    sys.stdout.write(json.dumps({"verdict": verdict, "rule": rule, "reason": reason}) + "\n")
+    sys.exit(0)
+
+
+def main():
+    req = json.loads(sys.stdin.read())
+    code = req["code"]
+    deny_imports = req["deny_imports"]
+    deny_calls = req["deny_calls"]
+    deny_attributes = set(req["deny_attributes"])
+    sys.setrecursionlimit(100000)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        answer("allow", "syntax-error",
+               "not valid Python (%s, line %s): the interpreter refuses it too" % (e.msg, e.lineno))
+    except (RecursionError, MemoryError, ValueError) as e:
+        answer("deny", "unparsable",
+               "the code cannot be analysed (%s): too deeply nested or too large" % type(e).__name__)
+
+    def import_denied(module):
+        return any(module == d or module.startswith(d + ".") for d in deny_imports)
+
+    def call_denied(name):
+        if name.startswith("builtins."):
+            name = name[len("builtins."):]
+        for d in deny_calls:
+            if d.endswith("*") and name.startswith(d[:-1]):
+                return True
+            if name == d:
+                return True
+        return False
+
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if import_denied(a.name):
+                    answer("deny", "import", "imports %s, which this profile denies" % a.name)
+                if a.asname:
+                    aliases[a.asname] = a.name
+                else:
+                    top = a.name.split(".")[0]
+                    aliases[top] = top
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if import_denied(module):
+                answer("deny", "import", "imports from %s, which this profile denies" % module)
+            for a in node.names:
+                full = module + "." + a.name if module else a.name
+                if import_denied(full):
+                    answer("deny", "import", "imports %s, which this profile denies" % full)
+                if call_denied(full):
+                    answer("deny", "call", "imports %s, which this profile denies" % full)
+                aliases[a.asname or a.name] = full
+
+    def dotted(node):
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        parts.append(aliases.get(node.id, node.id))
+        return ".".join(reversed(parts))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in deny_attributes:
+            answer("deny", "attribute", "uses the attribute %s, which this profile denies" % node.attr)
+        if isinstance(node, ast.Name) and node.id in deny_attributes:
+            answer("deny", "attribute", "uses %s, which this profile denies" % node.id)
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            name = dotted(node)
+            if name and call_denied(name):
+                answer("deny", "call", "uses %s, which this profile denies" % name)
+        if isinstance(node, ast.Call):
+            func = dotted(node.func)
+            if func in ("getattr", "builtins.getattr", "setattr", "delattr") and len(node.args) >= 2:
+                attr = node.args[1]
+                if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+                    answer("deny", "dynamic-getattr",
+                           "calls %s with a computed attribute name, which cannot be checked" % func)
+                if attr.value in deny_attributes:
+                    answer("deny", "attribute",
+                           "uses the attribute %s, which this profile denies" % attr.value)
+                base = dotted(node.args[0])
+                if base and call_denied(base + "." + attr.value):
+                    answer("deny", "call", "uses %s.%s, which this profile denies" % (base, attr.value))
+    answer("allow")
+
+
+main()

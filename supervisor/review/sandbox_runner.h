@@ -1,0 +1,35 @@
+// How reviewers that must run code to judge it (python_ast) get a throwaway sandbox. The review
+// library never runs such code in the supervisor or on the host: whoever builds a chain injects
+// a runner. `airlock run` uses run::OneShotSandboxRunner (a fresh sandbox per check, through the
+// same machinery as the run itself); `airlock serve` may back it with a pooled sandbox.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "airlock/result.h"
+
+namespace airlock::review {
+
+struct SandboxJob {
+  std::string language = "python";           // a language the profile allows
+  std::string code;                          // the program (the checker script), run as inline code
+  std::string stdin_data;                    // its standard input (the request)
+  std::chrono::milliseconds timeout{10000};  // everything included; then the job is killed
+};
+
+struct SandboxJobResult {
+  int exit_code = -1;  // the program's exit code; -1 when it did not exit by itself
+  bool timed_out = false;
+  std::string stdout_data, stderr_data;
+};
+
+class SandboxRunner {
+ public:
+  virtual ~SandboxRunner() = default;
+  // Runs the job in a sandbox that holds nothing else and keeps nothing afterwards. An Error
+  // when no sandbox could run it. Thread-safe: chains call it from many threads.
+  virtual Result<SandboxJobResult> run(const SandboxJob& job) = 0;
+};
+
+}  // namespace airlock::review

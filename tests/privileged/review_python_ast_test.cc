@@ -1,0 +1,132 @@
+// python_ast in real sandboxes: the checker runs in a fresh one-shot sandbox per review, never
+// in this process or on the host.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "supervisor/review/chain.h"
+#include "supervisor/review/python_ast_reviewer.h"
+#include "supervisor/run/sandbox_review.h"
+#include "test_support.h"
+
+namespace airlock::review {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace airlock::testing;
+
+class PythonAst : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AIRLOCK_REQUIRE_ROOT();
+    before_ = snapshotHostResources();
+    runner_ = std::make_shared<run::OneShotSandboxRunner>(
+        "", "default", run::RunPaths{pluginDir(), agentBinary()});
+  }
+  void TearDown() override {
+    if (IsSkipped()) return;
+    EXPECT_EQ(snapshotHostResources(), before_) << "a checker sandbox left something behind";
+  }
+  Result<Verdict> review(const std::string& code, policy::ReviewPythonAst cfg = {}) {
+    PythonAstReviewer r(std::move(cfg), runner_);
+    return r.review(Subject::code("python", code));
+  }
+  void expectDenied(const std::string& code, const std::string& rule) {
+    auto v = review(code);
+    ASSERT_TRUE(v.has_value()) << code << ": " << v.error().message();
+    EXPECT_EQ(v->decision, Decision::kDeny) << code;
+    EXPECT_EQ(v->rule, rule) << code << " → " << v->reason;
+  }
+  std::shared_ptr<run::OneShotSandboxRunner> runner_;
+  HostResources before_;
+};
+
+TEST_F(PythonAst, AllowsOrdinaryCode) {
+  auto v = review(
+      "import json, math\nimport os.path\nprint(json.dumps({'a': math.pi}))\n"
+      "def f(x):\n    return getattr(x, 'real')\nprint(os.path.join('a', 'b'))\n");
+  ASSERT_TRUE(v.has_value()) << v.error().message();
+  EXPECT_TRUE(v->allowed()) << v->rule << ": " << v->reason;
+}
+
+TEST_F(PythonAst, DeniesImportsAndCallsEvenThroughAliases) {
+  expectDenied("import subprocess\nsubprocess.run(['id'])", "import");
+  expectDenied("from subprocess import run", "import");
+  expectDenied("import ctypes.util", "import");
+  expectDenied("import os\nos.system('id')", "call");
+  expectDenied("import os as o\no.popen('id')", "call");
+  expectDenied("from os import system as s\ns('id')", "call");
+  expectDenied("import os\nos.execv('/bin/sh', ['sh'])", "call");
+  expectDenied("import os\nf = os.system\nf('id')", "call");
+}
+
+TEST_F(PythonAst, DeniesTheUsualEvasions) {
+  expectDenied("__import__('o' + 's').system('id')", "call");
+  expectDenied("import base64\nexec(base64.b64decode('aW1wb3J0IG9z'))", "call");
+  expectDenied("import os\ngetattr(os, 'sys' + 'tem')('id')", "dynamic-getattr");
+  expectDenied("import os\ngetattr(os, 'system')('id')", "call");
+  expectDenied("import builtins\nbuiltins.exec('1')", "call");
+  expectDenied("().__class__.__bases__[0].__subclasses__()", "attribute");
+  expectDenied("f = lambda: 0\nf.__globals__['__builtins__']", "attribute");
+  expectDenied("eval('1+1')", "call");
+}
+
+TEST_F(PythonAst, InvalidPythonIsLeftToTheInterpreter) {
+  auto v = review("def broken(:\n");
+  ASSERT_TRUE(v.has_value()) << v.error().message();
+  EXPECT_TRUE(v->allowed());
+  EXPECT_EQ(v->rule, "syntax-error");
+}
+
+TEST_F(PythonAst, DeepNestingAndHugeInputNeverCrashOrHang) {
+  for (const std::string& code :
+       {std::string(10000, '[') + std::string(10000, ']'),
+        std::string("x = ") + std::string(10000, '(') + "1" + std::string(10000, ')'),
+        [] {
+          std::string s = "x = ";
+          for (int i = 0; i < 10000; ++i) s += "not ";
+          return s + "1";
+        }(),
+        [] {
+          std::string s;
+          for (int i = 0; i < 10000; ++i)
+            s += std::string(static_cast<size_t>(i % 100), ' ') + "if 1:\n";
+          return s + "pass\n";
+        }()}) {
+    auto t0 = Clock::now();
+    auto v = review(code);
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(15));
+    // A verdict or a clean failure; both end the review.
+    if (v) EXPECT_NE(v->decision, Decision::kHold);
+  }
+  // Over max_bytes: refused before any sandbox starts.
+  auto t0 = Clock::now();
+  auto big = review(std::string(50u << 20, 'x'));
+  EXPECT_FALSE(big.has_value());
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
+}
+
+TEST_F(PythonAst, ACheckerPastItsTimeoutFailsClosed) {
+  // 60,000 statements cannot be parsed within 100 ms, sandbox start-up included: the timeout
+  // path, through the chain, which fails closed.
+  policy::ReviewPythonAst cfg;
+  cfg.timeout_ms = 100;
+  policy::Profile profile;
+  profile.name = "default";
+  profile.review.chain = {"python_ast"};
+  profile.review.python_ast = cfg;
+  ChainOptions options;
+  options.sandbox_runner = runner_;
+  auto chain = Chain::build(profile, std::move(options));
+  ASSERT_TRUE(chain.has_value());
+  std::string slow = "x = 0\n";
+  for (int i = 0; i < 60000; ++i) slow += "x = x + " + std::to_string(i) + "\n";
+  auto t0 = Clock::now();
+  auto o = (*chain)->review(Subject::code("python", slow));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(o.verdict.decision, Decision::kDeny);
+  EXPECT_EQ(o.verdict.rule, "timeout") << o.verdict.reason;
+}
+
+}  // namespace
+}  // namespace airlock::review
