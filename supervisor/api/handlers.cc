@@ -196,6 +196,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
   const std::string cid = match.params.count("cid") ? match.params.at("cid") : "";
   const std::string ctx = match.params.count("ctx") ? match.params.at("ctx") : "";
   const std::string name = match.params.count("name") ? match.params.at("name") : "";
+  const std::string rid = match.params.count("rid") ? match.params.at("rid") : "";
 
   // Decodes the JSON body with `decode`, answering 400/413 itself on failure.
   auto body = [&](auto decode) -> decltype(decode(std::string_view())) {
@@ -487,6 +488,22 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
     case RouteId::kDeleteWorkspace:
       answerEmpty(service_.deleteWorkspace(caller, name));
       break;
+    case RouteId::kListReviews:
+    case RouteId::kApproveReview:
+    case RouteId::kRejectReview: {
+      // Deciding what runs is the operator's: the Unix socket, whose access the host controls.
+      if (req.from_tcp)
+        return sendError(ex, ErrorCode::kForbidden, "approvals are served on the Unix socket only"),
+               label;
+      if (id == RouteId::kListReviews) {
+        answer(service_.listReviews(caller), [&](const auto& list) { sendJson(ex, 200, list); });
+        break;
+      }
+      auto reason = body(decodeReviewDecision);
+      if (!reason) return sendError(ex, reason.error()), label;
+      answerEmpty(service_.decideReview(caller, rid, id == RouteId::kApproveReview, *reason));
+      break;
+    }
     case RouteId::kRenameFile: {
       auto r = body(decodeRename);
       if (!r) return sendError(ex, r.error()), label;

@@ -305,6 +305,11 @@ SResult<KeepAliveRequest> decodeKeepAlive(std::string_view body) {
   });
 }
 
+SResult<std::string> decodeReviewDecision(std::string_view body) {
+  return decodeObject<std::string>(
+      body, true, [](Fields& f, std::string& reason) { reason = f.str("reason").value_or(""); });
+}
+
 SResult<CommandRequest> decodeRunCommand(std::string_view body) {
   return decodeObject<CommandRequest>(body, false, [](Fields& f, CommandRequest& r) {
     auto argv = f.stringArray("argv");

@@ -31,6 +31,9 @@ struct KeepAliveRequest {
 };
 SResult<KeepAliveRequest> decodeKeepAlive(std::string_view body);
 
+// POST /v1/reviews/{rid}/approve|reject: {"reason": "..."}, all optional.
+SResult<std::string> decodeReviewDecision(std::string_view body);
+
 struct CommandRequest {
   service::CommandSpec spec;
   bool stream = true;

@@ -100,6 +100,7 @@ std::string eventLine(const Json& event) {
 std::string errorBody(const service::ServiceError& error) {
   Json body = {
       {"error", {{"code", service::errorCodeName(error.code)}, {"message", error.message}}}};
+  if (!error.review.is_null()) body["error"]["review"] = error.review;
   return dumpJson(body);
 }
 
@@ -200,6 +201,7 @@ Json CommandAggregate::document() const {
   doc["stdout_truncated"] = valueOr(exit_, "stdout_truncated", false);
   doc["stderr_truncated"] = valueOr(exit_, "stderr_truncated", false);
   doc["duration_ms"] = valueOr(exit_, "duration_ms", 0);
+  if (exit_.contains("review")) doc["review"] = exit_["review"];
   return doc;
 }
 
@@ -229,6 +231,7 @@ Json CodeAggregate::document() const {
   doc["duration_ms"] = valueOr(end_, "duration_ms", 0);
   doc["context_id"] = valueOr(end_, "context_id", nullptr);
   doc["context_restarted"] = valueOr(end_, "context_restarted", false);
+  if (end_.contains("review")) doc["review"] = end_["review"];
   return doc;
 }
 

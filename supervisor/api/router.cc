@@ -36,6 +36,9 @@ constexpr std::array kRoutes = {
     Route{"POST", "/v1/sandboxes/{sb}/files/rename", RouteId::kRenameFile},
     Route{"GET", "/v1/workspaces", RouteId::kListWorkspaces},
     Route{"DELETE", "/v1/workspaces/{name}", RouteId::kDeleteWorkspace},
+    Route{"GET", "/v1/reviews", RouteId::kListReviews},
+    Route{"POST", "/v1/reviews/{rid}/approve", RouteId::kApproveReview},
+    Route{"POST", "/v1/reviews/{rid}/reject", RouteId::kRejectReview},
 };
 
 std::vector<std::string_view> splitPath(std::string_view path) {

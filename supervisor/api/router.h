@@ -43,6 +43,9 @@ enum class RouteId {
   kRenameFile,
   kListWorkspaces,
   kDeleteWorkspace,
+  kListReviews,
+  kApproveReview,
+  kRejectReview,
 };
 
 struct Route {

@@ -27,6 +27,7 @@ struct Metrics {
   std::atomic<uint64_t> sandboxes_created{0};
   std::atomic<uint64_t> sandboxes_destroyed{0};
   std::atomic<uint64_t> sandboxes_adopted{0};  // taken over after a supervisor died
+  std::atomic<uint64_t> reviews_held{0};       // executions parked for an operator
   std::atomic<uint64_t> create_failures{0};
   std::atomic<uint64_t> warm_creates{0};
   std::atomic<uint64_t> cold_creates{0};

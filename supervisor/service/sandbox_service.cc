@@ -4,6 +4,7 @@
 #include <sys/file.h>
 
 #include "airlock/unique_fd.h"
+#include "supervisor/service/review_sandbox_runner.h"
 #include "supervisor/service/sandbox_journal.h"
 
 #include <signal.h>
@@ -42,8 +43,10 @@ bool validName(const std::string& name) {
 // Keeps a sandbox from idling out while a stream of it is open, and counts the activity.
 class TouchingStream : public EventStream {
  public:
-  TouchingStream(std::unique_ptr<EventStream> inner, std::shared_ptr<LiveSandbox> sb)
-      : inner_(std::move(inner)), sb_(std::move(sb)) {
+  // `review`, when not null, is added to the final event ("exit" or "end").
+  TouchingStream(std::unique_ptr<EventStream> inner, std::shared_ptr<LiveSandbox> sb,
+                 Json review = nullptr)
+      : inner_(std::move(inner)), sb_(std::move(sb)), review_(std::move(review)) {
     ++sb_->busy;
   }
   ~TouchingStream() override {
@@ -51,12 +54,20 @@ class TouchingStream : public EventStream {
     sb_->last_active_at = nowMs();
     --sb_->busy;
   }
-  std::optional<Json> next(Clock::time_point deadline) override { return inner_->next(deadline); }
+  std::optional<Json> next(Clock::time_point deadline) override {
+    auto event = inner_->next(deadline);
+    if (event && !review_.is_null()) {
+      auto type = event->value("type", "");
+      if (type == "exit" || type == "end") (*event)["review"] = review_;
+    }
+    return event;
+  }
   bool done() const override { return inner_->done(); }
 
  private:
   std::unique_ptr<EventStream> inner_;
   std::shared_ptr<LiveSandbox> sb_;
+  Json review_;
 };
 
 // A stream that has already ended with the given events (background command starts).
@@ -88,6 +99,7 @@ Result<std::unique_ptr<SandboxService>> SandboxService::start(ServiceOptions opt
   s->hub_ = std::move(*hub);
   // Sandboxes of a supervisor that died are adopted when their agent still waits, and cleaned
   // up otherwise, before new ones are made.
+  s->buildChains(*s->policy_);
   s->adoptOrphans();
   if (auto r = sandbox::reclaimOrphans(s->options_.state_dir, sandbox::Reclaim::kAll); !r)
     std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
@@ -119,6 +131,7 @@ void SandboxService::reloadPolicy(policy::Policy policy) {
   {
     std::lock_guard lock(mu_);
     policy_ = next;
+    buildChains(*next);
     // Warm sandboxes were made under the old profiles: replace them. Live sandboxes keep the
     // profile they were created with.
     for (auto& [name, q] : pool_)
@@ -134,6 +147,7 @@ void SandboxService::drain() {
     std::lock_guard lock(mu_);
     draining_ = true;
   }
+  approvals_.cancelAll("the supervisor is shutting down");
   pool_cv_.notify_all();
 }
 
@@ -317,6 +331,85 @@ void SandboxService::journal(const LiveSandbox& s) {
   if (auto w = writeJournal(options_.state_dir, r); !w)
     std::fprintf(stderr, "airlock: sandbox %s: journal: %s\n", s.id.c_str(),
                  w.error().message().c_str());
+}
+
+void SandboxService::buildChains(const policy::Policy& pol) {
+  chains_.clear();
+  for (const auto& [name, profile] : pol.profiles) {
+    review::ChainOptions o;
+    o.policy_hash = pol.hash;
+    o.plugins = &registry_;
+    o.sandbox_runner = std::make_shared<ReviewSandboxRunner>(
+        registry_, profile, options_.agent_path, options_.state_dir);
+    auto chain = review::Chain::build(profile, std::move(o));
+    if (chain) {
+      chains_[name] = {*chain, ""};
+    } else {
+      std::fprintf(stderr, "airlock: profile '%s': review chain: %s; its executions are denied\n",
+                   name.c_str(), chain.error().message().c_str());
+      chains_[name] = {nullptr, chain.error().message()};
+    }
+  }
+}
+
+SResult<Json> SandboxService::reviewGate(const Caller& caller, const LiveSandbox& box,
+                                         review::Subject subject) {
+  ReviewChain rc;
+  {
+    std::lock_guard lock(mu_);
+    auto it = chains_.find(box.profile_name);
+    if (it != chains_.end()) rc = it->second;
+  }
+  if (rc.chain == nullptr && rc.error.empty()) return Json();  // a profile no longer in policy
+  if (rc.chain == nullptr) {
+    review::Verdict v;
+    v.decision = review::Decision::kDeny;
+    v.reviewer = "chain";
+    v.rule = "unavailable";
+    v.reason = "the review chain could not be built: " + rc.error;
+    return std::unexpected(ServiceError{ErrorCode::kDeniedByReview, v.message(), v.toJson()});
+  }
+  if (rc.chain->empty()) return Json();
+  subject.profile = box.profile_name;
+  subject.tenant = caller.tenant;
+  subject.sandbox_id = box.id;
+  auto outcome = rc.chain->review(subject);
+  review::Verdict verdict = outcome.verdict;
+  if (verdict.decision == review::Decision::kHold) {
+    ++metrics_.reviews_held;
+    verdict = approvals_.await(subject, verdict, Clock::now() + rc.chain->holdDeadline());
+  }
+  if (!verdict.allowed()) {
+    metrics_.reject("denied_by_review");
+    return std::unexpected(
+        ServiceError{ErrorCode::kDeniedByReview, verdict.message(), verdict.toJson()});
+  }
+  return verdict.toJson();
+}
+
+SResult<Json> SandboxService::listReviews(const Caller& caller) {
+  Json list = Json::array();
+  // The default tenant (the Unix socket's operator) sees every tenant's held requests.
+  for (const auto& p : approvals_.pending(caller.tenant == "default" ? "" : caller.tenant))
+    list.push_back(p.toJson());
+  return Json{{"reviews", list}};
+}
+
+SResult<> SandboxService::decideReview(const Caller& caller, const std::string& review_id,
+                                       bool approve, const std::string& reason) {
+  auto notWaiting = [&] {
+    return serviceError(ErrorCode::kNotFound,
+                        "no held execution '" + review_id + "' is waiting for a decision");
+  };
+  if (caller.tenant != "default") {  // another tenant's held requests do not exist for it
+    auto mine = approvals_.pending(caller.tenant);
+    if (std::none_of(mine.begin(), mine.end(),
+                     [&](const auto& p) { return p.review_id == review_id; }))
+      return notWaiting();
+  }
+  auto r = approve ? approvals_.approve(review_id, reason) : approvals_.reject(review_id, reason);
+  if (!r) return notWaiting();
+  return {};
 }
 
 void SandboxService::adoptOrphans() {
@@ -688,6 +781,12 @@ SResult<std::unique_ptr<EventStream>> SandboxService::runCommand(const Caller& c
   exec.stdin_pipe = spec.background || !spec.stdin_data.empty();
   exec.kill_scope = proto::ExecKillScope::kSession;
 
+  // Reviewed before anything reaches the sandbox.
+  auto review = reviewGate(caller, box,
+                           spec.cmd.empty() ? review::Subject::commandArgv(spec.argv)
+                                            : review::Subject::commandLine(spec.cmd));
+  if (!review) return std::unexpected(review.error());
+
   CommandInfo info;
   info.argv = spec.cmd.empty() ? spec.argv : std::vector<std::string>{"/bin/sh", "-c", spec.cmd};
   info.background = spec.background;
@@ -713,7 +812,7 @@ SResult<std::unique_ptr<EventStream>> SandboxService::runCommand(const Caller& c
         Json{{"type", "start"}, {"command_id", ci.command_id}, {"pid", ci.pid}}}));
   }
   return std::unique_ptr<EventStream>(
-      std::make_unique<TouchingStream>((*cmd)->foregroundStream(), *s));
+      std::make_unique<TouchingStream>((*cmd)->foregroundStream(), *s, std::move(*review)));
 }
 
 SResult<std::vector<CommandInfo>> SandboxService::listCommands(const Caller& caller,
@@ -899,11 +998,14 @@ SResult<std::unique_ptr<EventStream>> SandboxService::runCode(const Caller& call
     return serviceError(ErrorCode::kBadRequest, "timeout_s must be in (0, 86400]");
   double limit = static_cast<double>(box.profile.limits.timeout_s);
   double timeout = spec.timeout_s ? std::min(*spec.timeout_s, limit) : limit;
+  auto review = reviewGate(caller, box, review::Subject::code(ctx->info().language, spec.code));
+  if (!review) return std::unexpected(review.error());
   auto stream =
       ctx->run(spec.code, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
   if (!stream) return std::unexpected(stream.error());
   metrics_.code_runs++;
-  return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(std::move(*stream), *s));
+  return std::unique_ptr<EventStream>(
+      std::make_unique<TouchingStream>(std::move(*stream), *s, std::move(*review)));
 }
 
 // Every file operation: a running sandbox of the caller's, a checked path, then the agent.
@@ -1021,6 +1123,8 @@ std::string SandboxService::metricsText() {
          std::to_string(metrics_.sandboxes_destroyed.load()) + "\n";
   out += "# TYPE airlock_sandboxes_adopted_total counter\nairlock_sandboxes_adopted_total " +
          std::to_string(metrics_.sandboxes_adopted.load()) + "\n";
+  out += "# TYPE airlock_reviews_held_total counter\nairlock_reviews_held_total " +
+         std::to_string(metrics_.reviews_held.load()) + "\n";
   out +=
       "# TYPE airlock_sandbox_create_failures_total "
       "counter\nairlock_sandbox_create_failures_total " +

@@ -16,6 +16,8 @@
 #include "airlock/policy/policy.h"
 #include "airlock/result.h"
 #include "supervisor/plugin/registry.h"
+#include "supervisor/review/approval_queue.h"
+#include "supervisor/review/chain.h"
 #include "supervisor/service/agent_connection.h"
 #include "supervisor/service/metrics.h"
 #include "supervisor/service/service.h"
@@ -63,6 +65,9 @@ class SandboxService final : public Service {
                                  std::optional<int64_t> keep_alive_s,
                                  std::optional<int64_t> lifetime_s) override;
 
+  SResult<Json> listReviews(const Caller& caller) override;
+  SResult<> decideReview(const Caller& caller, const std::string& review_id, bool approve,
+                         const std::string& reason) override;
   SResult<std::vector<WorkspaceInfo>> listWorkspaces(const Caller& caller) override;
   SResult<> deleteWorkspace(const Caller& caller, const std::string& name) override;
 
@@ -120,6 +125,13 @@ class SandboxService final : public Service {
   // Takes over the sandboxes of a supervisor that died, from their journals; the ones that
   // cannot be adopted are left to reclaimOrphans. Before any thread starts.
   void adoptOrphans();
+  // The review chain of every profile of `pol`; a chain that cannot be built denies everything
+  // of its profile (fails closed) and says why.
+  void buildChains(const policy::Policy& pol);
+  // Runs the sandbox's profile's review chain (and, on hold, waits for an operator): the allow
+  // verdict's JSON for the run's last event, null when the profile reviews nothing, or
+  // denied_by_review.
+  SResult<Json> reviewGate(const Caller& caller, const LiveSandbox& box, review::Subject subject);
   void journal(const LiveSandbox& s);
   SResult<std::shared_ptr<LiveSandbox>> startBox(const policy::Profile& profile,
                                                  const std::string& workspace_image = {});
@@ -131,6 +143,12 @@ class SandboxService final : public Service {
 
   ServiceOptions options_;  // options_.policy: the policy at start; policy_ is the current one
   WorkspaceStore workspaces_{options_.workspace_dir};
+  review::ApprovalQueue approvals_;
+  struct ReviewChain {
+    std::shared_ptr<const review::Chain> chain;  // null: `error` says why it could not be built
+    std::string error;
+  };
+  std::map<std::string, ReviewChain> chains_;  // by profile name; under mu_
   plugin::Registry registry_;
   std::unique_ptr<ChannelHub> hub_;
   Metrics metrics_;

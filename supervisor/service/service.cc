@@ -9,6 +9,7 @@ int httpStatus(ErrorCode code) {
     case ErrorCode::kUnauthorized:
       return 401;
     case ErrorCode::kForbidden:
+    case ErrorCode::kDeniedByReview:
       return 403;
     case ErrorCode::kNotFound:
       return 404;
@@ -36,6 +37,8 @@ const char* errorCodeName(ErrorCode code) {
       return "unauthorized";
     case ErrorCode::kForbidden:
       return "forbidden";
+    case ErrorCode::kDeniedByReview:
+      return "denied_by_review";
     case ErrorCode::kNotFound:
       return "not_found";
     case ErrorCode::kMethodNotAllowed:

@@ -32,6 +32,7 @@ enum class ErrorCode {
   kBadRequest,        // 400
   kUnauthorized,      // 401
   kForbidden,         // 403
+  kDeniedByReview,    // 403: the review chain or an operator refused (docs/api.md, "Review")
   kNotFound,          // 404
   kMethodNotAllowed,  // 405
   kConflict,          // 409
@@ -44,6 +45,7 @@ enum class ErrorCode {
 struct ServiceError {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;  // names the field, value or resource that was wrong
+  Json review;          // kDeniedByReview: the verdict object, sent as error.review
 };
 
 template <typename T = void>
@@ -236,6 +238,12 @@ class Service {
   // The caller's persistent workspaces, and deleting one (409 while a sandbox uses it).
   virtual SResult<std::vector<WorkspaceInfo>> listWorkspaces(const Caller& caller) = 0;
   virtual SResult<> deleteWorkspace(const Caller& caller, const std::string& name) = 0;
+
+  // Held executions waiting for an operator (docs/api.md, "Review"), and deciding one. The API
+  // serves these on the Unix socket only.
+  virtual SResult<Json> listReviews(const Caller& caller) = 0;  // {"reviews": [...]}
+  virtual SResult<> decideReview(const Caller& caller, const std::string& review_id, bool approve,
+                                 const std::string& reason) = 0;
 
   // {"status": "ok", "sandboxes": N, "draining": false}
   virtual Json health() = 0;

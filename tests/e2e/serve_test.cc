@@ -351,6 +351,38 @@ TEST_F(ServeTest, KillNineKeepsPersistentWorkspacesIntact) {
   serve.reset();
 }
 
+// The review chain over HTTP: a denial is 403 denied_by_review with the verdict; an allowed run
+// carries its verdict; the approvals routes answer on the Unix socket.
+TEST_F(ServeTest, ReviewDenialsAndVerdictsOverHttp) {
+  Serve serve(dir_, R"(
+[profiles.default.review]
+chain = ["patterns"]
+[[profiles.default.review.patterns.rules]]
+id = "no-rm"
+pattern = '\brm\b'
+action = "deny"
+reason = "deleting files is not allowed"
+)");
+  ASSERT_EQ(http(serve.sock(), "POST", "/v1/sandboxes", R"({"name": "rv"})").status, 201);
+  auto denied = http(serve.sock(), "POST", "/v1/sandboxes/rv/commands",
+                     R"({"cmd": "rm -rf /home/user", "stream": false})");
+  EXPECT_EQ(denied.status, 403);
+  auto err = Json::parse(denied.body)["error"];
+  EXPECT_EQ(err["code"], "denied_by_review");
+  EXPECT_EQ(err["review"]["verdict"], "deny");
+  EXPECT_EQ(err["review"]["reviewer"], "patterns");
+  EXPECT_EQ(err["review"]["rule"], "no-rm");
+  auto allowed = http(serve.sock(), "POST", "/v1/sandboxes/rv/commands",
+                      R"({"cmd": "echo ok", "stream": false})");
+  ASSERT_EQ(allowed.status, 200) << allowed.body;
+  EXPECT_EQ(Json::parse(allowed.body)["review"]["verdict"], "allow");
+  auto reviews = http(serve.sock(), "GET", "/v1/reviews");
+  ASSERT_EQ(reviews.status, 200);
+  EXPECT_TRUE(Json::parse(reviews.body)["reviews"].empty());
+  EXPECT_EQ(http(serve.sock(), "POST", "/v1/reviews/0123456789abcdef/approve", "{}").status, 404);
+  ASSERT_EQ(http(serve.sock(), "DELETE", "/v1/sandboxes/rv").status, 204);
+}
+
 TEST_F(ServeTest, CliClientTalksToTheSupervisor) {
   Serve serve(dir_);
   std::vector<std::string> env = {"AIRLOCK_URL=unix://" + serve.sock()};

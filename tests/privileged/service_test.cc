@@ -633,3 +633,104 @@ TEST_F(ServiceTest, PersistentWorkspaceOutlivesItsSandboxes) {
 
 }  // namespace
 }  // namespace airlock::service
+
+namespace airlock::service {
+namespace {
+
+// The profile's review chain decides before anything reaches the sandbox: a denied command or
+// code run never starts (and its verdict names reviewer and rule); an allowed one carries its
+// verdict in the last event; a held one waits for an operator's approve or reject.
+TEST_F(ServiceTest, ReviewChainGatesCommandsAndCode) {
+  auto pol = policy::parse(R"(schema = 1
+[profiles.default.review]
+chain = ["patterns"]
+hold_deadline_s = 30
+[[profiles.default.review.patterns.rules]]
+id = "no-rm"
+pattern = '\brm\b'
+action = "deny"
+reason = "deleting files is not allowed"
+[[profiles.default.review.patterns.rules]]
+id = "ask-curl"
+pattern = '\bcurl\b'
+action = "hold"
+reason = "network tools need an operator"
+[[profiles.default.review.patterns.rules]]
+id = "py-subprocess"
+pattern = '\bsubprocess\b'
+action = "deny"
+reason = "spawning processes is not allowed"
+languages = ["python"]
+)",
+                           "review-test.toml");
+  ASSERT_TRUE(pol) << pol.error().message();
+  start(std::move(*pol));
+  auto sb = create();
+
+  CommandSpec denied;
+  denied.cmd = "touch /home/user/victim && rm /home/user/victim";
+  auto refused = svc_->runCommand({}, sb.id, denied);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kDeniedByReview);
+  EXPECT_EQ(refused.error().review["rule"], "no-rm");
+  EXPECT_EQ(refused.error().review["reviewer"], "patterns");
+  EXPECT_NE(refused.error().message.find("deleting files is not allowed"), std::string::npos);
+  // Never reached the sandbox: the touch before the rm did not run either.
+  EXPECT_EQ(joined(run(sb.id, "ls -A /home/user"), "stdout"), "");
+
+  auto allowed = run(sb.id, "echo fine");
+  const Json* exit = find(allowed, "exit");
+  ASSERT_NE(exit, nullptr);
+  EXPECT_EQ((*exit)["review"]["verdict"], "allow");
+
+  CodeSpec code;
+  code.language = "python";
+  code.code = "import subprocess\nsubprocess.run(['true'])";
+  auto code_refused = svc_->runCode({}, sb.id, code);
+  ASSERT_FALSE(code_refused);
+  EXPECT_EQ(code_refused.error().review["rule"], "py-subprocess");
+  code.code = "print('no child processes')";
+  auto ok = svc_->runCode({}, sb.id, code);
+  ASSERT_TRUE(ok) << ok.error().message;
+  auto events = drain(**ok);
+  const Json* end = find(events, "end");
+  ASSERT_NE(end, nullptr);
+  EXPECT_EQ((*end)["review"]["verdict"], "allow");
+
+  // Held: the request waits until an operator decides. Approve one, reject the next.
+  for (bool approve : {true, false}) {
+    SCOPED_TRACE(approve ? "approve" : "reject");
+    std::optional<SResult<std::unique_ptr<EventStream>>> held;
+    std::thread client([&] {
+      CommandSpec c;
+      c.cmd = "echo curl would run";
+      held = svc_->runCommand({}, sb.id, c);
+    });
+    std::string review_id;
+    for (int i = 0; i < 200 && review_id.empty(); ++i) {
+      auto list = svc_->listReviews({});
+      ASSERT_TRUE(list);
+      if (!(*list)["reviews"].empty()) review_id = (*list)["reviews"][0]["review_id"];
+      if (review_id.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_FALSE(review_id.empty()) << "the held request never showed up in listReviews";
+    auto other = svc_->decideReview({.tenant = "someone-else"}, review_id, true, "");
+    ASSERT_FALSE(other);
+    EXPECT_EQ(other.error().code, ErrorCode::kNotFound) << "another tenant decided";
+    ASSERT_TRUE(svc_->decideReview({}, review_id, approve, "checked by hand"));
+    client.join();
+    ASSERT_TRUE(held.has_value());
+    if (approve) {
+      ASSERT_TRUE(*held) << held->error().message;
+      EXPECT_EQ(joined(drain(***held), "stdout"), "curl would run\n");
+    } else {
+      ASSERT_FALSE(*held);
+      EXPECT_EQ(held->error().code, ErrorCode::kDeniedByReview);
+      EXPECT_EQ(held->error().review["rule"], "operator");
+    }
+  }
+  EXPECT_FALSE(svc_->decideReview({}, "0000000000000000", true, ""));
+}
+
+}  // namespace
+}  // namespace airlock::service

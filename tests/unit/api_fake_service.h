@@ -437,6 +437,23 @@ class FakeService : public service::Service {
     return {};
   }
 
+  // Held reviews: ids in `held`, decisions recorded in `decided`.
+  SResult<Json> listReviews(const service::Caller&) override {
+    std::lock_guard lock(mu);
+    Json list = Json::array();
+    for (const auto& id : held) list.push_back({{"review_id", id}});
+    return Json{{"reviews", list}};
+  }
+
+  SResult<> decideReview(const service::Caller&, const std::string& review_id, bool approve,
+                         const std::string& reason) override {
+    std::lock_guard lock(mu);
+    if (!held.erase(review_id))
+      return serviceError(ErrorCode::kNotFound, "no held execution '" + review_id + "'");
+    decided[review_id] = {approve, reason};
+    return {};
+  }
+
   Json health() override {
     std::lock_guard lock(mu);
     return {{"status", "ok"}, {"sandboxes", sandboxes_.size()}, {"draining", false}};
@@ -447,6 +464,8 @@ class FakeService : public service::Service {
   }
 
   std::map<std::pair<std::string, std::string>, service::WorkspaceInfo> workspaces;
+  std::set<std::string> held;
+  std::map<std::string, std::pair<bool, std::string>> decided;
 
   bool hasDirectory(const std::string& p) {
     std::lock_guard lock(mu);
