@@ -95,7 +95,7 @@ Stats measure(const review::Chain& chain, const std::string& code, int iteration
 }
 
 void row(const char* name, int n, const Stats& s, double base_p50) {
-  std::printf("| %-34s | %6d | %9.4f | %9.4f | %9.4f | %+10.4f |\n", name, n, s.p50, s.p90, s.p99,
+  std::printf("| %-36s | %6d | %9.4f | %9.4f | %9.4f | %+10.4f |\n", name, n, s.p50, s.p90, s.p99,
               s.p50 - base_p50);
 }
 
@@ -120,9 +120,9 @@ int main(int argc, char** argv) {
 
   std::printf("review chain cost per execution, %zu-byte Python sample, 12 pattern rules\n\n",
               code.size());
-  std::printf("| %-34s | %6s | %9s | %9s | %9s | %10s |\n", "chain", "n", "p50 ms", "p90 ms",
+  std::printf("| %-36s | %6s | %9s | %9s | %9s | %10s |\n", "chain", "n", "p50 ms", "p90 ms",
               "p99 ms", "p50 added");
-  std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(36, '-').c_str(), std::string(8, '-').c_str(),
+  std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(38, '-').c_str(), std::string(8, '-').c_str(),
               std::string(11, '-').c_str(), std::string(11, '-').c_str(),
               std::string(11, '-').c_str(), std::string(12, '-').c_str());
   Stats base = measure(*empty, code, n);
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
     const int ast_n = std::max(1, std::min(n, 20));
     row("[python_ast] (one-shot sandbox)", ast_n, measure(*ast, code, ast_n), base.p50);
   } else {
-    std::printf("| %-34s | %6s | %9s | %9s | %9s | %10s |\n", "[python_ast]", "-", "needs root", "",
+    std::printf("| %-36s | %6s | %9s | %9s | %9s | %10s |\n", "[python_ast]", "-", "needs root", "",
                 "", "");
   }
   const bool ok = s_lp.p50 - base.p50 <= 1.0;

@@ -141,7 +141,8 @@ int reviewCommand(const std::vector<std::string>& args) {
       char ms[32];
       std::snprintf(ms, sizeof ms, "%9.3f ms", s.duration_ms);
       std::cout << cell(s.reviewer, 14) << cell(std::string(review::decisionName(s.decision)), 5)
-                << cell(s.rule.empty() ? "-" : s.rule, 18) << ms << "  " << s.reason << "\n";
+                << cell(s.rule.empty() ? "-" : s.rule, 18) << ms
+                << (s.reason.empty() ? "" : "  " + s.reason) << "\n";
     }
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.3f ms", v.duration_ms);

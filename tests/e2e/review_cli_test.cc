@@ -140,7 +140,7 @@ TEST_F(ReviewCli, DryRunPrintsEachReviewer) {
                          dir_.file("bad.py")});
   EXPECT_EQ(bad.exit_code, 1) << bad.err;
   EXPECT_NE(bad.out.find("limits"), std::string::npos) << bad.out;
-  EXPECT_NE(bad.out.find("patterns      deny  py-subprocess"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("patterns       deny  py-subprocess"), std::string::npos) << bad.out;
   EXPECT_NE(bad.out.find("verdict: denied by reviewer 'patterns', rule 'py-subprocess'"),
             std::string::npos)
       << bad.out;
@@ -173,11 +173,11 @@ TEST_F(ReviewCli, ObfuscatedCodeThePatternsMissIsContainedByTheSandbox) {
       "'])\n"
       "try:\n    open('/etc/shadow').read(); print('shadow: read')\n"
       "except OSError as e:\n    print('shadow: denied')\n";
-  auto encoded = runCommand({"base64", "-w0"}, payload);
+  auto encoded = runCommand({"/usr/bin/base64", "-w0"}, payload);
   ASSERT_EQ(encoded.exit_code, 0);
   const std::string code = "import base64\nexec(base64.b64decode('" + encoded.out + "'))\n";
 
-  auto control = runCommand({"python3", "-c", payload});
+  auto control = runCommand({"/usr/bin/python3", "-c", payload});
   ASSERT_EQ(control.exit_code, 0) << control.err;
   ASSERT_TRUE(std::filesystem::exists(canary)) << "the probe cannot see the effect";
   std::filesystem::remove(canary);

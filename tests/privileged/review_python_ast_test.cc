@@ -97,7 +97,9 @@ TEST_F(PythonAst, DeepNestingAndHugeInputNeverCrashOrHang) {
     auto v = review(code);
     EXPECT_LT(Clock::now() - t0, std::chrono::seconds(15));
     // A verdict or a clean failure; both end the review.
-    if (v) EXPECT_NE(v->decision, Decision::kHold);
+    if (v) {
+      EXPECT_NE(v->decision, Decision::kHold);
+    }
   }
   // Over max_bytes: refused before any sandbox starts.
   auto t0 = Clock::now();
