@@ -890,6 +890,11 @@ SResult<> SandboxService::signalCommand(const Caller& caller, const std::string&
 
 SResult<ContextInfo> SandboxService::createContext(const Caller& caller, const std::string& sb,
                                                    const std::string& language) {
+  return startContext(caller, sb, language, false);
+}
+
+SResult<ContextInfo> SandboxService::startContext(const Caller& caller, const std::string& sb,
+                                                  const std::string& language, bool as_default) {
   auto s = findRunning(caller, sb);
   if (!s) return std::unexpected(s.error());
   LiveSandbox& box = **s;
@@ -915,10 +920,9 @@ SResult<ContextInfo> SandboxService::createContext(const Caller& caller, const s
     if (box.contexts.size() >= 32)
       return serviceError(ErrorCode::kTooManyRequests,
                           "sandbox " + box.id + " already has 32 contexts");
-    // The first context of a language is its default and is named after it.
-    id = box.contexts.count(short_name) == 0
-             ? short_name
-             : short_name + "-" + std::to_string(++box.next_context);
+    // A language's default context (the one code runs use when they name none) is named after
+    // it; every context created explicitly is a new one.
+    id = as_default ? short_name : short_name + "-" + std::to_string(++box.next_context);
   }
   auto ctx = std::make_shared<CodeContext>(box.conn, id, std::move(launch));
   if (auto r = ctx->start(); !r) return std::unexpected(r.error());
@@ -986,7 +990,7 @@ SResult<std::unique_ptr<EventStream>> SandboxService::runCode(const Caller& call
     if (existing) {
       ctx = *existing;
     } else {
-      auto created = createContext(caller, sb, (*lang)->name());
+      auto created = startContext(caller, sb, (*lang)->name(), true);
       if (!created && created.error().code != ErrorCode::kConflict)
         return std::unexpected(created.error());
       auto c = contextOf(box, (*lang)->name());

@@ -125,6 +125,9 @@ class SandboxService final : public Service {
   // Takes over the sandboxes of a supervisor that died, from their journals; the ones that
   // cannot be adopted are left to reclaimOrphans. Before any thread starts.
   void adoptOrphans();
+  // createContext, or (as_default) the language's default context, named after it.
+  SResult<ContextInfo> startContext(const Caller& caller, const std::string& sb,
+                                    const std::string& language, bool as_default);
   // The review chain of every profile of `pol`; a chain that cannot be built denies everything
   // of its profile (fails closed) and says why.
   void buildChains(const policy::Policy& pol);

@@ -532,6 +532,19 @@ TEST_F(ServiceTest, CodeContextsKeepStateAndReturnRichResults) {
   auto contexts = svc_->listContexts({}, sb.id);
   ASSERT_TRUE(contexts);
   EXPECT_EQ(contexts->size(), 2u);
+  // An explicitly created context is a new one, never the language's default.
+  auto fresh = svc_->createContext({}, sb.id, "python");
+  ASSERT_TRUE(fresh) << fresh.error().message;
+  EXPECT_NE(fresh->context_id, "python");
+  CodeSpec in_fresh;
+  in_fresh.context_id = fresh->context_id;
+  in_fresh.code = "'x' in dir()";
+  auto probe = svc_->runCode({}, sb.id, in_fresh);
+  ASSERT_TRUE(probe) << probe.error().message;
+  auto probe_events = drain(**probe);
+  const Json* fresh_result = find(probe_events, "result");
+  ASSERT_NE(fresh_result, nullptr);
+  EXPECT_EQ((*fresh_result)["data"]["text/plain"], "False") << "the new context shares state";
 }
 
 }  // namespace
