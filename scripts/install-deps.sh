@@ -15,9 +15,9 @@ packages=(
   e2fsprogs
   # libraries the supervisor links
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
-  libseccomp-dev libtomlplusplus-dev nlohmann-json3-dev libcap-dev libssl-dev
-  # eBPF toolchain (used from the audit issue on)
-  libbpf-dev bpftool
+  libseccomp-dev libtomlplusplus-dev nlohmann-json3-dev libcap-dev libssl-dev libre2-dev
+  # eBPF toolchain and what a static libbpf links (bpf/, supervisor/audit/)
+  libbpf-dev bpftool libelf-dev zlib1g-dev
   # tests
   libgtest-dev libgmock-dev iproute2 util-linux procps
   # sandbox runtimes and the data-science stack the examples use
@@ -37,4 +37,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 # Node comes from the machine image (NodeSource 20) where present; Debian's nodejs otherwise.
 command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs
+command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends npm
+# The TypeScript SDK's build and tests, and the MCP end-to-end test's official client, come from
+# the npm registry, pinned by their package-lock.json files.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+for dir in sdk/typescript tests/mcp; do
+  [ -d "$root/$dir/node_modules" ] ||
+    npm ci --prefix "$root/$dir" --no-audit --no-fund --loglevel=error
+done
 echo "install-deps: all dependencies present"
