@@ -42,7 +42,8 @@ command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends npm
 # the npm registry, pinned by their package-lock.json files.
 root="$(cd "$(dirname "$0")/.." && pwd)"
 for dir in sdk/typescript tests/mcp; do
-  [ -d "$root/$dir/node_modules" ] ||
+  [ -f "$root/$dir/package-lock.json" ] && [ ! -d "$root/$dir/node_modules" ] &&
     npm ci --prefix "$root/$dir" --no-audit --no-fund --loglevel=error
+  true
 done
 echo "install-deps: all dependencies present"
