@@ -3,7 +3,7 @@
 // sandboxes) and waited for, by pid.
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -36,6 +36,8 @@ export class RealSupervisor {
   static async start(extraPolicy = ''): Promise<RealSupervisor> {
     const bin = process.env['AIRLOCK_BIN']!;
     const dir = mkdtempSync(join(tmpdir(), 'airlock-ts-sdk-'));
+    // mkdtemp makes it 0700; sandboxes reach their scratch directory under it as their own uid.
+    chmodSync(dir, 0o755);
     const socket = join(dir, 'airlock.sock');
     const policy = join(dir, 'policy.toml');
     writeFileSync(
