@@ -1,66 +1,79 @@
-// A synchronous HTTP client for the airlock API (docs/api.md), over a Unix socket or loopback
-// TCP. Every call opens its own connection, so one Client may be used from several threads at
-// once (a command's event stream on one, its stdin on another).
+// The client of `airlock serve` that the CLI's sandbox/exec/code/files commands use: the C++
+// SDK's transport (sdk/cpp, airlock::sdk::Http), answering airlock::Result like the rest of the
+// supervisor's code. The SDK's typed errors become airlock::Errors carrying the same message.
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
-#include <nlohmann/json.hpp>
-
+#include "airlock/client/http.h"
 #include "airlock/result.h"
-#include "supervisor/client/endpoint.h"
 
 namespace airlock::client {
 
-using Json = nlohmann::json;
+using Json = sdk::Json;
+using sdk::Endpoint;
+using sdk::EventHandler;
+using sdk::kDefaultUrl;
+using sdk::percentEncode;
+using sdk::Progress;
 
-// Called with each NDJSON event as soon as its line has arrived.
-using EventHandler = std::function<void(const Json& event)>;
-// Called after each piece of a transfer; `total` when the size is known.
-using Progress = std::function<void(uint64_t done, std::optional<uint64_t> total)>;
+// An SDK Result as an airlock::Result with the SDK error's message.
+template <typename T>
+Result<T> toResult(sdk::Result<T> r) {
+  if (!r) return fail(r.error().message());
+  if constexpr (std::is_void_v<T>)
+    return {};
+  else
+    return std::move(*r);
+}
+
+inline Result<Endpoint> parseEndpoint(std::string_view url) {
+  return toResult(sdk::parseEndpoint(url));
+}
+inline Result<Endpoint> endpointFromEnvironment() {
+  return toResult(sdk::endpointFromEnvironment());
+}
 
 class Client {
  public:
-  Client(Endpoint endpoint, std::string token);
+  Client(Endpoint endpoint, std::string token) : http_(std::move(endpoint), std::move(token)) {}
   // AIRLOCK_URL (default unix:///run/airlock/airlock.sock) and AIRLOCK_TOKEN.
-  static Result<Client> fromEnvironment();
+  static Result<Client> fromEnvironment() {
+    auto http = sdk::Http::fromEnvironment();
+    if (!http) return fail(http.error().message());
+    return Client(std::move(*http));
+  }
 
-  const Endpoint& endpoint() const { return endpoint_; }
+  const Endpoint& endpoint() const { return http_.endpoint(); }
+  const sdk::Http& http() const { return http_; }
 
-  // A JSON request (no body when `body` is null) and its JSON answer; null for an empty answer
-  // (204). An error answer becomes "<message> (HTTP 404 not_found)"; a connection failure
-  // "cannot connect to <socket>: ENOENT — is `airlock serve` running?".
+  // See sdk::Http for each.
   Result<Json> call(std::string_view method, const std::string& target,
-                    const Json* body = nullptr) const;
+                    const Json* body = nullptr) const {
+    return toResult(http_.call(method, target, body));
+  }
   Result<Json> call(std::string_view method, const std::string& target, const Json& body) const {
     return call(method, target, &body);
   }
-
-  // A request whose answer is NDJSON: `on_event` gets each event as its line arrives, until the
-  // server ends the stream. An answer that is one JSON document (not NDJSON) is handed over as
-  // a single event.
   Result<> stream(std::string_view method, const std::string& target, const Json& body,
-                  const EventHandler& on_event) const;
-
-  // PUT of `size` bytes read from `fd` in pieces (Content-Length, never all in memory); the
-  // JSON answer.
+                  const EventHandler& on_event) const {
+    return toResult(http_.stream(method, target, body, on_event));
+  }
   Result<Json> upload(const std::string& target, int fd, uint64_t size,
-                      const Progress& progress = {}) const;
-
-  // GET whose raw answer is written to `fd` as it arrives; the number of bytes written.
-  Result<uint64_t> download(const std::string& target, int fd, const Progress& progress = {}) const;
+                      const Progress& progress = {}) const {
+    return toResult(http_.upload(target, fd, size, progress));
+  }
+  Result<uint64_t> download(const std::string& target, int fd,
+                            const Progress& progress = {}) const {
+    return toResult(http_.download(target, fd, progress));
+  }
 
  private:
-  Endpoint endpoint_;
-  std::string token_;
+  explicit Client(sdk::Http http) : http_(std::move(http)) {}
+  sdk::Http http_;
 };
-
-// Percent-encodes everything but RFC 3986 unreserved characters, for path segments and query
-// values.
-std::string percentEncode(std::string_view s);
 
 }  // namespace airlock::client

@@ -1,4 +1,4 @@
-#include "supervisor/client/endpoint.h"
+#include "airlock/client/endpoint.h"
 
 #include <arpa/inet.h>
 #include <sys/un.h>
@@ -6,12 +6,12 @@
 #include <charconv>
 #include <cstdlib>
 
-namespace airlock::client {
+namespace airlock::sdk {
 
 namespace {
 
-Unexpected badUrl(std::string_view url, const std::string& why) {
-  return fail("AIRLOCK_URL '" + std::string(url) + "': " + why);
+std::unexpected<Error> badUrl(std::string_view url, const std::string& why) {
+  return failWith(ErrorKind::kInvalidArgument, "AIRLOCK_URL '" + std::string(url) + "': " + why);
 }
 
 bool isIpLiteral(const std::string& host) {
@@ -87,4 +87,4 @@ Result<Endpoint> endpointFromEnvironment() {
   return parseEndpoint(url != nullptr && *url != '\0' ? url : kDefaultUrl);
 }
 
-}  // namespace airlock::client
+}  // namespace airlock::sdk

@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "airlock/result.h"
+#include "airlock/client/error.h"
 
-namespace airlock::client {
+namespace airlock::sdk {
 
 inline constexpr const char* kDefaultUrl = "unix:///run/airlock/airlock.sock";
 
@@ -32,4 +32,4 @@ Result<Endpoint> parseEndpoint(std::string_view url);
 // AIRLOCK_URL, or kDefaultUrl when it is unset or empty.
 Result<Endpoint> endpointFromEnvironment();
 
-}  // namespace airlock::client
+}  // namespace airlock::sdk

@@ -1,4 +1,4 @@
-#include "supervisor/client/client.h"
+#include "airlock/client/http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -18,8 +18,9 @@
 #include <boost/beast/http.hpp>
 
 #include "airlock/unique_fd.h"
+#include "api_error.h"
 
-namespace airlock::client {
+namespace airlock::sdk {
 
 namespace {
 
@@ -29,12 +30,23 @@ namespace http = beast::http;
 using ErrorCode = boost::system::error_code;
 using Socket = asio::generic::stream_protocol::socket;
 using Parser = http::response_parser<http::buffer_body>;
-using Sink = std::function<Result<>(std::string_view)>;
+using Unexpected = std::unexpected<Error>;
 
 constexpr size_t kPiece = 64 * 1024;
 constexpr uint64_t kMaxErrorBody = 1 << 20;
 constexpr uint64_t kMaxJsonBody = 512ull << 20;  // files/read answers carry whole files
 constexpr const char* kUserAgent = "airlock-client";
+
+const char* errnoName(int e) {
+  const char* name = strerrorname_np(e);
+  return name != nullptr ? name : "E?";
+}
+
+// "socket '/run/x.sock': EMFILE (Too many open files)"; reads errno now.
+Unexpected systemError(ErrorKind kind, const std::string& op, const std::string& subject) {
+  int e = errno;
+  return failWith(kind, op + " '" + subject + "': " + errnoName(e) + " (" + std::strerror(e) + ")");
+}
 
 // One request's connection: asio wants an io_context even for blocking calls.
 struct Connection {
@@ -44,7 +56,7 @@ struct Connection {
 };
 
 Unexpected connectError(const Endpoint& ep, int err) {
-  std::string m = "cannot connect to " + ep.describe() + ": " + Error::errnoName(err);
+  std::string m = "cannot connect to " + ep.describe() + ": " + errnoName(err);
   if (err == ENOENT || err == ECONNREFUSED)
     m += " — is `airlock serve` running?";
   else if (err == EACCES)
@@ -52,11 +64,11 @@ Unexpected connectError(const Endpoint& ep, int err) {
          "table)";
   else
     m += std::string(" (") + std::strerror(err) + ")";
-  return fail(m);
+  return failWith(ErrorKind::kConnection, m);
 }
 
 Unexpected ioError(const Endpoint& ep, const std::string& what, const ErrorCode& ec) {
-  return fail(what + " " + ep.describe() + ": " + ec.message());
+  return failWith(ErrorKind::kConnection, what + " " + ep.describe() + ": " + ec.message());
 }
 
 Result<std::unique_ptr<Connection>> connectTo(const Endpoint& ep) {
@@ -67,7 +79,7 @@ Result<std::unique_ptr<Connection>> connectTo(const Endpoint& ep) {
     auto* un = reinterpret_cast<sockaddr_un*>(&addr);
     un->sun_family = AF_UNIX;
     if (ep.socket_path.size() >= sizeof(un->sun_path))
-      return fail("socket path too long", ep.socket_path);
+      return failWith(ErrorKind::kInvalidArgument, "socket path too long '" + ep.socket_path + "'");
     std::memcpy(un->sun_path, ep.socket_path.c_str(), ep.socket_path.size() + 1);
     len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + ep.socket_path.size() + 1);
   } else {
@@ -82,11 +94,11 @@ Result<std::unique_ptr<Connection>> connectTo(const Endpoint& ep) {
       in6->sin6_port = htons(ep.port);
       len = sizeof(sockaddr_in6);
     } else {
-      return fail("host is not an IP address", ep.host);
+      return failWith(ErrorKind::kInvalidArgument, "host is not an IP address '" + ep.host + "'");
     }
   }
   UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return sysError("socket", ep.describe());
+  if (!fd) return systemError(ErrorKind::kConnection, "socket", ep.describe());
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0)
     return connectError(ep, errno);
   auto conn = std::make_unique<Connection>();
@@ -100,7 +112,9 @@ Result<std::unique_ptr<Connection>> connectTo(const Endpoint& ep) {
 
 Result<http::verb> verbOf(std::string_view method) {
   auto v = http::string_to_verb(beast::string_view(method.data(), method.size()));
-  if (v == http::verb::unknown) return fail("unknown HTTP method '" + std::string(method) + "'");
+  if (v == http::verb::unknown)
+    return failWith(ErrorKind::kInvalidArgument,
+                    "unknown HTTP method '" + std::string(method) + "'");
   return v;
 }
 
@@ -134,7 +148,7 @@ Result<std::unique_ptr<Connection>> sendJson(const Endpoint& ep, const std::stri
 }
 
 // Reads the body as it arrives, one piece at a time, into `sink`.
-Result<> readBody(Connection& c, Parser& p, const Endpoint& ep, const Sink& sink) {
+Result<> readBody(Connection& c, Parser& p, const Endpoint& ep, const ByteSink& sink) {
   auto piece = std::make_unique<char[]>(kPiece);
   while (!p.is_done()) {
     p.get().body().data = piece.get();
@@ -151,29 +165,12 @@ Result<> readBody(Connection& c, Parser& p, const Endpoint& ep, const Sink& sink
   return {};
 }
 
-Unexpected httpError(unsigned status, std::string_view reason, const std::string& body) {
-  auto doc = Json::parse(body, nullptr, false);
-  if (doc.is_object() && doc.contains("error") && doc["error"].is_object()) {
-    const Json& e = doc["error"];
-    std::string message = e.contains("message") && e["message"].is_string()
-                              ? e["message"].get<std::string>()
-                              : "(no message)";
-    std::string code = e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>()
-                                                                   : std::string(reason);
-    return fail(message + " (HTTP " + std::to_string(status) + " " + code + ")");
-  }
-  std::string snippet = body.substr(0, 200);
-  while (!snippet.empty() && (snippet.back() == '\n' || snippet.back() == '\r')) snippet.pop_back();
-  return fail("the supervisor answered HTTP " + std::to_string(status) + " " + std::string(reason) +
-              (snippet.empty() ? "" : ": " + snippet));
-}
-
-// Reads the answer's header. A 4xx/5xx answer is read to its end and becomes the error.
 std::string reasonOf(const Parser& p) {
   auto r = p.get().reason();
   return std::string(r.data(), r.size());
 }
 
+// Reads the answer's header. A 4xx/5xx answer is read to its end and becomes the error.
 Result<> readHeader(Connection& c, Parser& p, const Endpoint& ep) {
   // Not boost::none: Beast 1.74 compares Content-Length against the empty optional and fails.
   p.body_limit(std::numeric_limits<std::uint64_t>::max());
@@ -184,13 +181,13 @@ Result<> readHeader(Connection& c, Parser& p, const Endpoint& ep) {
   if (status >= 200 && status < 300) return {};
   std::string body;
   auto r = readBody(c, p, ep, [&](std::string_view piece) -> Result<> {
-    if (body.size() + piece.size() > kMaxErrorBody) return fail("error answer too long");
+    if (body.size() + piece.size() > kMaxErrorBody)
+      return failWith(ErrorKind::kProtocol, "error answer too long");
     body.append(piece);
     return {};
   });
-  if (!r && body.empty())
-    return fail("the supervisor answered HTTP " + std::to_string(status) + " " + reasonOf(p));
-  return httpError(status, reasonOf(p), body);
+  if (!r && body.empty()) return Unexpected(errorFromAnswer(status, reasonOf(p), ""));
+  return Unexpected(errorFromAnswer(status, reasonOf(p), body));
 }
 
 Result<Json> readJsonAnswer(Connection& c, const Endpoint& ep, const std::string& what) {
@@ -198,7 +195,8 @@ Result<Json> readJsonAnswer(Connection& c, const Endpoint& ep, const std::string
   if (auto r = readHeader(c, p, ep); !r) return Unexpected(r.error());
   std::string body;
   auto r = readBody(c, p, ep, [&](std::string_view piece) -> Result<> {
-    if (body.size() + piece.size() > kMaxJsonBody) return fail(what + ": answer too long");
+    if (body.size() + piece.size() > kMaxJsonBody)
+      return failWith(ErrorKind::kTooLarge, what + ": answer too long");
     body.append(piece);
     return {};
   });
@@ -206,7 +204,8 @@ Result<Json> readJsonAnswer(Connection& c, const Endpoint& ep, const std::string
   if (body.empty()) return Json();
   auto doc = Json::parse(body, nullptr, false);
   if (doc.is_discarded())
-    return fail(what + ": the supervisor's answer is not JSON: " + body.substr(0, 200));
+    return failWith(ErrorKind::kProtocol,
+                    what + ": the supervisor's answer is not JSON: " + body.substr(0, 200));
   return doc;
 }
 
@@ -214,7 +213,7 @@ Result<> writeAll(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sysError("write", "output");
+    if (n < 0) return systemError(ErrorKind::kInvalidArgument, "write", "output");
     data.remove_prefix(static_cast<size_t>(n));
   }
   return {};
@@ -222,25 +221,31 @@ Result<> writeAll(int fd, std::string_view data) {
 
 }  // namespace
 
-Client::Client(Endpoint endpoint, std::string token)
+Http::Http(Endpoint endpoint, std::string token)
     : endpoint_(std::move(endpoint)), token_(std::move(token)) {}
 
-Result<Client> Client::fromEnvironment() {
-  auto ep = endpointFromEnvironment();
+Result<Http> Http::fromEnvironment() { return connect("", ""); }
+
+Result<Http> Http::connect(std::string_view url, std::string_view token) {
+  auto ep = url.empty() ? endpointFromEnvironment() : parseEndpoint(url);
   if (!ep) return Unexpected(ep.error());
-  const char* token = std::getenv("AIRLOCK_TOKEN");
-  return Client(std::move(*ep), token != nullptr ? token : "");
+  std::string tok(token);
+  if (tok.empty()) {
+    const char* env = std::getenv("AIRLOCK_TOKEN");
+    if (env != nullptr) tok = env;
+  }
+  return Http(std::move(*ep), std::move(tok));
 }
 
-Result<Json> Client::call(std::string_view method, const std::string& target,
-                          const Json* body) const {
+Result<Json> Http::call(std::string_view method, const std::string& target,
+                        const Json* body) const {
   auto conn = sendJson(endpoint_, token_, method, target, body);
   if (!conn) return Unexpected(conn.error());
   return readJsonAnswer(**conn, endpoint_, std::string(method) + " " + target);
 }
 
-Result<> Client::stream(std::string_view method, const std::string& target, const Json& body,
-                        const EventHandler& on_event) const {
+Result<> Http::stream(std::string_view method, const std::string& target, const Json& body,
+                      const EventHandler& on_event) const {
   const std::string what = std::string(method) + " " + target;
   auto conn = sendJson(endpoint_, token_, method, target, &body);
   if (!conn) return Unexpected(conn.error());
@@ -252,8 +257,8 @@ Result<> Client::stream(std::string_view method, const std::string& target, cons
     if (line.find_first_not_of(" \t") == std::string_view::npos) return {};
     auto event = Json::parse(line, nullptr, false);
     if (event.is_discarded())
-      return fail(
-          what + ": an event from the supervisor is not JSON: " + std::string(line.substr(0, 200)));
+      return failWith(ErrorKind::kProtocol, what + ": an event from the supervisor is not JSON: " +
+                                                std::string(line.substr(0, 200)));
     on_event(event);
     return {};
   };
@@ -272,8 +277,36 @@ Result<> Client::stream(std::string_view method, const std::string& target, cons
   return {};
 }
 
-Result<Json> Client::upload(const std::string& target, int fd, uint64_t size,
-                            const Progress& progress) const {
+Result<Json> Http::upload(const std::string& target, int fd, uint64_t size,
+                          const Progress& progress) const {
+  return put(
+      target, size,
+      [fd](char* buffer, size_t capacity) -> Result<size_t> {
+        for (;;) {
+          ssize_t n = ::read(fd, buffer, capacity);
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0)
+            return systemError(ErrorKind::kInvalidArgument, "read", "the file being uploaded");
+          return static_cast<size_t>(n);
+        }
+      },
+      progress);
+}
+
+Result<Json> Http::upload(const std::string& target, std::string_view bytes) const {
+  size_t offset = 0;
+  return put(target, bytes.size(),
+             [&](char* buffer, size_t capacity) -> Result<size_t> {
+               size_t n = std::min(capacity, bytes.size() - offset);
+               std::memcpy(buffer, bytes.data() + offset, n);
+               offset += n;
+               return n;
+             },
+             {});
+}
+
+Result<Json> Http::put(const std::string& target, uint64_t size, const Source& source,
+                       const Progress& progress) const {
   const std::string what = "PUT " + target;
   http::request<http::buffer_body> req{http::verb::put, target, 11};
   setCommonHeaders(req, endpoint_, token_);
@@ -291,21 +324,21 @@ Result<Json> Client::upload(const std::string& target, int fd, uint64_t size,
   uint64_t sent = 0;
   Result<> local_error;
   while (!ec && sent < size) {
-    ssize_t n =
-        ::read(fd, piece.get(), static_cast<size_t>(std::min<uint64_t>(kPiece, size - sent)));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      local_error = sysError("read", "the file being uploaded");
+    auto n = source(piece.get(), static_cast<size_t>(std::min<uint64_t>(kPiece, size - sent)));
+    if (!n) {
+      local_error = Unexpected(n.error());
       break;
     }
-    if (n == 0) {
-      local_error = fail("the file being uploaded shrank to " + std::to_string(sent) +
-                         " bytes while it was sent (" + std::to_string(size) + " expected)");
+    if (*n == 0) {
+      local_error =
+          failWith(ErrorKind::kInvalidArgument,
+                   "the file being uploaded shrank to " + std::to_string(sent) +
+                       " bytes while it was sent (" + std::to_string(size) + " expected)");
       break;
     }
-    sent += static_cast<uint64_t>(n);
+    sent += *n;
     req.body().data = piece.get();
-    req.body().size = static_cast<size_t>(n);
+    req.body().size = *n;
     req.body().more = sent < size;
     http::write(conn->socket, sr, ec);
     if (ec == http::error::need_buffer) ec = {};
@@ -321,8 +354,13 @@ Result<Json> Client::upload(const std::string& target, int fd, uint64_t size,
   return readJsonAnswer(*conn, endpoint_, what);
 }
 
-Result<uint64_t> Client::download(const std::string& target, int fd,
-                                  const Progress& progress) const {
+Result<uint64_t> Http::download(const std::string& target, int fd, const Progress& progress) const {
+  return download(
+      target, [fd](std::string_view piece) { return writeAll(fd, piece); }, progress);
+}
+
+Result<uint64_t> Http::download(const std::string& target, const ByteSink& sink,
+                                const Progress& progress) const {
   auto conn = sendJson(endpoint_, token_, "GET", target, nullptr);
   if (!conn) return Unexpected(conn.error());
   Parser p;
@@ -331,7 +369,7 @@ Result<uint64_t> Client::download(const std::string& target, int fd,
   if (auto len = p.content_length()) total = *len;
   uint64_t received = 0;
   auto r = readBody(**conn, p, endpoint_, [&](std::string_view piece) -> Result<> {
-    if (auto w = writeAll(fd, piece); !w) return w;
+    if (auto w = sink(piece); !w) return w;
     received += piece.size();
     if (progress) progress(received, total);
     return {};
@@ -356,4 +394,4 @@ std::string percentEncode(std::string_view s) {
   return out;
 }
 
-}  // namespace airlock::client
+}  // namespace airlock::sdk

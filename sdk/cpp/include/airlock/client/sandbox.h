@@ -1,0 +1,112 @@
+// The airlock C++ client SDK: sandboxes of a running `airlock serve`, driven the way the Python
+// and TypeScript SDKs drive them (E2B Code Interpreter's shape).
+//
+//   auto sb = airlock::sdk::Sandbox::create({.language = "python"});
+//   if (!sb) return fail(sb.error().message());
+//   auto ex = sb->runCode("x = 41\nx + 1");   // ex->text() == "42"
+//   sb->files().write("/home/user/a.txt", "hi");
+//   auto r = sb->commands().run("cat /home/user/a.txt");
+//
+// Every call returns Result<T> (error.h). A Sandbox made by create() owns its sandbox and
+// destroys it when it goes out of scope, unless detach() was called; one from connect() does not.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "airlock/client/commands.h"
+#include "airlock/client/error.h"
+#include "airlock/client/execution.h"
+#include "airlock/client/files.h"
+
+namespace airlock::sdk {
+
+class Http;
+
+// Where the supervisor is: empty fields fall back to AIRLOCK_URL / AIRLOCK_TOKEN.
+struct ConnectionOptions {
+  std::string url;  // unix:///run/airlock/airlock.sock or http://127.0.0.1:PORT
+  std::string token;
+};
+
+struct SandboxOptions {
+  std::string profile;   // "" = the policy's default profile
+  std::string language;  // default language for runCode
+  std::string name;      // unique per tenant; the sandbox can be addressed by it
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> metadata;
+  std::optional<int> keep_alive_s;  // idle time before it is destroyed
+  std::optional<int> lifetime_s;    // hard end
+  bool persistent = false;          // keep /home/user under `name` (docs/api.md)
+  ConnectionOptions connection;
+};
+
+struct SandboxInfo {
+  std::string id;
+  std::string name;
+  std::string tenant;
+  std::string profile;
+  std::string language;
+  std::string state;  // running, stopping, stopped
+  std::map<std::string, std::string> metadata;
+  bool persistent = false;
+  int64_t created_at = 0;  // Unix ms
+  int64_t last_active_at = 0;
+  int keep_alive_s = 0;
+  int64_t idle_expires_at = 0;
+  int lifetime_s = 0;
+  int64_t ends_at = 0;
+  int commands_running = 0;
+  int contexts = 0;
+};
+
+class Sandbox {
+ public:
+  static Result<Sandbox> create(const SandboxOptions& options = {});
+  // An existing sandbox by id or name; not owned (not destroyed with this object).
+  static Result<Sandbox> connect(const std::string& id_or_name,
+                                 const ConnectionOptions& connection = {});
+  // The caller's sandboxes whose metadata has every given key=value.
+  static Result<std::vector<SandboxInfo>> list(
+      const std::map<std::string, std::string>& metadata = {},
+      const ConnectionOptions& connection = {});
+
+  Sandbox(Sandbox&& other) noexcept;
+  Sandbox& operator=(Sandbox&& other) noexcept;
+  Sandbox(const Sandbox&) = delete;
+  Sandbox& operator=(const Sandbox&) = delete;
+  ~Sandbox();
+
+  const std::string& id() const { return info_.id; }
+  // As of create/connect/refresh/setTimeout.
+  const SandboxInfo& info() const { return info_; }
+  Result<SandboxInfo> refresh();
+
+  Result<Execution> runCode(const std::string& code, const RunCodeOptions& options = {}) const;
+  const Commands& commands() const { return commands_; }
+  const Files& files() const { return files_; }
+
+  // Resets the idle timer to `keep_alive_s` (within the profile's maximum).
+  Result<> setTimeout(int keep_alive_s);
+  // Destroys the sandbox now; everything in it is killed and removed.
+  Result<> kill();
+  // Leaves the sandbox running when this object goes.
+  void detach() { owned_ = false; }
+  bool owned() const { return owned_; }
+
+ private:
+  Sandbox(std::shared_ptr<const Http> http, SandboxInfo info, bool owned);
+  std::string target() const;
+
+  std::shared_ptr<const Http> http_;
+  SandboxInfo info_;
+  bool owned_ = false;
+  Commands commands_;
+  Files files_;
+};
+
+}  // namespace airlock::sdk

@@ -1,0 +1,222 @@
+#include "airlock/client/sandbox.h"
+
+#include "airlock/client/http.h"
+#include "api_error.h"
+#include "json_fields.h"
+
+namespace airlock::sdk {
+
+namespace {
+
+using Unexpected = std::unexpected<Error>;
+
+std::string sandboxTarget(const std::string& id_or_name) {
+  return "/v1/sandboxes/" + percentEncode(id_or_name);
+}
+
+Result<std::shared_ptr<const Http>> open(const ConnectionOptions& c) {
+  auto http = Http::connect(c.url, c.token);
+  if (!http) return Unexpected(http.error());
+  return std::make_shared<const Http>(std::move(*http));
+}
+
+Result<SandboxInfo> infoFrom(const Json& doc) {
+  if (!doc.is_object() || fields::str(doc, "id").empty())
+    return failWith(ErrorKind::kProtocol,
+                    "the supervisor's sandbox has no id: " + doc.dump().substr(0, 200));
+  SandboxInfo i;
+  i.id = fields::str(doc, "id");
+  i.name = fields::str(doc, "name");
+  i.tenant = fields::str(doc, "tenant");
+  i.profile = fields::str(doc, "profile");
+  i.language = fields::str(doc, "language");
+  i.state = fields::str(doc, "state");
+  if (auto it = doc.find("metadata"); it != doc.end() && it->is_object())
+    for (const auto& [k, v] : it->items())
+      i.metadata[k] = v.is_string() ? v.get<std::string>() : v.dump();
+  i.persistent = fields::boolean(doc, "persistent");
+  i.created_at = fields::integer(doc, "created_at");
+  i.last_active_at = fields::integer(doc, "last_active_at");
+  i.keep_alive_s = static_cast<int>(fields::integer(doc, "keep_alive_s"));
+  i.idle_expires_at = fields::integer(doc, "idle_expires_at");
+  i.lifetime_s = static_cast<int>(fields::integer(doc, "lifetime_s"));
+  i.ends_at = fields::integer(doc, "ends_at");
+  i.commands_running = static_cast<int>(fields::integer(doc, "commands_running"));
+  i.contexts = static_cast<int>(fields::integer(doc, "contexts"));
+  return i;
+}
+
+// Folds one code event (docs/api.md, Code) into the Execution and the live callbacks.
+void onCodeEvent(const Json& ev, Execution& ex, const RunCodeOptions& o) {
+  std::string type = fields::str(ev, "type");
+  if (type == "stdout" || type == "stderr") {
+    std::string text = fields::bytes(ev, "data");
+    (type == "stdout" ? ex.stdout_text : ex.stderr_text) += text;
+    const auto& cb = type == "stdout" ? o.on_stdout : o.on_stderr;
+    if (cb) cb(text);
+  } else if (type == "result" || type == "display") {
+    DisplayData d;
+    d.is_main_result = type == "result";
+    if (auto it = ev.find("data"); it != ev.end() && it->is_object())
+      for (const auto& [mime, v] : it->items())
+        d.data[mime] = v.is_string() ? v.get<std::string>() : v.dump();
+    ex.results.push_back(d);
+    if (o.on_result) o.on_result(d);
+  } else if (type == "error") {
+    ExecutionError e{fields::str(ev, "name"), fields::str(ev, "value"), {}};
+    if (auto it = ev.find("traceback"); it != ev.end() && it->is_array())
+      for (const auto& line : *it)
+        if (line.is_string()) e.traceback.push_back(line.get<std::string>());
+    ex.error = e;
+    if (o.on_error) o.on_error(e);
+  } else if (type == "end") {
+    std::string status = fields::str(ev, "status");
+    ex.status = status == "error"          ? RunStatus::kError
+                : status == "timeout"      ? RunStatus::kTimeout
+                : status == "context_lost" ? RunStatus::kContextLost
+                                           : RunStatus::kOk;
+    ex.duration_ms = fields::number(ev, "duration_ms");
+    ex.context_id = fields::str(ev, "context_id");
+    ex.context_restarted = fields::boolean(ev, "context_restarted");
+    if (auto it = ev.find("review"); it != ev.end() && it->is_object())
+      ex.review = reviewFromJson(*it);
+  }
+}
+
+}  // namespace
+
+Sandbox::Sandbox(std::shared_ptr<const Http> http, SandboxInfo info, bool owned)
+    : http_(std::move(http)),
+      info_(std::move(info)),
+      owned_(owned),
+      commands_(http_, sandboxTarget(info_.id)),
+      files_(http_, sandboxTarget(info_.id)) {}
+
+Sandbox::Sandbox(Sandbox&& other) noexcept
+    : http_(std::move(other.http_)),
+      info_(std::move(other.info_)),
+      owned_(std::exchange(other.owned_, false)),
+      commands_(std::move(other.commands_)),
+      files_(std::move(other.files_)) {}
+
+Sandbox& Sandbox::operator=(Sandbox&& other) noexcept {
+  if (this != &other) {
+    if (owned_) (void)kill();
+    http_ = std::move(other.http_);
+    info_ = std::move(other.info_);
+    owned_ = std::exchange(other.owned_, false);
+    commands_ = std::move(other.commands_);
+    files_ = std::move(other.files_);
+  }
+  return *this;
+}
+
+Sandbox::~Sandbox() {
+  if (owned_) (void)kill();  // best effort: the sandbox idles out anyway if this fails
+}
+
+std::string Sandbox::target() const { return sandboxTarget(info_.id); }
+
+Result<Sandbox> Sandbox::create(const SandboxOptions& o) {
+  auto http = open(o.connection);
+  if (!http) return Unexpected(http.error());
+  Json body = Json::object();
+  if (!o.profile.empty()) body["profile"] = o.profile;
+  if (!o.language.empty()) body["language"] = o.language;
+  if (!o.name.empty()) body["name"] = o.name;
+  if (!o.env.empty()) body["env"] = o.env;
+  if (!o.metadata.empty()) body["metadata"] = o.metadata;
+  if (o.keep_alive_s) body["keep_alive_s"] = *o.keep_alive_s;
+  if (o.lifetime_s) body["lifetime_s"] = *o.lifetime_s;
+  if (o.persistent) body["persistent"] = true;
+  auto doc = (*http)->call("POST", "/v1/sandboxes", body);
+  if (!doc) return Unexpected(std::move(doc.error()).wrap("create sandbox"));
+  auto info = infoFrom(*doc);
+  if (!info) return Unexpected(info.error());
+  return Sandbox(std::move(*http), std::move(*info), true);
+}
+
+Result<Sandbox> Sandbox::connect(const std::string& id_or_name, const ConnectionOptions& c) {
+  if (id_or_name.empty())
+    return failWith(ErrorKind::kInvalidArgument, "sandbox id or name is empty");
+  auto http = open(c);
+  if (!http) return Unexpected(http.error());
+  auto doc = (*http)->call("GET", sandboxTarget(id_or_name));
+  if (!doc) return Unexpected(doc.error());
+  auto info = infoFrom(*doc);
+  if (!info) return Unexpected(info.error());
+  return Sandbox(std::move(*http), std::move(*info), false);
+}
+
+Result<std::vector<SandboxInfo>> Sandbox::list(const std::map<std::string, std::string>& metadata,
+                                               const ConnectionOptions& c) {
+  auto http = open(c);
+  if (!http) return Unexpected(http.error());
+  std::string target = "/v1/sandboxes";
+  char sep = '?';
+  for (const auto& [k, v] : metadata) {
+    target += sep + ("metadata." + percentEncode(k)) + "=" + percentEncode(v);
+    sep = '&';
+  }
+  auto doc = (*http)->call("GET", target);
+  if (!doc) return Unexpected(doc.error());
+  std::vector<SandboxInfo> out;
+  auto it = doc->find("sandboxes");
+  if (it == doc->end() || !it->is_array())
+    return failWith(ErrorKind::kProtocol, "GET /v1/sandboxes: answer has no 'sandboxes' array");
+  for (const auto& sb : *it) {
+    auto info = infoFrom(sb);
+    if (!info) return Unexpected(info.error());
+    out.push_back(std::move(*info));
+  }
+  return out;
+}
+
+Result<SandboxInfo> Sandbox::refresh() {
+  auto doc = http_->call("GET", target());
+  if (!doc) return Unexpected(doc.error());
+  auto info = infoFrom(*doc);
+  if (!info) return Unexpected(info.error());
+  info_ = *info;
+  return info_;
+}
+
+Result<Execution> Sandbox::runCode(const std::string& code, const RunCodeOptions& o) const {
+  Json body = {{"code", code}, {"stream", true}};
+  if (!o.language.empty()) body["language"] = o.language;
+  if (!o.context_id.empty()) body["context_id"] = o.context_id;
+  if (o.timeout_s) body["timeout_s"] = *o.timeout_s;
+  Execution ex;
+  bool ended = false;
+  auto r = http_->stream("POST", target() + "/code", body, [&](const Json& ev) {
+    if (fields::str(ev, "type") == "end") ended = true;
+    onCodeEvent(ev, ex, o);
+  });
+  if (!r) return Unexpected(r.error());
+  if (!ended)
+    return failWith(ErrorKind::kProtocol, "code run in sandbox '" + info_.id +
+                                              "': the stream ended without an 'end' event");
+  if (ex.status == RunStatus::kTimeout)
+    return failWith(ErrorKind::kTimeout,
+                    "code run in sandbox '" + info_.id + "' timed out" +
+                        (ex.context_restarted ? "; the interpreter was restarted and its state lost"
+                                              : "; the context keeps its state"));
+  return ex;
+}
+
+Result<> Sandbox::setTimeout(int keep_alive_s) {
+  auto doc = http_->call("POST", target() + "/keepalive", Json{{"keep_alive_s", keep_alive_s}});
+  if (!doc) return Unexpected(doc.error());
+  if (auto info = infoFrom(*doc)) info_ = *info;
+  return {};
+}
+
+Result<> Sandbox::kill() {
+  if (!http_) return {};
+  auto r = http_->call("DELETE", target());
+  if (!r && r.error().kind() != ErrorKind::kNotFound) return Unexpected(r.error());
+  owned_ = false;
+  return {};
+}
+
+}  // namespace airlock::sdk

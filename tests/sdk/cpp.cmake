@@ -1,0 +1,8 @@
+# The C++ client SDK (sdk/cpp) against a real `airlock serve` started by the test (root).
+add_executable(sdk_cpp_e2e_tests ${CMAKE_CURRENT_LIST_DIR}/cpp_sdk_test.cc)
+target_link_libraries(sdk_cpp_e2e_tests PRIVATE airlock::client airlock_test_support GTest::gtest)
+set_target_properties(sdk_cpp_e2e_tests PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+add_dependencies(sdk_cpp_e2e_tests airlock)
+gtest_discover_tests(sdk_cpp_e2e_tests
+  PROPERTIES LABELS sdk RESOURCE_LOCK airlock_host TIMEOUT 300
+  DISCOVERY_TIMEOUT 60)

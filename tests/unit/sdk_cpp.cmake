@@ -1,0 +1,5 @@
+# The C++ client SDK (sdk/cpp): Sandbox, Commands, Files and typed errors against the fake
+# HTTP server of the client tests (client.cmake), no root needed.
+airlock_add_test(sdk_cpp_unit_tests LABEL unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/sdk_cpp_test.cc
+  LIBS airlock::client airlock_client_fake_server)
