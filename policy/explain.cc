@@ -46,7 +46,8 @@ void explainServer(std::ostream& out, const Policy& policy) {
       << "  tcp " << (s.tcp.empty() ? "off" : s.tcp + " (bearer tokens only)") << "\n"
       << "  connections " << s.max_connections << ", JSON body " << s.max_json_body_kb
       << " KiB, upload " << s.max_upload_mb << " MiB, sandboxes " << s.max_sandboxes
-      << " (warm pools " << pooled << "), drain " << s.drain_timeout_s << " s\n"
+      << " (warm pools " << pooled << "), drain " << s.drain_timeout_s << " s, reattach grace "
+      << s.reattach_grace_s << " s\n"
       << "  state dir " << s.state_dir << "\n";
   auto rel = detail::serverRelaxations(s);
   if (rel.empty()) out << "  relaxations: none\n";

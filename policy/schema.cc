@@ -84,6 +84,7 @@ const std::array kServerFields = {
     AIRLOCK_SERVER_FIELD("max_sandboxes", max_sandboxes),
     AIRLOCK_SERVER_FIELD("state_dir", state_dir),
     AIRLOCK_SERVER_FIELD("drain_timeout_s", drain_timeout_s),
+    AIRLOCK_SERVER_FIELD("reattach_grace_s", reattach_grace_s),
 };
 
 const std::array kTenantFields = {

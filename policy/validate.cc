@@ -367,7 +367,8 @@ Check checkServer(const Server& s) {
     if (c) return c;
   }
   if (auto p = serverPath("state_dir", s.state_dir)) return p;
-  return range("server.drain_timeout_s", s.drain_timeout_s, 0, 3600);
+  if (auto c = range("server.drain_timeout_s", s.drain_timeout_s, 0, 3600)) return c;
+  return range("server.reattach_grace_s", s.reattach_grace_s, 0, 86400);
 }
 
 std::string joined(const std::vector<std::string>& names) {

@@ -511,7 +511,8 @@ SResult<std::shared_ptr<LiveSandbox>> SandboxService::startBox(const policy::Pro
   opts.agent_path = options_.agent_path;
   opts.state_dir = options_.state_dir;
   opts.workspace_image = workspace_image;
-  opts.reattach_grace_ms = options_.reattach_grace_ms;
+  // How long it outlives this supervisor's death, waiting to be adopted (sandbox_journal.h).
+  opts.reattach_grace_ms = static_cast<int>(currentPolicy()->server.reattach_grace_s) * 1000;
   auto box = sandbox::Sandbox::create(registry_, opts);
   if (!box)
     return serviceError(ErrorCode::kInternal, "creating the sandbox: " + box.error().message());

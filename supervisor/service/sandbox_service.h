@@ -32,9 +32,6 @@ struct ServiceOptions {
   std::string state_dir = "/run/airlock";  // runtime state: locks, uid leases, scratch
   // Persistent workspace images (workspace_store.h); on disk: the policy's server.state_dir.
   std::string workspace_dir = "/var/lib/airlock/workspaces";
-  // How long a sandbox outlives this supervisor's death, waiting to be adopted by the next one
-  // (sandbox_journal.h). 0: sandboxes end with their supervisor.
-  int reattach_grace_ms = 60'000;
 };
 
 struct LiveSandbox;

@@ -113,13 +113,13 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15] =
       Profile{};
   [[maybe_unused]] auto [r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11] = Review{};
-  [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10] = Server{};
+  [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11] = Server{};
   [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
   [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7] = Policy{};
   // Profile: 15 members minus name, minus the 6 sub-tables, plus their 9 + 5 + 2 + 1 + 2 keys,
   // plus `extends`, plus review's 5 own keys and its reviewers' 3 + 2 + 5 + 2 + 2 + 3.
   EXPECT_EQ(profileKeys().size(), 15u - 1 - 6 + 9 + 5 + 2 + 1 + 2 + 1 + 5 + 3 + 2 + 5 + 2 + 2 + 3);
-  EXPECT_EQ(serverKeys().size(), 10u);
+  EXPECT_EQ(serverKeys().size(), 11u);
   EXPECT_EQ(tenantKeys().size(), 5u - 1);  // minus name
 }
 
@@ -129,7 +129,7 @@ const std::map<std::string, std::string> kServerValues = {
     {"socket", "\"/run/x/a.sock\""}, {"socket_mode", "\"0600\""}, {"socket_group", "\"airlock\""},
     {"tcp", "\"127.0.0.1:9\""},      {"max_connections", "7"},    {"max_json_body_kb", "7"},
     {"max_upload_mb", "7"},          {"max_sandboxes", "7"},      {"state_dir", "\"/srv/airlock\""},
-    {"drain_timeout_s", "7"},
+    {"drain_timeout_s", "7"},        {"reattach_grace_s", "7"},
 };
 const std::string kHashA(64, 'a');
 const std::map<std::string, std::string> kTenantValues = {

@@ -70,6 +70,7 @@ TEST(PolicyServe, ServerAndTenantsAreRead) {
   EXPECT_EQ(s.max_sandboxes, 20u);
   EXPECT_EQ(s.state_dir, "/srv/airlock/state");
   EXPECT_EQ(s.drain_timeout_s, 0u);
+  EXPECT_EQ(s.reattach_grace_s, 600u);
 
   ASSERT_EQ(p->tenants.size(), 3u);
   const Tenant& def = p->tenants.at("default");
@@ -252,6 +253,9 @@ TEST(PolicyServe, ValidatePolicyRules) {
       {"state dir root", [](Policy& p) { p.server.state_dir = "/"; },
        "server.state_dir = '/': must not be '/' (that is the whole host)"},
       {"drain 0", [](Policy& p) { p.server.drain_timeout_s = 0; }, std::nullopt},
+      {"reattach grace 0", [](Policy& p) { p.server.reattach_grace_s = 0; }, std::nullopt},
+      {"reattach grace a day and a second", [](Policy& p) { p.server.reattach_grace_s = 86401; },
+       "server.reattach_grace_s = 86401: must be at most 86400"},
       {"drain 3601", [](Policy& p) { p.server.drain_timeout_s = 3601; },
        "server.drain_timeout_s = 3601: must be at most 3600"},
       {"tenant disabled", [](Policy& p) { p.tenants.at("default").max_sandboxes = 0; },
@@ -484,7 +488,7 @@ TEST(PolicyServe, ExplainShowsProfileServerAndTenants) {
                 "  socket /run/airlock/api.sock, mode 660, group airlock\n"
                 "  tcp [::1]:8720 (bearer tokens only)\n"
                 "  connections 64, JSON body 1024 KiB, upload 64 MiB, sandboxes 20 (warm pools "
-                "6), drain 0 s\n"
+                "6), drain 0 s, reattach grace 600 s\n"
                 "  state dir /srv/airlock/state\n"
                 "  relaxation: server.tcp = '[::1]:8720': the API also listens on loopback TCP "
                 "(tenants with a token_sha256)\n"

@@ -93,6 +93,9 @@ struct Server {
   uint32_t max_sandboxes = 1000;     // live sandboxes on this host, all tenants and pools together
   std::string state_dir = "/var/lib/airlock";  // state journal and persistent workspaces
   uint32_t drain_timeout_s = 30;  // on SIGTERM, how long in-flight requests may finish, seconds
+  // How long a sandbox outlives its supervisor's death (kill -9, crash), waiting to be adopted
+  // by the next `airlock serve`; 0: sandboxes end with their supervisor.
+  uint32_t reattach_grace_s = 60;
 
   // socket_mode as bits (0660 → 0x1b0). Valid after validation.
   uint32_t socketModeBits() const;
