@@ -29,6 +29,7 @@ unix:///run/airlock/airlock.sock, and AIRLOCK_TOKEN):
   airlock exec SB [options] -- ARGV...             run a command, output live
   airlock code SB [options] (-c CODE | FILE | -)   run code in a stateful context
   airlock files put|get|ls SB ...                  copy files in and out
+  airlock review ls|approve|reject [RID]           the approval queue of held executions
 
 Exit codes: `run` and `exec` exit with the program's own code, 128+N when it was killed by
 signal N and 124 on timeout (`run` also 122 for its memory limit, 123 when the policy refused);

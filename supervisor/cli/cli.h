@@ -19,6 +19,8 @@ int sandboxCommand(const std::vector<std::string>& args);  // airlock sandbox cr
 int execCommand(const std::vector<std::string>& args);     // airlock exec
 int codeCommand(const std::vector<std::string>& args);     // airlock code
 int filesCommand(const std::vector<std::string>& args);    // airlock files put|get|ls
+// airlock review ls|approve|reject: the approval queue of held executions.
+int reviewQueueCommand(const std::vector<std::string>& args);
 
 int reviewCommand(const std::vector<std::string>& args);  // airlock review (review_command.cc)
 int mcpCommand(const std::vector<std::string>& args);     // airlock mcp (mcp_command.cc)

@@ -22,6 +22,7 @@ namespace airlock::cli {
 namespace {
 
 constexpr const char* kReviewUsage = R"(Usage: airlock review [options] FILE | -
+       airlock review ls|approve|reject ...   (the approval queue of `airlock serve`)
 
 Runs the review chain of a profile on FILE (or standard input) and prints what each reviewer
 said, without running the code. python_ast checks start a throwaway sandbox (needs root).
@@ -38,6 +39,11 @@ std::string cell(std::string s, size_t width) {
 }  // namespace
 
 int reviewCommand(const std::vector<std::string>& args) {
+  // `airlock review ls|approve|reject` talk to a running supervisor; a file named like a verb
+  // is reviewed as ./ls.
+  if (!args.empty() &&
+      (args[0] == "ls" || args[0] == "list" || args[0] == "approve" || args[0] == "reject"))
+    return reviewQueueCommand(args);
   std::string policy_file, profile_name, language, file;
   bool as_command = false, json = false;
   po::options_description opts(kReviewUsage);

@@ -295,6 +295,26 @@ TEST_F(ServeTest, KillNineThenRestartAdoptsLiveSandboxes) {
   EXPECT_EQ(after, before_);
 }
 
+// With server.reattach_grace_s = 0 sandboxes end with their supervisor: after a kill -9 the next
+// one finds nothing to adopt (the positive control is the test above, with the default grace).
+TEST_F(ServeTest, KillNineWithoutReattachGraceEndsSandboxes) {
+  auto serve = std::make_unique<Serve>(dir_, "reattach_grace_s = 0\n");
+  ASSERT_EQ(http(serve->sock(), "POST", "/v1/sandboxes", R"({"name": "short-lived"})").status, 201);
+  serve->stop(SIGKILL);
+  serve->start();
+  EXPECT_EQ(http(serve->sock(), "GET", "/v1/sandboxes/short-lived").status, 404);
+  auto metrics = http(serve->sock(), "GET", "/metrics");
+  EXPECT_NE(metrics.body.find("airlock_sandboxes_adopted_total 0"), std::string::npos)
+      << metrics.body;
+  serve.reset();
+  auto after = snapshotHostResources();
+  for (int i = 0; i < 100 && !(after == before_); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    after = snapshotHostResources();
+  }
+  EXPECT_EQ(after, before_);
+}
+
 // A persistent workspace survives its supervisor being killed with -9, even when its sandbox
 // cannot be adopted: the restart releases the dead sandbox's host mount and loop device, and the
 // next sandbox of that name finds every file.
@@ -381,6 +401,62 @@ reason = "deleting files is not allowed"
   EXPECT_TRUE(Json::parse(reviews.body)["reviews"].empty());
   EXPECT_EQ(http(serve.sock(), "POST", "/v1/reviews/0123456789abcdef/approve", "{}").status, 404);
   ASSERT_EQ(http(serve.sock(), "DELETE", "/v1/sandboxes/rv").status, 204);
+}
+
+// The approval queue from the CLI: a held command waits until `airlock review approve` lets it
+// run, or `airlock review reject` denies it with the operator's reason.
+TEST_F(ServeTest, CliApprovesAndRejectsHeldExecutions) {
+  Serve serve(dir_, R"(
+[profiles.default.review]
+chain = ["patterns"]
+hold_deadline_s = 60
+[[profiles.default.review.patterns.rules]]
+id = "ask-curl"
+pattern = '\bcurl\b'
+action = "hold"
+reason = "network tools need a human"
+)");
+  std::vector<std::string> env = {"AIRLOCK_URL=unix://" + serve.sock()};
+  ASSERT_EQ(http(serve.sock(), "POST", "/v1/sandboxes", R"({"name": "held"})").status, 201);
+  for (bool approve : {true, false}) {
+    SCOPED_TRACE(approve ? "approve" : "reject");
+    Response held;
+    std::thread caller([&] {
+      held = http(serve.sock(), "POST", "/v1/sandboxes/held/commands",
+                  R"({"cmd": "echo curl-was-approved", "stream": false})");
+    });
+    std::string rid;
+    for (int i = 0; i < 200 && rid.empty(); ++i) {
+      auto ls = runCommand({airlockBinary(), "review", "ls", "--json"}, "", 30, env);
+      ASSERT_EQ(ls.exit_code, 0) << ls.err;
+      auto pending = Json::parse(ls.out)["reviews"];
+      if (!pending.empty())
+        rid = pending[0]["review_id"];
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    ASSERT_FALSE(rid.empty()) << "the held command never showed up in `airlock review ls`";
+    auto table = runCommand({airlockBinary(), "review", "ls"}, "", 30, env);
+    EXPECT_NE(table.out.find("patterns:ask-curl"), std::string::npos) << table.out;
+    auto decided = runCommand({airlockBinary(), "review", approve ? "approve" : "reject", rid,
+                               "--reason", "looked at it"},
+                              "", 30, env);
+    EXPECT_EQ(decided.exit_code, 0) << decided.err;
+    EXPECT_EQ(decided.out, (approve ? "approved " : "rejected ") + rid + "\n");
+    caller.join();
+    if (approve) {
+      ASSERT_EQ(held.status, 200) << held.body;
+      EXPECT_EQ(Json::parse(held.body)["stdout"], "curl-was-approved\n");
+    } else {
+      ASSERT_EQ(held.status, 403) << held.body;
+      EXPECT_NE(held.body.find("looked at it"), std::string::npos) << held.body;
+    }
+    // Decided once: a second decision is an error naming the review.
+    auto again = runCommand({airlockBinary(), "review", "approve", rid}, "", 30, env);
+    EXPECT_EQ(again.exit_code, 125);
+    EXPECT_NE(again.err.find("404"), std::string::npos) << again.err;
+  }
+  ASSERT_EQ(http(serve.sock(), "DELETE", "/v1/sandboxes/held").status, 204);
 }
 
 TEST_F(ServeTest, CliClientTalksToTheSupervisor) {
