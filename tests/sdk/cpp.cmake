@@ -2,7 +2,9 @@
 add_executable(sdk_cpp_e2e_tests ${CMAKE_CURRENT_LIST_DIR}/cpp_sdk_test.cc)
 target_link_libraries(sdk_cpp_e2e_tests PRIVATE airlock::client airlock_test_support GTest::gtest)
 set_target_properties(sdk_cpp_e2e_tests PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-add_dependencies(sdk_cpp_e2e_tests airlock)
+target_compile_definitions(sdk_cpp_e2e_tests PRIVATE
+  AIRLOCK_CLIENT_QUICKSTART="$<TARGET_FILE:airlock_client_quickstart>")
+add_dependencies(sdk_cpp_e2e_tests airlock airlock_client_quickstart)
 gtest_discover_tests(sdk_cpp_e2e_tests
   PROPERTIES LABELS sdk RESOURCE_LOCK airlock_host TIMEOUT 300
   DISCOVERY_TIMEOUT 60)

@@ -215,5 +215,17 @@ TEST_F(CppSdk, OwnedSandboxesEndWithTheirObjectsDetachedOnesDoNot) {
   EXPECT_EQ(Sandbox::connect(kept_id, conn_).error().kind(), ErrorKind::kNotFound);
 }
 
+// The README's quick start (sdk/cpp/examples/quickstart.cc) as a user runs it: AIRLOCK_URL
+// finds the supervisor, the value comes back, and its sandbox is gone when the program ends.
+TEST_F(CppSdk, ReadmeQuickStartRuns) {
+  auto ran = testing::runCommand({AIRLOCK_CLIENT_QUICKSTART}, "", 120,
+                                 {"AIRLOCK_URL=" + supervisor_->url()});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_TRUE(ran.out.starts_with("3\ntotal ")) << ran.out;
+  auto listed = Sandbox::list({}, conn_);
+  ASSERT_TRUE(listed) << listed.error().message();
+  EXPECT_TRUE(listed->empty()) << "the quick start's sandbox outlived it";
+}
+
 }  // namespace
 }  // namespace airlock::sdk
