@@ -96,6 +96,7 @@ struct Execution {
 
   UniqueFd out, err, in, sync, timer, ctl;
   proto::ExecKillScope scope = proto::ExecKillScope::kAll;
+  bool control_pipe = false;  // a language session driver (a code context), not a command
   bool started_sent = false;
   bool stdin_requested = false;
   bool stdin_eof = false;
@@ -179,6 +180,10 @@ class Agent {
   int in_, out_;
   int reattach_grace_ms_;
   UniqueFd spare_end_;  // kReattachFd while waiting for, and until, a Reattach
+  // For the next supervisor's Reattach: the highest request id the dead one used, and the
+  // executions that were running when it died (their clients learn how they ended).
+  uint32_t last_request_id_ = 0;
+  std::vector<proto::EndedExecution> ended_;
   UniqueFd sigfd_;
   proto::FrameReader reader_;
   std::vector<char> iobuf_;
@@ -338,6 +343,8 @@ void Agent::processFrames() {
 
 void Agent::handleFrame(const proto::FrameHeader& h, const std::string& payload) {
   uint32_t id = h.request_id;
+  // A Reattach comes from the next supervisor, which numbers its requests afresh.
+  if (h.type != proto::MsgType::kReattach) last_request_id_ = std::max(last_request_id_, id);
   if (!conf_ && h.type != proto::MsgType::kConfigure && h.type != proto::MsgType::kShutdown &&
       h.type != proto::MsgType::kReattach) {
     sendError(id, EPROTO, "protocol",
@@ -378,11 +385,16 @@ void Agent::handleFrame(const proto::FrameHeader& h, const std::string& payload)
     case proto::MsgType::kFileRename:
       handleFileRename(id, payload);
       return;
-    case proto::MsgType::kReattach:
+    case proto::MsgType::kReattach: {
       // The new supervisor holds its end now: nobody else may take ours.
       spare_end_.reset();
-      send(id, proto::Ok{});
+      proto::Reattached r;
+      r.last_request_id = last_request_id_;
+      r.ended = std::move(ended_);
+      ended_.clear();
+      send(id, r);
       return;
+    }
     case proto::MsgType::kShutdown:
       shutdownAll();
       send(id, proto::Ok{});
@@ -468,6 +480,7 @@ void Agent::handleExec(uint32_t id, const std::string& payload) {
   e->err_cap = m->stderr_cap;
   e->stdin_requested = m->stdin_pipe;
   e->scope = m->kill_scope;
+  e->control_pipe = m->control_pipe;
   if (execs_.size() >= kMaxExecutions) {
     startFailed(*e, EAGAIN, "exec",
                 "exec '" + e->argv[0] + "': " + std::to_string(kMaxExecutions) +
@@ -988,6 +1001,19 @@ std::vector<pid_t> childrenOfSelf() {
 // Reattach. Returns false when the sandbox should end.
 bool Agent::awaitNewSupervisor() {
   if (reattach_grace_ms_ <= 0 || !conf_ || in_ != out_) return false;
+  for (const auto& [id, e] : execs_) {
+    if (ended_.size() >= proto::kMaxListItems) break;
+    proto::EndedExecution x;
+    x.request_id = id;
+    x.pid = e->pid > 0 ? static_cast<uint32_t>(e->pid) : 0;
+    x.code_context = e->control_pipe;
+    if (e->main_exited && WIFEXITED(e->status)) {
+      x.exit_code = WEXITSTATUS(e->status);
+    } else {
+      x.signal = e->main_exited && WIFSIGNALED(e->status) ? WTERMSIG(e->status) : SIGKILL;
+    }
+    ended_.push_back(x);
+  }
   shutdownAll();
   ::close(in_);
   int pair[2];

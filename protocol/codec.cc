@@ -75,6 +75,10 @@
 //                2  recursive               bool
 //   FileRename   1  from                    text        required, absolute, < PATH_MAX
 //                2  to                      text        required, absolute, < PATH_MAX
+//   Reattached   1  last_request_id         u32
+//                2  ended                   list        20 bytes each: u32 request_id (> 0),
+//                                                       u32 pid, i32 exit_code, i32 signal
+//                                                       (0..64), u32 flags (bit 0: code context)
 //   Shutdown, Reattach, Ok: no fields.
 #include <climits>
 #include <cstring>
@@ -93,6 +97,8 @@ constexpr size_t kMaxBpfInsns = 4096;  // BPF_MAXINSNS
 constexpr size_t kBpfInsnSize = 8;     // sizeof(struct sock_filter)
 constexpr uint32_t kMaxResource = 16;  // RLIM_NLIMITS
 constexpr size_t kRlimitSize = 20;
+constexpr size_t kEndedExecutionSize = 20;
+constexpr uint32_t kEndedCodeContext = 1;
 
 void putU16(std::string& out, uint16_t v) {
   out.push_back(static_cast<char>(v & 0xff));
@@ -393,6 +399,8 @@ const char* msgTypeName(MsgType t) {
       return "FileRename";
     case MsgType::kReattach:
       return "Reattach";
+    case MsgType::kReattached:
+      return "Reattached";
   }
   return "unknown";
 }
@@ -561,6 +569,20 @@ void encode(std::string& out, uint32_t request_id, const Reattach&) {
   FrameBuilder b(out, MsgType::kReattach, request_id);
 }
 
+void encode(std::string& out, uint32_t request_id, const Reattached& m) {
+  FrameBuilder b(out, MsgType::kReattached, request_id);
+  b.u32(1, m.last_request_id);
+  for (const auto& e : m.ended) {
+    std::string v;
+    putU32(v, e.request_id);
+    putU32(v, e.pid);
+    putU32(v, static_cast<uint32_t>(e.exit_code));
+    putU32(v, static_cast<uint32_t>(e.signal));
+    putU32(v, e.code_context ? kEndedCodeContext : 0);
+    b.bytes(2, v);
+  }
+}
+
 void encode(std::string& out, uint32_t request_id, const Shutdown&) {
   FrameBuilder b(out, MsgType::kShutdown, request_id);
 }
@@ -581,7 +603,7 @@ Result<FrameHeader> decodeHeader(std::string_view bytes) {
   h.flags = getU16(bytes, 6);
   h.request_id = getU32(bytes, 8);
   if (type < static_cast<uint16_t>(MsgType::kHello) ||
-      type > static_cast<uint16_t>(MsgType::kReattach))
+      type > static_cast<uint16_t>(MsgType::kReattached))
     return fail("frame header: unknown message type " + std::to_string(type));
   h.type = static_cast<MsgType>(type);
   if (h.payload_len > kMaxPayload)
@@ -771,6 +793,41 @@ Result<Started> decodeStarted(std::string_view payload) {
   Started m;
   AIRLOCK_CHECK(f.u32(1, "pid", m.pid, true));
   if (m.pid == 0) return f.failField(1, "pid", "pid 0, expected a process id");
+  return m;
+}
+
+Result<Reattached> decodeReattached(std::string_view payload) {
+  Fields f("Reattached");
+  AIRLOCK_CHECK(f.parse(payload));
+  Reattached m;
+  AIRLOCK_CHECK(f.u32(1, "last_request_id", m.last_request_id));
+  auto ended = f.all(2);
+  if (ended.size() > kMaxListItems)
+    return f.failField(2, "ended", "more than " + std::to_string(kMaxListItems) + " items");
+  for (size_t i = 0; i < ended.size(); ++i) {
+    std::string item = "item " + std::to_string(i) + ": ";
+    if (ended[i].size() != kEndedExecutionSize)
+      return f.failField(2, "ended",
+                         item + std::to_string(ended[i].size()) + " bytes, expected " +
+                             std::to_string(kEndedExecutionSize));
+    EndedExecution e;
+    e.request_id = getU32(ended[i], 0);
+    e.pid = getU32(ended[i], 4);
+    e.exit_code = static_cast<int32_t>(getU32(ended[i], 8));
+    e.signal = static_cast<int32_t>(getU32(ended[i], 12));
+    uint32_t flags = getU32(ended[i], 16);
+    if (e.request_id == 0 || e.request_id > m.last_request_id)
+      return f.failField(2, "ended",
+                         item + "request id " + std::to_string(e.request_id) +
+                             " is not one the old supervisor used (1.." +
+                             std::to_string(m.last_request_id) + ")");
+    if (e.signal < 0 || e.signal > 64)
+      return f.failField(2, "ended", item + "signal " + std::to_string(e.signal) + " out of 0..64");
+    if ((flags & ~kEndedCodeContext) != 0)
+      return f.failField(2, "ended", item + "unknown flags " + std::to_string(flags));
+    e.code_context = (flags & kEndedCodeContext) != 0;
+    m.ended.push_back(e);
+  }
   return m;
 }
 

@@ -134,6 +134,7 @@ Json encodeCommand(const service::CommandInfo& c) {
             {"signal", nullptr}};
   if (c.exit_code) j["exit_code"] = *c.exit_code;
   if (c.signal) j["signal"] = *c.signal;
+  if (!c.ended_by.empty()) j["ended_by"] = c.ended_by;
   return j;
 }
 

@@ -100,12 +100,20 @@ Result<protocol::Hello> AgentClient::handshake(const protocol::Configure& config
   return *hello;
 }
 
-Result<> AgentClient::reattach(Clock::time_point deadline) {
+Result<protocol::Reattached> AgentClient::reattach(Clock::time_point deadline) {
   uint32_t id = nextId();
   std::string out;
   protocol::encode(out, id, protocol::Reattach{});
-  if (auto r = send(out); !r) return r;
-  return expectOk(id, "reattach", deadline);
+  if (auto r = send(out); !r) return Unexpected(r.error());
+  auto frame = nextFrame(deadline);
+  if (!frame) return Unexpected(std::move(frame.error()).wrap("reattach"));
+  if (frame->header.request_id != id || frame->header.type != protocol::MsgType::kReattached)
+    return protocolError(std::string("reattach: unexpected ") +
+                         protocol::msgTypeName(frame->header.type) + " for request " +
+                         std::to_string(frame->header.request_id));
+  auto answer = protocol::decodeReattached(frame->payload);
+  if (!answer) return protocolError(answer.error().message());
+  return *answer;
 }
 
 Result<AgentClient::ExecOutcome> AgentClient::exec(const protocol::Exec& exec,

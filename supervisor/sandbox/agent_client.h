@@ -28,8 +28,9 @@ class AgentClient {
   Result<protocol::Hello> handshake(const protocol::Configure& config, Clock::time_point deadline);
 
   // Takes over a configured agent that waits for a new supervisor (docs/protocol.md, WAITING):
-  // sends Reattach, waits for Ok.
-  Result<> reattach(Clock::time_point deadline);
+  // sends Reattach and returns the agent's account of what the dead supervisor left: its last
+  // request id and the executions the agent ended.
+  Result<protocol::Reattached> reattach(Clock::time_point deadline);
 
   using OutputFn = std::function<void(protocol::Stream, std::string_view)>;
   struct ExecOutcome {

@@ -291,8 +291,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
     if (Clock::now() > deadline) return fail(ctx("the agent never offered a new channel"));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (auto r = sb->agent_->reattach(Clock::now() + kHandshakeTimeout); !r)
-    return Unexpected(std::move(r.error()).wrap(ctx("reattach")));
+  auto left = sb->agent_->reattach(Clock::now() + kHandshakeTimeout);
+  if (!left) return Unexpected(std::move(left.error()).wrap(ctx("reattach")));
+  sb->left_behind_ = std::move(*left);
   auto configure = configureFor(profile, sb->backend_->extraSyscalls());
   if (!configure) return Unexpected(std::move(configure.error()).wrap(ctx("configure")));
   sb->configure_ = std::move(*configure);

@@ -80,6 +80,8 @@ class Sandbox {
   pid_t pid() const { return sandbox_.pid; }
   uint32_t idSlot() const { return lease_ ? lease_->slot() : 0; }
   AgentClient& agent() { return *agent_; }
+  // For an adopted sandbox: what its dead supervisor left (last request id, ended executions).
+  const protocol::Reattached& leftBehind() const { return left_behind_; }
   const protocol::Configure& configure() const { return configure_; }
   Result<sys::CgroupStats> cgroupStats() const { return cgroup_->stats(); }
   const Timings& timings() const { return timings_; }
@@ -101,6 +103,7 @@ class Sandbox {
   bool started_ = false;
   bool adopted_ = false;  // PID 1 is not our child (its first supervisor died): not ours to reap
   std::unique_ptr<AgentClient> agent_;
+  protocol::Reattached left_behind_;
   UniqueFd workspace_image_;     // flock()ed; the loop device shares the lock while mounted
   std::string workspace_mount_;  // <state_dir>/sandboxes/<id>.home, when mounted
   protocol::Configure configure_;

@@ -28,6 +28,12 @@ AgentConnection::AgentConnection(ChannelHub& hub, int fd, std::string sandbox_id
 
 AgentConnection::~AgentConnection() = default;
 
+void AgentConnection::continueAfter(uint32_t last_request_id) {
+  std::lock_guard lock(mu_);
+  if (last_request_id >= next_id_) next_id_ = last_request_id + 1;
+  if (next_id_ == 0) next_id_ = 1;
+}
+
 uint32_t AgentConnection::open(FrameHandler handler) {
   std::lock_guard lock(mu_);
   uint32_t id = next_id_++;

@@ -45,6 +45,9 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   uint32_t open(FrameHandler handler);
   // Drops a handler (the request's remaining frames are ignored).
   void close(uint32_t id);
+  // An adopted sandbox: request ids (and so command ids, "c<id>") continue above the dead
+  // supervisor's last one, so an id a client still holds never names a different execution.
+  void continueAfter(uint32_t last_request_id);
   // Writes one whole frame; safe from any thread. Fails when the agent stops reading for
   // kWriteTimeout or the channel is closed.
   Result<> send(const std::string& frame);

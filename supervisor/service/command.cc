@@ -169,6 +169,38 @@ void Command::deliver(Json event, bool last) {
   kept_.push_back(std::move(event));
 }
 
+std::shared_ptr<Command> Command::endedByRestart(std::shared_ptr<AgentConnection> conn,
+                                                 const proto::EndedExecution& ended) {
+  CommandInfo info;
+  info.command_id = "c" + std::to_string(ended.request_id);
+  info.pid = static_cast<int>(ended.pid);
+  info.state = "exited";
+  info.background = true;  // its caller's connection died with the supervisor
+  info.ended_by = "supervisor_restart";
+  Json e = {{"type", "exit"},
+            {"exit_code", nullptr},
+            {"signal", nullptr},
+            {"timed_out", false},
+            {"ended_by", info.ended_by},
+            {"error",
+             "the supervisor running this command died; the command was ended and its "
+             "output is lost (the sandbox itself was adopted by a new supervisor)"}};
+  if (ended.signal != 0) {
+    info.signal = ended.signal;
+    e["signal"] = ended.signal;
+  } else {
+    info.exit_code = ended.exit_code;
+    e["exit_code"] = ended.exit_code;
+    e["signal"] = 0;
+  }
+  std::shared_ptr<Command> cmd(new Command(std::move(conn), std::move(info)));
+  cmd->request_id_ = ended.request_id;
+  cmd->start_answered_ = true;
+  cmd->exited_ = true;
+  cmd->kept_.push_back(std::move(e));
+  return cmd;
+}
+
 std::unique_ptr<EventStream> Command::foregroundStream() {
   std::weak_ptr<Command> weak = weak_from_this();
   return std::make_unique<QueueStream>(foreground_, nullptr, [weak] {

@@ -20,6 +20,10 @@ class Command : public std::enable_shared_from_this<Command> {
   static SResult<std::shared_ptr<Command>> start(std::shared_ptr<AgentConnection> conn,
                                                  protocol::Exec exec, CommandInfo info,
                                                  std::string stdin_data);
+  // A command the dead supervisor of an adopted sandbox had started: already exited, known only
+  // by what the agent reported (docs/api.md "When the supervisor dies").
+  static std::shared_ptr<Command> endedByRestart(std::shared_ptr<AgentConnection> conn,
+                                                 const protocol::EndedExecution& ended);
   ~Command();
 
   // Foreground: the only stream, from the start event on; destroying it early kills the process.

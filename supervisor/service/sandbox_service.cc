@@ -453,6 +453,15 @@ void SandboxService::adoptOrphans() {
       continue;
     }
     s->conn = *conn;
+    // Command ids continue above the dead supervisor's; its commands that were still running
+    // keep their ids with how they ended, for clients that come back to ask.
+    const auto& left = s->box->leftBehind();
+    s->conn->continueAfter(left.last_request_id);
+    for (const auto& ended : left.ended) {
+      if (ended.code_context) continue;  // contexts start afresh (docs/api.md)
+      auto cmd = Command::endedByRestart(s->conn, ended);
+      s->commands[cmd->info().command_id] = cmd;
+    }
     s->name = rec->name;
     s->tenant = rec->tenant;
     s->language = rec->language;

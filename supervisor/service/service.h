@@ -139,6 +139,9 @@ struct CommandInfo {
   int64_t started_at = 0;  // Unix ms
   std::optional<int> exit_code;
   std::optional<int> signal;
+  // Why it ended when not on its own: "supervisor_restart" for a command that was running when
+  // its supervisor died (the sandbox was adopted by the next one; its output is lost).
+  std::string ended_by;
 };
 
 // ---- code contexts ----

@@ -260,10 +260,10 @@ TEST_F(ServeTest, KillNineThenRestartAdoptsLiveSandboxes) {
                  R"({"path": "/home/user/state.txt", "content": "before the crash"})")
                 .status,
             201);
-  ASSERT_EQ(http(serve->sock(), "POST", "/v1/sandboxes/keeper/commands",
-                 R"({"cmd": "sleep 300", "background": true})")
-                .status,
-            201);
+  auto bg = http(serve->sock(), "POST", "/v1/sandboxes/keeper/commands",
+                 R"({"cmd": "sleep 300", "background": true})");
+  ASSERT_EQ(bg.status, 201) << bg.body;
+  std::string cut_id = Json::parse(bg.body)["command_id"];
   serve->stop(SIGKILL);
   serve->start();
 
@@ -283,6 +283,27 @@ TEST_F(ServeTest, KillNineThenRestartAdoptsLiveSandboxes) {
       << "files kept; the dead supervisor's executions ended";
   auto metrics = http(serve->sock(), "GET", "/metrics");
   EXPECT_NE(metrics.body.find("airlock_sandboxes_adopted_total 1"), std::string::npos);
+
+  // The command the crash cut off keeps its id and says how it ended; new ids never reuse it.
+  auto listed = http(serve->sock(), "GET", "/v1/sandboxes/keeper/commands");
+  ASSERT_EQ(listed.status, 200);
+  Json cut, all = Json::parse(listed.body);
+  for (const auto& c : all["commands"])
+    if (c["command_id"] == cut_id) cut = c;
+  ASSERT_FALSE(cut.is_null()) << cut_id << " is gone: " << listed.body;
+  EXPECT_EQ(cut["state"], "exited");
+  EXPECT_EQ(cut["signal"], SIGKILL);
+  EXPECT_EQ(cut["ended_by"], "supervisor_restart");
+  auto events = http(serve->sock(), "GET", "/v1/sandboxes/keeper/commands/" + cut_id + "/events");
+  ASSERT_EQ(events.status, 200);
+  EXPECT_NE(events.body.find("\"ended_by\":\"supervisor_restart\""), std::string::npos)
+      << events.body;
+  auto fresh = http(serve->sock(), "POST", "/v1/sandboxes/keeper/commands",
+                    R"({"cmd": "true", "background": true})");
+  ASSERT_EQ(fresh.status, 201) << fresh.body;
+  std::string fresh_id = Json::parse(fresh.body)["command_id"];
+  EXPECT_GT(std::stoi(fresh_id.substr(1)), std::stoi(cut_id.substr(1)))
+      << "a new command reused the number of one a client may still hold";
 
   ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/keeper").status, 204);
   serve.reset();

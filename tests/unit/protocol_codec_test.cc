@@ -294,6 +294,48 @@ TEST(ProtocolCodec, ErrorAndFileMessagesRoundTrip) {
   EXPECT_TRUE(p7.empty());
 }
 
+// Reattached: what a dead supervisor left, as the agent tells the next one.
+TEST(ProtocolCodec, ReattachedRoundTripAndBadItems) {
+  Reattached m;
+  m.last_request_id = 41;
+  m.ended = {{7, 12, -1, 9, false}, {41, 30, 3, 0, true}};
+  auto [h, p] = encodeFrame(1, m);
+  EXPECT_EQ(h.type, MsgType::kReattached);
+  EXPECT_STREQ(msgTypeName(h.type), "Reattached");
+  auto d = decodeReattached(p);
+  ASSERT_TRUE(d) << d.error().message();
+  EXPECT_EQ(d->last_request_id, 41u);
+  ASSERT_EQ(d->ended.size(), 2u);
+  EXPECT_EQ(d->ended[0].request_id, 7u);
+  EXPECT_EQ(d->ended[0].pid, 12u);
+  EXPECT_EQ(d->ended[0].signal, 9);
+  EXPECT_FALSE(d->ended[0].code_context);
+  EXPECT_EQ(d->ended[1].exit_code, 3);
+  EXPECT_EQ(d->ended[1].signal, 0);
+  EXPECT_TRUE(d->ended[1].code_context);
+  ASSERT_TRUE(decodeReattached(""));  // nothing was running, no request ever made
+
+  // A hostile agent cannot make the supervisor invent ids it never used, or odd statuses.
+  auto item = [](uint32_t id, uint32_t signal, uint32_t flags) {
+    Reattached r;
+    r.last_request_id = 10;
+    r.ended = {{id, 1, 0, static_cast<int32_t>(signal), false}};
+    std::string out;
+    encode(out, 1, r);
+    std::string payload = out.substr(kHeaderSize);
+    // flags are the item's last 4 bytes, at the end of the payload
+    for (int i = 0; i < 4; ++i)
+      payload[payload.size() - 4 + i] = static_cast<char>((flags >> (8 * i)) & 0xff);
+    return payload;
+  };
+  EXPECT_THAT(errorOf(decodeReattached(item(0, 9, 0))), HasSubstr("request id 0 is not one"));
+  EXPECT_THAT(errorOf(decodeReattached(item(11, 9, 0))), HasSubstr("(1..10)"));
+  EXPECT_THAT(errorOf(decodeReattached(item(5, 65, 0))), HasSubstr("signal 65 out of 0..64"));
+  EXPECT_THAT(errorOf(decodeReattached(item(5, 9, 6))), HasSubstr("unknown flags 6"));
+  EXPECT_THAT(errorOf(decodeReattached(u32Field(1, 10) + field(2, "short"))),
+              HasSubstr("5 bytes, expected 20"));
+}
+
 TEST(ProtocolCodec, UnknownTagsAreSkipped) {
   auto d = decodeSignal(field(99, "future field") + u32Field(1, 9) + field(1000, ""));
   ASSERT_TRUE(d) << d.error().message();
@@ -319,7 +361,7 @@ TEST(ProtocolCodec, MsgTypeNames) {
 TEST(ProtocolHeader, Rejections) {
   EXPECT_EQ(errorOf(decodeHeader("short")), "frame header: 5 bytes, need 12");
   EXPECT_EQ(errorOf(decodeHeader(header(0, 0, 1))), "frame header: unknown message type 0");
-  EXPECT_EQ(errorOf(decodeHeader(header(0, 22, 1))), "frame header: unknown message type 22");
+  EXPECT_EQ(errorOf(decodeHeader(header(0, 23, 1))), "frame header: unknown message type 23");
   for (uint16_t t = 1; t <= 20; ++t) EXPECT_TRUE(decodeHeader(header(0, t, 1))) << t;
   EXPECT_EQ(errorOf(decodeHeader(header(kMaxPayload + 1, 6, 1))),
             "frame header: Output payload of 1048577 bytes exceeds the 1048576-byte limit");

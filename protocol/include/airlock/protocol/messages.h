@@ -59,8 +59,9 @@ enum class MsgType : uint16_t {
   kFileMkdir = 18,    // supervisor → agent: create a directory; answered by kOk
   kFileRemove = 19,   // supervisor → agent: remove a file or tree; answered by kOk
   kFileRename = 20,   // supervisor → agent: rename within the sandbox; answered by kOk
-  kReattach = 21,  // supervisor → agent: a new supervisor took over the channel; answered by kOk
-  // 22..63 reserved for sessions and stats.
+  kReattach = 21,     // supervisor → agent: a new supervisor took over the channel
+  kReattached = 22,  // agent → supervisor: answers Reattach: what the dead supervisor left behind
+  // 23..63 reserved for sessions and stats.
 };
 
 const char* msgTypeName(MsgType t);
@@ -222,6 +223,22 @@ struct FileRename {
 
 struct Shutdown {};
 struct Reattach {};
+
+// One execution that was running when the old supervisor died, ended by the agent then.
+struct EndedExecution {
+  uint32_t request_id = 0;    // the dead supervisor's Exec request id
+  uint32_t pid = 0;           // as the sandbox saw it
+  int32_t exit_code = -1;     // valid when signal == 0
+  int32_t signal = 0;         // SIGKILL when the agent killed it
+  bool code_context = false;  // it had a control pipe (a language session driver)
+};
+
+struct Reattached {
+  // The highest request id the dead supervisor used: the new one continues above it, so ids
+  // that clients still hold (command ids) never name a different execution.
+  uint32_t last_request_id = 0;
+  std::vector<EndedExecution> ended;  // at most kMaxListItems
+};
 struct Ok {};
 
 // Encoding appends one whole frame (header + payload) to out.
@@ -238,6 +255,7 @@ void encode(std::string& out, uint32_t request_id, const FileRead& m);
 void encode(std::string& out, uint32_t request_id, const FileData& m);
 void encode(std::string& out, uint32_t request_id, const Shutdown& m);
 void encode(std::string& out, uint32_t request_id, const Reattach& m);
+void encode(std::string& out, uint32_t request_id, const Reattached& m);
 void encode(std::string& out, uint32_t request_id, const Ok& m);
 void encode(std::string& out, uint32_t request_id, const Started& m);
 void encode(std::string& out, uint32_t request_id, const FileList& m);
@@ -270,6 +288,7 @@ Result<FileEntries> decodeFileEntries(std::string_view payload);
 Result<FileMkdir> decodeFileMkdir(std::string_view payload);
 Result<FileRemove> decodeFileRemove(std::string_view payload);
 Result<FileRename> decodeFileRename(std::string_view payload);
+Result<Reattached> decodeReattached(std::string_view payload);
 
 // Accumulates bytes read from the channel and yields whole frames. Never buffers more than
 // one frame beyond kMaxPayload; a bad header poisons the reader (the channel must be closed).
