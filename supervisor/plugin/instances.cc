@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 namespace airlock::plugin {
 namespace {
@@ -15,7 +17,14 @@ Error pluginError(const airlock_error_v1& err, std::string_view fallback) {
   return Error(std::move(message), "", err.code > 0 ? err.code : 0);
 }
 
-std::atomic<int> min_log_level{1};
+// Plugins' messages below info are shown only when AIRLOCK_LOG_LEVEL=debug: the namespaces
+// backend's stage timings, for example.
+int initialLogLevel() {
+  const char* env = std::getenv("AIRLOCK_LOG_LEVEL");
+  return env != nullptr && std::string_view(env) == "debug" ? 0 : 1;
+}
+
+std::atomic<int> min_log_level{initialLogLevel()};
 
 void logToStderr(void* ctx, int level, const char* message) {
   if (level < min_log_level.load(std::memory_order_relaxed)) return;
