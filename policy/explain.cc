@@ -28,6 +28,11 @@ void explainProfile(std::ostream& out, const Profile& p) {
       << "  lifetime: keep-alive " << t.keep_alive_s << " s (requests up to " << t.max_keep_alive_s
       << " s), lifetime " << t.lifetime_s << " s (requests up to " << t.max_lifetime_s
       << " s), warm pool " << t.pool_size << "\n";
+  const Audit& a = p.audit;
+  out << "  network rules: " << listOr(p.network.rules, "none") << "\n"
+      << "  audit: exec " << (a.exec ? "on" : "off") << ", network " << (a.network ? "on" : "off")
+      << ", syscall counts " << (a.syscalls ? "on" : "off") << ", drops "
+      << (a.fail_closed ? "fail the execution" : "are counted") << "\n";
   out << "  languages:";
   for (const auto& lang : p.languages) out << " " << lang;
   out << "\n";
@@ -52,6 +57,13 @@ void explainServer(std::ostream& out, const Policy& policy) {
   auto rel = detail::serverRelaxations(s);
   if (rel.empty()) out << "  relaxations: none\n";
   for (const auto& r : rel) out << "  relaxation: " << r << "\n";
+  const AuditSettings& a = policy.audit;
+  out << "audit\n"
+      << "  log "
+      << (a.log.empty() ? "off"
+                        : a.log + " (rotated at " + std::to_string(a.max_mb) + " MiB, " +
+                              std::to_string(a.keep) + " kept)")
+      << ", ring buffer " << a.ring_kb << " KiB\n";
 }
 
 void explainTenant(std::ostream& out, const Tenant& t) {

@@ -670,6 +670,17 @@ Result<Policy> parseTable(const toml::table& doc, std::string_view text,
                  top_where, diags);
       continue;
     }
+    if (key == "audit") {
+      const auto* table = v.as_table();
+      if (table == nullptr) {
+        typeError(diags, v, "", "audit", "a table ([audit])");
+        continue;
+      }
+      top_where["audit"] = v.source();
+      readFields(*table, detail::auditFields(), policy.audit, "[audit]", "audit.", "audit.",
+                 top_where, diags);
+      continue;
+    }
     if (key == "tenants") {
       const auto* tenants = v.as_table();
       if (tenants == nullptr) {
@@ -898,6 +909,12 @@ std::string tenantToToml(const Tenant& tenant) {
 }
 
 std::vector<std::string> serverKeys() { return keysOf(detail::serverFields()); }
+
+std::string auditSettingsToToml(const AuditSettings& audit) {
+  return tableToToml(audit, detail::auditFields(), "audit");
+}
+
+std::vector<std::string> auditKeys() { return keysOf(detail::auditFields()); }
 
 std::vector<std::string> tenantKeys() { return keysOf(detail::tenantFields()); }
 

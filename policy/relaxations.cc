@@ -30,6 +30,17 @@ std::vector<std::string> relaxations(const Profile& profile) {
   if (profile.network.mode != Network{}.mode) {
     add("network.mode = '" + profile.network.mode + "': the sandbox has a network beyond loopback");
   }
+  for (size_t i = 0; i < profile.network.rules.size(); ++i) {
+    const std::string& rule = profile.network.rules[i];
+    if (rule.starts_with("allow")) {
+      add("network.rules[" + std::to_string(i) + "] = '" + rule +
+          "': allows what the network mode would refuse");
+    }
+  }
+  if (!profile.audit.exec) add("audit.exec = false: execs in the sandbox are not recorded");
+  if (!profile.audit.network) {
+    add("audit.network = false: connection attempts are not recorded (the rules still apply)");
+  }
 
   if (profile.review.fail_open) {
     add("review.fail_open = true: code runs when a reviewer fails or times out");

@@ -20,6 +20,10 @@ namespace {
   TenantField {                                   \
     "", key, +[](Tenant& t) { return &t.member; } \
   }
+#define AIRLOCK_AUDIT_FIELD(key, member)                 \
+  AuditField {                                           \
+    "", key, +[](AuditSettings& a) { return &a.member; } \
+  }
 
 const std::array kFields = {
     AIRLOCK_FIELD("", "description", description),
@@ -47,8 +51,13 @@ const std::array kFields = {
     AIRLOCK_FIELD("filesystem", "image", filesystem.image),
     AIRLOCK_FIELD("filesystem", "readonly_paths", filesystem.readonly_paths),
     AIRLOCK_FIELD("network", "mode", network.mode),
+    AIRLOCK_FIELD("network", "rules", network.rules),
     AIRLOCK_FIELD("seccomp", "allow", seccomp.allow),
     AIRLOCK_FIELD("seccomp", "deny", seccomp.deny),
+    AIRLOCK_FIELD("audit", "exec", audit.exec),
+    AIRLOCK_FIELD("audit", "network", audit.network),
+    AIRLOCK_FIELD("audit", "syscalls", audit.syscalls),
+    AIRLOCK_FIELD("audit", "fail_closed", audit.fail_closed),
     AIRLOCK_FIELD("review", "chain", review.chain),
     AIRLOCK_FIELD("review", "fail_open", review.fail_open),
     AIRLOCK_FIELD("review", "cache_entries", review.cache_entries),
@@ -96,10 +105,18 @@ const std::array kTenantFields = {
 
 #undef AIRLOCK_FIELD
 #undef AIRLOCK_SERVER_FIELD
-#undef AIRLOCK_TENANT_FIELD
+const std::array kAuditFields = {
+    AIRLOCK_AUDIT_FIELD("log", log),
+    AIRLOCK_AUDIT_FIELD("max_mb", max_mb),
+    AIRLOCK_AUDIT_FIELD("keep", keep),
+    AIRLOCK_AUDIT_FIELD("ring_kb", ring_kb),
+};
 
-constexpr std::array<std::string_view, 5> kSubTables = {"limits", "lifetime", "filesystem",
-                                                        "network", "seccomp"};
+#undef AIRLOCK_TENANT_FIELD
+#undef AIRLOCK_AUDIT_FIELD
+
+constexpr std::array<std::string_view, 6> kSubTables = {"limits",  "lifetime", "filesystem",
+                                                        "network", "seccomp",  "audit"};
 
 constexpr std::array<std::string_view, 7> kReviewTables = {
     "review",       "review.limits",  "review.patterns", "review.python_ast",
@@ -114,6 +131,8 @@ std::span<const std::string_view> reviewTables() { return kReviewTables; }
 std::span<const ServerField> serverFields() { return kServerFields; }
 
 std::span<const TenantField> tenantFields() { return kTenantFields; }
+
+std::span<const AuditField> auditFields() { return kAuditFields; }
 
 std::span<const std::string_view> subTables() { return kSubTables; }
 

@@ -41,10 +41,12 @@ using Field = FieldOf<Profile>;
 using FieldRef = FieldRefOf<Profile>;
 using ServerField = FieldOf<Server>;
 using TenantField = FieldOf<Tenant>;
+using AuditField = FieldOf<AuditSettings>;
 
 // Every field of Profile except `name`, in reference.toml order.
 std::span<const Field> fields();
-// Sub-tables of a profile in order: "limits", "lifetime", "filesystem", "network", "seccomp".
+// Sub-tables of a profile in order: "limits", "lifetime", "filesystem", "network", "seccomp",
+// "audit".
 std::span<const std::string_view> subTables();
 // The review table and the reviewers' tables nested in it: "review", "review.limits", ...
 inline constexpr std::string_view kReviewTable = "review";
@@ -54,6 +56,8 @@ const Field* findField(std::string_view table, std::string_view key);
 // Every field of Server, and of Tenant except `name`, in reference.toml order.
 std::span<const ServerField> serverFields();
 std::span<const TenantField> tenantFields();
+// Every key of the top-level [audit] table, in reference.toml order.
+std::span<const AuditField> auditFields();
 
 template <typename S>
 const FieldOf<S>* findIn(std::span<const FieldOf<S>> fields, std::string_view key) {
@@ -67,7 +71,7 @@ inline constexpr std::string_view kExtendsKey = "extends";
 
 // Top-level keys of a policy file.
 inline constexpr std::string_view kTopLevelKeys[] = {"schema", "default_profile", "profiles",
-                                                     "server", "tenants"};
+                                                     "server", "audit",           "tenants"};
 
 // Optimal-string-alignment distance (Levenshtein plus adjacent transposition), for "did you mean".
 size_t editDistance(std::string_view a, std::string_view b);

@@ -10,6 +10,7 @@
 #include "airlock/policy/policy.h"
 #include "check.h"
 #include "schema.h"
+#include "supervisor/audit/net_rules.h"
 
 namespace airlock::policy {
 namespace {
@@ -69,6 +70,7 @@ constexpr uint64_t kMaxLifetimeS = 365 * 86400;  // a year; ms timestamps stay f
 constexpr uint64_t kMaxPoolSize = 1000;
 constexpr uint64_t kMaxSandboxes = 100000;
 constexpr size_t kMaxSocketPath = 107;  // sun_path holds 108 bytes with the final NUL
+constexpr size_t kMaxNetRules = 1024;   // AIRLOCK_MAX_RULES of bpf/airlock_wire.h
 
 using detail::Problem;
 using Check = std::optional<Problem>;
@@ -289,14 +291,32 @@ Check checkFilesystem(const Filesystem& fs) {
 }
 
 Check checkNetwork(const Network& n) {
-  if (n.mode == "none") return std::nullopt;
   if (n.mode == "allowlist" || n.mode == "open") {
-    return Problem{"network.mode", "network.mode = " + q(n.mode) +
-                                       ": not supported yet; only 'none' works until network "
-                                       "policy support lands ('allowlist' and 'open' arrive "
-                                       "with it)"};
+    // The kernel side (cgroup connect/sendmsg rules) exists; the way out does not: without a
+    // veth pair and NAT the sandbox's namespace has no route, so the mode would be a lie.
+    return Problem{"network.mode",
+                   "network.mode = " + q(n.mode) +
+                       ": not available yet: it needs a veth pair and NAT for the sandbox's "
+                       "network namespace, which airlock does not set up yet, so nothing could "
+                       "leave the sandbox; use 'none' (loopback only)"};
   }
-  return Problem{"network.mode", "network.mode = " + q(n.mode) + ": must be 'none'"};
+  if (n.mode != "none") {
+    return Problem{"network.mode", "network.mode = " + q(n.mode) +
+                                       ": must be 'none' ('allowlist' and 'open' are not "
+                                       "available yet)"};
+  }
+  if (n.rules.size() > kMaxNetRules) {
+    return Problem{"network.rules", "network.rules: " + std::to_string(n.rules.size()) +
+                                        " rules, more than the " + std::to_string(kMaxNetRules) +
+                                        " a sandbox holds"};
+  }
+  for (size_t i = 0; i < n.rules.size(); ++i) {
+    const std::string key = "network.rules[" + std::to_string(i) + "]";
+    if (auto rule = audit::NetRule::parse(n.rules[i]); !rule) {
+      return Problem{key, key + ": " + rule.error().message()};  // the message quotes the rule
+    }
+  }
+  return std::nullopt;
 }
 
 Check checkSeccomp(const Seccomp& s) {
@@ -369,6 +389,22 @@ Check checkServer(const Server& s) {
   if (auto p = serverPath("state_dir", s.state_dir)) return p;
   if (auto c = range("server.drain_timeout_s", s.drain_timeout_s, 0, 3600)) return c;
   return range("server.reattach_grace_s", s.reattach_grace_s, 0, 86400);
+}
+
+Check checkAuditSettings(const AuditSettings& a) {
+  if (!a.log.empty()) {
+    if (auto why = pathProblem(a.log)) {
+      return Problem{"audit.log", "audit.log = " + q(a.log) + ": " + *why};
+    }
+  }
+  if (auto c = range("audit.max_mb", a.max_mb, 1, 1 << 20)) return c;
+  if (auto c = range("audit.keep", a.keep, 0, 1000)) return c;
+  if (a.ring_kb < 4 || a.ring_kb > (1u << 20) || (a.ring_kb & (a.ring_kb - 1)) != 0) {
+    return Problem{"audit.ring_kb", "audit.ring_kb = " + std::to_string(a.ring_kb) +
+                                        ": must be a power of two from 4 (one page) to 1048576 "
+                                        "(1 GiB)"};
+  }
+  return std::nullopt;
 }
 
 std::string joined(const std::vector<std::string>& names) {
@@ -444,6 +480,7 @@ std::optional<Problem> check(const Profile& p) {
 std::vector<Problem> checkPolicy(const Policy& policy) {
   std::vector<Problem> out;
   if (Check c = checkServer(policy.server)) out.push_back(*c);
+  if (Check c = checkAuditSettings(policy.audit)) out.push_back(*c);
   std::map<std::string_view, std::string_view> token_owner;
   bool any_token = false;
   for (const auto& [name, tenant] : policy.tenants) {

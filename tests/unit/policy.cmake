@@ -13,3 +13,5 @@ target_compile_definitions(policy_tests PRIVATE
   AIRLOCK_POLICY_TEST_DATA="${CMAKE_SOURCE_DIR}/tests/data/policy"
   AIRLOCK_POLICY_EXAMPLES="${CMAKE_SOURCE_DIR}/policy/examples"
   AIRLOCK_POLICY_DOCS="${CMAKE_SOURCE_DIR}/docs/policy.md")
+# network.rules errors quote the rule parser (supervisor/audit/net_rules.h, bpf/airlock_wire.h).
+target_include_directories(policy_tests PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/bpf)

@@ -57,6 +57,14 @@ TEST(PolicyReference, ListsEveryServerAndTenantKeyAndNoOther) {
   EXPECT_EQ(in_server, std::set<std::string>(server_keys.begin(), server_keys.end()));
   EXPECT_EQ(server_keys.size(), in_server.size());
 
+  const toml::table* audit = doc["audit"].as_table();
+  ASSERT_NE(audit, nullptr);
+  std::set<std::string> in_audit;
+  collectKeys(*audit, "", in_audit);
+  const auto audit_keys = auditKeys();
+  EXPECT_EQ(in_audit, std::set<std::string>(audit_keys.begin(), audit_keys.end()));
+  EXPECT_EQ(audit_keys.size(), in_audit.size());
+
   const toml::table* tenant = doc["tenants"]["default"].as_table();
   ASSERT_NE(tenant, nullptr);
   std::set<std::string> in_tenant;
@@ -75,6 +83,7 @@ TEST(PolicyReference, DefaultProfileHoldsTheStructDefaults) {
   EXPECT_TRUE(relaxations(p->profiles.at("default")).empty());
   EXPECT_EQ(p->profiles.at("quick").limits.timeout_s, 5u);
   EXPECT_EQ(serverToToml(p->server), serverToToml(Server{}));
+  EXPECT_EQ(auditSettingsToToml(p->audit), auditSettingsToToml(AuditSettings{}));
   ASSERT_EQ(p->tenants.size(), 1u);
   Tenant tenant_defaults;
   tenant_defaults.name = "default";
@@ -90,15 +99,15 @@ TEST(PolicyReference, EveryKeyLineHasAComment) {
   while (std::getline(in, line)) {
     if (line.starts_with("[")) {
       in_default = line.starts_with("[profiles.default") || line.starts_with("[server]") ||
-                   line.starts_with("[tenants.default]");
+                   line.starts_with("[audit]") || line.starts_with("[tenants.default]");
     }
     if (!in_default || line.empty() || line.starts_with("#") || line.starts_with("[")) continue;
     ++key_lines;
     EXPECT_NE(line.find('#'), std::string::npos) << "no unit comment on: " << line;
   }
-  // Profile keys minus env and extends, then every server and tenant key.
-  EXPECT_EQ(key_lines,
-            static_cast<int>(profileKeys().size() - 2 + serverKeys().size() + tenantKeys().size()));
+  // Profile keys minus env and extends, then every server, audit and tenant key.
+  EXPECT_EQ(key_lines, static_cast<int>(profileKeys().size() - 2 + serverKeys().size() +
+                                        auditKeys().size() + tenantKeys().size()));
 }
 
 // Structured bindings only compile with the exact member count: a field added to policy.h
@@ -107,19 +116,23 @@ TEST(PolicyReference, EveryKeyLineHasAComment) {
 TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [l1, l2, l3, l4, l5, l6, l7, l8, l9] = Limits{};
   [[maybe_unused]] auto [f1, f2] = Filesystem{};
-  [[maybe_unused]] auto [n1] = Network{};
+  [[maybe_unused]] auto [n1, n2] = Network{};
+  [[maybe_unused]] auto [a1, a2, a3, a4] = Audit{};
+  [[maybe_unused]] auto [g1, g2, g3, g4] = AuditSettings{};
   [[maybe_unused]] auto [s1, s2] = Seccomp{};
   [[maybe_unused]] auto [t1, t2, t3, t4, t5] = Lifetime{};
-  [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15] =
+  [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16] =
       Profile{};
   [[maybe_unused]] auto [r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11] = Review{};
   [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11] = Server{};
   [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
-  [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7] = Policy{};
-  // Profile: 15 members minus name, minus the 6 sub-tables, plus their 9 + 5 + 2 + 1 + 2 keys,
-  // plus `extends`, plus review's 5 own keys and its reviewers' 3 + 2 + 5 + 2 + 2 + 3.
-  EXPECT_EQ(profileKeys().size(), 15u - 1 - 6 + 9 + 5 + 2 + 1 + 2 + 1 + 5 + 3 + 2 + 5 + 2 + 2 + 3);
+  [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8] = Policy{};
+  // Profile: 16 members minus name, minus the 7 sub-tables, plus their 9 + 5 + 2 + 2 + 2 + 4
+  // keys, plus `extends`, plus review's 5 own keys and its reviewers' 3 + 2 + 5 + 2 + 2 + 3.
+  EXPECT_EQ(profileKeys().size(),
+            16u - 1 - 7 + 9 + 5 + 2 + 2 + 2 + 4 + 1 + 5 + 3 + 2 + 5 + 2 + 2 + 3);
   EXPECT_EQ(serverKeys().size(), 11u);
+  EXPECT_EQ(auditKeys().size(), 4u);
   EXPECT_EQ(tenantKeys().size(), 5u - 1);  // minus name
 }
 
@@ -130,6 +143,12 @@ const std::map<std::string, std::string> kServerValues = {
     {"tcp", "\"127.0.0.1:9\""},      {"max_connections", "7"},    {"max_json_body_kb", "7"},
     {"max_upload_mb", "7"},          {"max_sandboxes", "7"},      {"state_dir", "\"/srv/airlock\""},
     {"drain_timeout_s", "7"},        {"reattach_grace_s", "7"},
+};
+const std::map<std::string, std::string> kAuditValues = {
+    {"log", "\"/var/log/airlock/audit.jsonl\""},
+    {"max_mb", "7"},
+    {"keep", "7"},
+    {"ring_kb", "64"},
 };
 const std::string kHashA(64, 'a');
 const std::map<std::string, std::string> kTenantValues = {
@@ -162,6 +181,15 @@ TEST(PolicyReference, EveryServerAndTenantKeyWritesItsOwnField) {
     auto changed = changedLines(serverToToml(Server{}), serverToToml(p->server));
     ASSERT_EQ(changed.size(), 1u) << key;
     EXPECT_EQ(changed[0], key + " = " + kServerValues.at(key)) << key;
+  }
+  for (const std::string& key : auditKeys()) {
+    ASSERT_TRUE(kAuditValues.contains(key)) << "give " << key << " a value in kAuditValues";
+    auto p = parse("schema = 1\n[audit]\n" + key + " = " + kAuditValues.at(key) + "\n", "k.toml");
+    ASSERT_TRUE(p.has_value()) << key << ": " << p.error().message();
+    auto changed =
+        changedLines(auditSettingsToToml(AuditSettings{}), auditSettingsToToml(p->audit));
+    ASSERT_EQ(changed.size(), 1u) << key;
+    EXPECT_EQ(changed[0], key + " = " + kAuditValues.at(key)) << key;
   }
   Tenant defaults;
   defaults.name = "default";
@@ -263,11 +291,13 @@ TEST(PolicyDocs, OperatorGuideMentionsEveryKey) {
   std::vector<std::string> keys = profileKeys();
   for (const auto& k : serverKeys()) keys.push_back("server." + k);
   for (const auto& k : tenantKeys()) keys.push_back("tenants." + k);
+  for (const auto& k : auditKeys()) keys.push_back("audit." + k);
   for (const std::string& key : keys) {
     const std::string leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(doc.find("`" + leaf + "`"), std::string::npos) << "docs/policy.md misses " << key;
   }
-  for (const char* table : {"[server]", "[tenants.<name>]", "[profiles.<name>.lifetime]"}) {
+  for (const char* table : {"[server]", "[audit]", "[tenants.<name>]", "[profiles.<name>.lifetime]",
+                            "[profiles.<name>.audit]"}) {
     EXPECT_NE(doc.find(std::string("`") + table + "`"), std::string::npos)
         << "docs/policy.md has no section for " << table;
   }

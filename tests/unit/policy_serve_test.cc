@@ -258,6 +258,20 @@ TEST(PolicyServe, ValidatePolicyRules) {
        "server.reattach_grace_s = 86401: must be at most 86400"},
       {"drain 3601", [](Policy& p) { p.server.drain_timeout_s = 3601; },
        "server.drain_timeout_s = 3601: must be at most 3600"},
+      {"audit log absolute", [](Policy& p) { p.audit.log = "/var/log/airlock/audit.jsonl"; },
+       std::nullopt},
+      {"audit log relative", [](Policy& p) { p.audit.log = "audit.jsonl"; },
+       "audit.log = 'audit.jsonl': must be an absolute path"},
+      {"audit max_mb 0", [](Policy& p) { p.audit.max_mb = 0; },
+       "audit.max_mb = 0: must be at least 1"},
+      {"audit keep 0", [](Policy& p) { p.audit.keep = 0; }, std::nullopt},
+      {"audit keep 1001", [](Policy& p) { p.audit.keep = 1001; },
+       "audit.keep = 1001: must be at most 1000"},
+      {"audit ring one page", [](Policy& p) { p.audit.ring_kb = 4; }, std::nullopt},
+      {"audit ring not a power of two", [](Policy& p) { p.audit.ring_kb = 3000; },
+       "audit.ring_kb = 3000: must be a power of two from 4 (one page) to 1048576 (1 GiB)"},
+      {"audit ring below a page", [](Policy& p) { p.audit.ring_kb = 2; },
+       "audit.ring_kb = 2: must be a power of two from 4 (one page) to 1048576 (1 GiB)"},
       {"tenant disabled", [](Policy& p) { p.tenants.at("default").max_sandboxes = 0; },
        std::nullopt},
       {"tenant too many", [](Policy& p) { p.tenants.at("default").max_sandboxes = 100001; },
@@ -482,6 +496,8 @@ TEST(PolicyServe, ExplainShowsProfileServerAndTenants) {
                 "open files 1024, output 1048576 bytes/stream, workspace 64 MiB, /tmp 32 MiB\n"
                 "  lifetime: keep-alive 30 s (requests up to 3600 s), lifetime 120 s (requests "
                 "up to 86400 s), warm pool 4\n"
+                "  network rules: none\n"
+                "  audit: exec on, network on, syscall counts off, drops are counted\n"
                 "  languages: python node shell\n"
                 "  relaxations: none\n"
                 "server\n"
@@ -492,6 +508,8 @@ TEST(PolicyServe, ExplainShowsProfileServerAndTenants) {
                 "  state dir /srv/airlock/state\n"
                 "  relaxation: server.tcp = '[::1]:8720': the API also listens on loopback TCP "
                 "(tenants with a token_sha256)\n"
+                "audit\n"
+                "  log off, ring buffer 4096 KiB\n"
                 "tenants\n"
                 "  tenant 'ci': sandboxes 10, memory 8192 MiB, profiles quick, token sha256 "
                 "5b4d7e1c2a3f...\n"

@@ -8,6 +8,7 @@
 
 #include "airlock/policy/keys.h"
 #include "airlock/policy/policy.h"
+#include "supervisor/audit/net_rules.h"
 
 namespace airlock::policy {
 namespace {
@@ -139,10 +140,35 @@ TEST(PolicyValidate, EveryRuleAtAndPastItsBounds) {
        "languages[0] = '../x': must be a language plugin name of lowercase letters, digits, '.', "
        "'-' and '_' (e.g. 'python')"},
       {"network allowlist", [](Profile& p) { p.network.mode = "allowlist"; },
-       "network.mode = 'allowlist': not supported yet; only 'none' works until network policy "
-       "support lands ('allowlist' and 'open' arrive with it)"},
+       "network.mode = 'allowlist': not available yet: it needs a veth pair and NAT for the "
+       "sandbox's network namespace, which airlock does not set up yet, so nothing could leave "
+       "the sandbox; use 'none' (loopback only)"},
+      {"network open", [](Profile& p) { p.network.mode = "open"; },
+       "network.mode = 'open': not available yet: it needs a veth pair and NAT for the "
+       "sandbox's network namespace, which airlock does not set up yet, so nothing could leave "
+       "the sandbox; use 'none' (loopback only)"},
       {"network bogus", [](Profile& p) { p.network.mode = "host"; },
-       "network.mode = 'host': must be 'none'"},
+       "network.mode = 'host': must be 'none' ('allowlist' and 'open' are not available yet)"},
+      {"network rules",
+       [](Profile& p) {
+         p.network.rules = {"deny tcp 192.0.2.0/24 443", "allow udp ::/0 53", "allow any 10.1.2.3"};
+       },
+       std::nullopt},
+      {"network rule bad cidr",
+       [](Profile& p) {
+         p.network.rules = {"deny tcp 192.0.2.0/24 443", "allow tcp 10.0.0.1/8 80"};
+       },
+       "network.rules[1]: " + audit::NetRule::parse("allow tcp 10.0.0.1/8 80").error().message()},
+      {"network rule no verb", [](Profile& p) { p.network.rules = {"tcp 10.0.0.0/8"}; },
+       "network.rules[0]: " + audit::NetRule::parse("tcp 10.0.0.0/8").error().message()},
+      {"network too many rules",
+       [](Profile& p) { p.network.rules.assign(1025, "deny tcp 192.0.2.0/24 443"); },
+       "network.rules: 1025 rules, more than the 1024 a sandbox holds"},
+      {"audit all off",
+       [](Profile& p) {
+         p.audit = {false, false, false, false};
+       },
+       std::nullopt},
       {"image absolute", [](Profile& p) { p.filesystem.image = "/srv/rootfs"; }, std::nullopt},
       {"image relative", [](Profile& p) { p.filesystem.image = "srv"; },
        "filesystem.image = 'srv': must be an absolute path"},
@@ -252,6 +278,10 @@ TEST(PolicyRelaxations, ListsEveryLooseningOnce) {
   p.limits.timeout_s = 5;  // tighter: not listed
   p.limits.cpu_percent = 200;
   p.env = {{"A", "b"}};
+  p.network.rules = {"deny tcp 192.0.2.0/24 443", "allow tcp 198.51.100.7 80"};
+  p.audit.exec = false;
+  p.audit.network = false;
+  p.audit.syscalls = true;  // more auditing: not listed
   EXPECT_EQ(relaxations(p),
             (std::vector<std::string>{
                 "profile 't': user = 'root': code runs as uid 0 inside the sandbox",
@@ -265,6 +295,11 @@ TEST(PolicyRelaxations, ListsEveryLooseningOnce) {
                 "this host directory instead of the read-only system view",
                 "profile 't': filesystem.readonly_paths: host path '/opt/models' is "
                 "visible read-only",
+                "profile 't': network.rules[1] = 'allow tcp 198.51.100.7 80': allows what the "
+                "network mode would refuse",
+                "profile 't': audit.exec = false: execs in the sandbox are not recorded",
+                "profile 't': audit.network = false: connection attempts are not recorded (the "
+                "rules still apply)",
                 "profile 't': limits.memory_mb = 4096: above the default 1024",
                 "profile 't': limits.cpu_percent = 200: above the default 100",
             }));

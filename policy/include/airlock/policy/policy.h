@@ -54,6 +54,20 @@ struct Filesystem {
 
 struct Network {
   std::string mode = "none";  // "none": a private network namespace with loopback only
+  // Kernel-enforced connect/sendmsg rules, first match wins (docs/audit.md): "allow|deny
+  // tcp|udp|any CIDR [PORT|LO-HI|*]". Need the eBPF audit engine.
+  std::vector<std::string> rules;
+};
+
+// What the eBPF programs record for each execution of this profile (docs/audit.md).
+struct Audit {
+  bool exec = true;          // every exec: path, argv head, pid inside the sandbox
+  bool network = true;       // every connect/sendmsg decision, with the rule that decided
+  bool syscalls = false;     // raw per-syscall counts: taxes every process on the host while on
+  bool fail_closed = false;  // dropped audit events fail the execution
+
+  // Whether the sandbox needs the audit engine at all (network rules need it too).
+  bool any() const { return exec || network || syscalls; }
 };
 
 struct Seccomp {
@@ -76,6 +90,7 @@ struct Profile {
   Filesystem filesystem;
   Network network;
   Seccomp seccomp;
+  Audit audit;
   Review review;  // reviewers run before any code or command reaches the sandbox
 };
 
@@ -111,6 +126,16 @@ struct TcpEndpoint {
 // what is wrong ("'0.0.0.0:80': only loopback ...").
 Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp);
 
+// The supervisor's audit log and eBPF ring buffer ([audit]): one per process, for every profile.
+struct AuditSettings {
+  std::string log;       // JSON-lines audit log (absolute path); "": no log file
+  uint32_t max_mb = 64;  // rotate the log before it grows past this, MiB
+  uint32_t keep = 5;     // rotated files kept (<log>.1 .. <log>.<keep>)
+  // eBPF ring buffer shared by every sandbox, KiB: a power of two, at least the page size (4).
+  // ≈ 7000 exec events per 4 MiB; when it is full, events are counted as dropped.
+  uint32_t ring_kb = 4096;
+};
+
 // Who may use the API and how much of the host they get ([tenants.<name>]).
 struct Tenant {
   std::string name;
@@ -134,6 +159,7 @@ struct Policy {
   std::map<std::string, Profile> profiles;  // always contains default_profile ("default" unless
                                             // the file names another)
   Server server;
+  AuditSettings audit;
   std::map<std::string, Tenant> tenants;  // always contains "default" (with the defaults above
                                           // when the file has no [tenants.default])
   std::string source;                     // file path, or "<built-in>"
