@@ -584,6 +584,18 @@ Result<> SandboxAudit::updateNetwork(const NetPolicy& policy) {
   return {};
 }
 
+bool SandboxAudit::enforcesNetwork() const { return state_->enforce; }
+
+NetPolicy SandboxAudit::network() const {
+  std::lock_guard lock(state_->mu);
+  return state_->policies[state_->generation];
+}
+
+void SandboxAudit::setTenant(const std::string& tenant) {
+  std::lock_guard lock(state_->mu);
+  state_->ids.tenant = tenant;
+}
+
 void SandboxAudit::beginExecution(const std::string& execution_id) {
   Counters now = engine_->impl_->readCounters(*state_);
   std::lock_guard lock(state_->mu);

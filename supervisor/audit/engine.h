@@ -67,6 +67,12 @@ class SandboxAudit {
   // or the new ones, never a mix. Fails (leaving the old policy) when the sandbox was attached
   // without enforcement or the rules do not compile.
   Result<> updateNetwork(const NetPolicy& policy);
+  // Whether the sandbox was attached with network enforcement (updateNetwork can work).
+  bool enforcesNetwork() const;
+  // The network policy in force: the attach's, or the last successful updateNetwork's.
+  NetPolicy network() const;
+  // Who the records belong to from now on (a warm sandbox learns its tenant when claimed).
+  void setTenant(const std::string& tenant);
 
   // Starts attributing events to `execution_id` (ends any previous one without a summary).
   void beginExecution(const std::string& execution_id);

@@ -1,5 +1,8 @@
 #include "supervisor/run/one_shot.h"
 
+#include "supervisor/audit/engine.h"
+#include "supervisor/audit/review_record.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -123,6 +126,20 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
     return res;
   }
 
+  // The [audit] log: review verdicts, then the sandbox's events. Declared before the sandbox,
+  // so it outlives it.
+  std::unique_ptr<audit::AuditLog> audit_log;
+  // One sandbox, one execution: the execution id is the sandbox's id, chosen now so that a
+  // review record names the execution even when it is denied and no sandbox ever exists.
+  const std::string execution_id = sandbox::newSandboxId();
+  if (req.audit && !pol->audit.log.empty()) {
+    auto log = audit::AuditLog::open({.path = pol->audit.log,
+                                      .max_bytes = uint64_t{pol->audit.max_mb} << 20,
+                                      .keep = static_cast<int>(pol->audit.keep)});
+    if (!log) return Unexpected(std::move(log.error()).wrap("[audit] log"));
+    audit_log = std::move(*log);
+  }
+
   // The review chain decides before any sandbox exists.
   if (req.review && !profile.review.chain.empty()) {
     auto text = req.inline_code ? Result<std::string>(req.code) : readProgram(req.script);
@@ -135,12 +152,19 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
     auto chain = review::Chain::build(profile, std::move(options));
     if (!chain) return Unexpected(chain.error());
     review::Subject subject = review::Subject::code(res.language, std::move(*text));
-    review::Verdict verdict = (*chain)->review(std::move(subject)).verdict;
+    subject.profile = profile.name;
+    review::Verdict verdict = (*chain)->review(subject).verdict;
     if (verdict.decision == review::Decision::kHold) {
       verdict.decision = review::Decision::kDeny;
       verdict.reason = std::string(kHoldNeedsServe) + " (" + verdict.reason + ")";
     }
     res.review = verdict;
+    if (audit_log) {
+      // No sandbox exists yet: the record carries no sandbox id, and a denied run never gets one.
+      if (auto w = audit::writeReview(*audit_log, {.execution = execution_id}, verdict, subject);
+          !w)
+        return Unexpected(std::move(w.error()).wrap("[audit] log"));
+    }
     if (!verdict.allowed()) {
       res.status = Status::kRefused;
       res.message = verdict.message();
@@ -158,6 +182,19 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   opts.mounts = sandbox::composeView((*lang)->image_paths, profile.filesystem.readonly_paths);
   opts.agent_path = paths.agent_path;
   opts.state_dir = paths.state_dir;
+  opts.id = execution_id;
+  // The audit engine lives for this one run, attached before PID 1 starts.
+  if (req.audit && sandbox::needsAudit(profile)) {
+    auto ctx = std::make_shared<sandbox::AuditContext>();
+    auto engine = audit::AuditEngine::load({.ring_bytes = pol->audit.ring_kb << 10});
+    if (engine) {
+      ctx->engine = std::move(*engine);
+    } else {
+      ctx->load_error = engine.error().message();
+    }
+    ctx->log = audit_log.get();
+    opts.audit = std::move(ctx);
+  }
   res.prepare_ms = msSince(t0);
   auto sb = sandbox::Sandbox::create(registry, opts);
   if (!sb) return Unexpected(sb.error());
@@ -261,6 +298,7 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   exec.stdout_cap = exec.stderr_cap = profile.limits.output_bytes;
   exec.stdin_pipe = req.stdin_fd >= 0;
 
+  if (box.audit() != nullptr) box.audit()->beginExecution(execution_id);
   auto deadline = Clock::now() + std::chrono::seconds(profile.limits.timeout_s) + kAgentGrace;
   auto outcome = box.agent().exec(
       exec,
@@ -273,6 +311,14 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
           keep.append(data.substr(0, profile.limits.output_bytes - keep.size()));
       },
       req.stdin_fd, deadline);
+  std::optional<audit::AuditSummary> summary;
+  if (box.audit() != nullptr) {
+    auto ended = box.audit()->endExecution();
+    if (!ended) return error(Status::kError, ended.error().message());
+    summary = std::move(*ended);
+    res.audit = summary->toJson();
+    res.audit["execution"] = execution_id;
+  }
 
   if (auto st = box.cgroupStats(); st) {
     res.memory_peak_bytes = st->memory_peak_bytes;
@@ -310,6 +356,16 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   } else {
     res.status = Status::kExited;
     if (!outcome->error.empty()) res.message = outcome->error;
+  }
+  if (summary && summary->failed()) {
+    // Fail closed: the record of what ran is incomplete, so the run does not count as done.
+    res.status = Status::kError;
+    res.message = "the audit lost " + std::to_string(summary->events_dropped) +
+                  " events (ring buffer full) and the profile fails closed (audit.fail_closed): "
+                  "the execution's record is incomplete";
+  } else if (summary && res.message.empty() && !summary->firstDenial().empty()) {
+    // The program sees EPERM; the denial says which rule refused it.
+    res.message = "audit: " + summary->firstDenial();
   }
 
   for (const auto& f : req.files_out) {

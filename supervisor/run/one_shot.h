@@ -30,6 +30,8 @@ struct RunRequest {
 
   // false: the profile's review chain is not run (the reviewers' own checker sandboxes).
   bool review = true;
+  // false: no eBPF audit even when the profile asks (the reviewers' checker sandboxes).
+  bool audit = true;
 
   std::string policy_file;  // empty: the built-in default policy
   std::string profile;      // empty: the policy's default profile

@@ -119,6 +119,7 @@ nlohmann::json RunResult::toJson() const {
       {"files_in", files(files_in)},
       {"files_out", files(files_out)},
       {"review", review ? review->toJson() : json(nullptr)},
+      {"audit", audit},
   };
   return j;
 }

@@ -50,6 +50,9 @@ struct RunResult {
   // The review chain's verdict ("review" in the record; null when the profile reviews nothing).
   // A deny (or a hold, which `airlock run` cannot wait out) makes the status kRefused.
   std::optional<review::Verdict> review;
+  // The execution's audit summary (docs/audit.md) as JSON ("audit" in the record; null when the
+  // profile audits nothing or no sandbox ran).
+  nlohmann::json audit;
 
   // What `airlock run` exits with: the program's code, 128+signal, or one of kExit*.
   int processExitCode() const;

@@ -31,6 +31,7 @@ Result<review::SandboxJobResult> OneShotSandboxRunner::run(const review::Sandbox
   req.policy_file = policy_file_;
   req.profile = profile_;
   req.review = false;  // the checker is airlock's own code; reviewing it would recurse
+  req.audit = false;   // nor is it the agent's execution: its result is the verdict
   req.timeout_s = static_cast<uint32_t>((job.timeout.count() + 999) / 1000);
   req.stdin_fd = stdin_read.get();
   req.cancel_fd = cancel_read.get();

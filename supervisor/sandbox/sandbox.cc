@@ -99,6 +99,52 @@ Result<protocol::Configure> configureFor(const policy::Profile& profile,
   return c;
 }
 
+bool needsAudit(const policy::Profile& profile) {
+  return profile.audit.any() || !profile.network.rules.empty();
+}
+
+Result<audit::NetPolicy> netPolicyFor(const policy::Network& network) {
+  audit::NetPolicy out;
+  AIRLOCK_TRY_CTX(mode, audit::parseNetMode(network.mode), "network.mode");
+  out.mode = mode;
+  for (size_t i = 0; i < network.rules.size(); ++i) {
+    AIRLOCK_TRY_CTX(rule, audit::NetRule::parse(network.rules[i]),
+                    "network.rules[" + std::to_string(i) + "]");
+    out.rules.push_back(std::move(rule));
+  }
+  return out;
+}
+
+Result<> Sandbox::attachAudit(const policy::Profile& profile,
+                              const std::shared_ptr<const AuditContext>& ctx,
+                              const std::string& tenant) {
+  if (ctx == nullptr || !needsAudit(profile)) return {};
+  if (ctx->engine == nullptr) {
+    // Fail closed: a profile that asks for an audit never runs unaudited.
+    return fail("profile '" + profile.name +
+                "' audits executions but the eBPF audit engine is not available (" +
+                ctx->load_error +
+                "); `airlock doctor` lists what this host lacks. To run this profile "
+                "unaudited, set exec, network and syscalls to false in its [audit] table and "
+                "remove its network.rules");
+  }
+  AIRLOCK_TRY_CTX(network, netPolicyFor(profile.network), "profile '" + profile.name + "'");
+  audit::AttachOptions o;
+  o.cgroup_v2_path = cgroup_->v2Path();
+  o.sandbox_id = id_;
+  o.tenant = tenant;
+  o.network = std::move(network);
+  o.audit_exec = profile.audit.exec;
+  o.audit_net = profile.audit.network;
+  o.count_syscalls = profile.audit.syscalls;
+  o.fail_closed = profile.audit.fail_closed;
+  o.log = ctx->log;
+  auto attached = ctx->engine->attach(o);
+  if (!attached) return Unexpected(attached.error());
+  audit_ = std::move(*attached);
+  return {};
+}
+
 Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
                                                  const SandboxOptions& options) {
   auto started_at = Clock::now();
@@ -152,6 +198,10 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   if (!cg) return Unexpected(std::move(cg.error()).wrap(ctx("cgroup")));
   sb->cgroup_.emplace(std::move(*cg));
   lap("cgroup");
+
+  if (auto r = sb->attachAudit(profile, options.audit, options.tenant); !r)
+    return Unexpected(std::move(r.error()).wrap(ctx("audit")));
+  if (sb->audit_) lap("audit_attach");
 
   auto configure = configureFor(profile, sb->backend_->extraSyscalls());
   if (!configure) return Unexpected(std::move(configure.error()).wrap(ctx("configure")));
@@ -246,6 +296,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
   auto cg = sys::SandboxCgroup::adopt(cgroupHost(), sb->id_);
   if (!cg) return Unexpected(std::move(cg.error()).wrap(ctx("cgroup")));
   sb->cgroup_.emplace(std::move(*cg));
+  if (auto r = sb->attachAudit(profile, options.audit, options.tenant); !r)
+    return Unexpected(std::move(r.error()).wrap(ctx("audit")));
 
   // The pid must still be the agent that was journaled, not a process that reused its number.
   // (Checked after pidfd_open: from then on the number cannot be reused under us.)
@@ -346,6 +398,7 @@ Result<> Sandbox::destroy() {
     started_ = false;
   }
   agent_.reset();
+  audit_.reset();  // detached before its cgroup goes
   if (cgroup_) {
     note(cgroup_->destroy(
              std::chrono::duration_cast<std::chrono::milliseconds>(kCgroupDrainTimeout)),

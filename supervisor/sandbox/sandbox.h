@@ -1,10 +1,12 @@
 // One live sandbox and every host resource it holds.
 //
 // Creation order (each step is undone, in reverse, if a later one fails):
-//   id range lease → cgroup (limits) → agent channel → isolation backend start (clone, maps,
+//   id range lease → cgroup (limits) → eBPF audit attach (so PID 1's first exec is seen) →
+//   agent channel → isolation backend start (clone, maps,
 //   mounts, agent exec) → handshake (Configure: credentials, rlimits, Landlock, seccomp).
 // Teardown: ask the agent to stop, kill the whole cgroup, reap PID 1, let the backend release
-// its state, remove the cgroup, return the id range. Nothing outlives the Sandbox object.
+// its state, detach the audit, remove the cgroup, return the id range. Nothing outlives the Sandbox
+// object.
 #pragma once
 
 #include <memory>
@@ -16,6 +18,7 @@
 #include "airlock/policy/policy.h"
 #include "airlock/protocol/messages.h"
 #include "airlock/result.h"
+#include "supervisor/audit/engine.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/sandbox/agent_client.h"
 #include "supervisor/sandbox/id_range.h"
@@ -26,6 +29,19 @@ namespace airlock::sandbox {
 
 inline constexpr uint32_t kSandboxUid = 1000;
 inline constexpr uint32_t kSandboxGid = 1000;
+
+// The supervisor's eBPF audit (docs/audit.md), loaded once per process: by `airlock serve` at
+// start, by `airlock run` per run.
+struct AuditContext {
+  std::shared_ptr<audit::AuditEngine> engine;  // null when it could not load
+  std::string load_error;                      // why engine is null
+  audit::AuditLog* log = nullptr;              // the [audit] log (borrowed), or null
+};
+
+// Whether a profile needs the audit engine: it audits something or has network rules.
+bool needsAudit(const policy::Profile& profile);
+// The profile's network section as the eBPF programs enforce it (validated profiles only).
+Result<audit::NetPolicy> netPolicyFor(const policy::Network& network);
 
 struct SandboxOptions {
   std::string id;  // [a-z0-9-]{1,63}; generated when empty
@@ -40,6 +56,11 @@ struct SandboxOptions {
   // > 0 (airlock serve): when this supervisor dies, the agent ends every execution but keeps the
   // sandbox this long for the next supervisor to adopt (Sandbox::adopt). 0: it ends at once.
   int reattach_grace_ms = 0;
+  // Null: the sandbox is not audited (reviewers' checker sandboxes, tests). Otherwise, when the
+  // profile needs audit (needsAudit), the cgroup is attached before PID 1 starts, and creation
+  // fails (closed) when the engine did not load.
+  std::shared_ptr<const AuditContext> audit;
+  std::string tenant;  // for audit records; "" when not known yet (setAuditTenant)
 };
 
 // What a new supervisor needs to take over a sandbox whose supervisor died (from the service's
@@ -52,6 +73,8 @@ struct AdoptOptions {
   pid_t agent_pid = 0;            // host pid of its PID 1
   uint64_t agent_start_time = 0;  // processStartTime(agent_pid) then: guards against pid reuse
   std::string workspace_image;    // as in SandboxOptions
+  std::shared_ptr<const AuditContext> audit;  // as in SandboxOptions
+  std::string tenant;
 };
 
 // The kernel's start time of a process (clock ticks since boot; /proc/<pid>/stat field 22), or 0.
@@ -85,6 +108,11 @@ class Sandbox {
   const protocol::Configure& configure() const { return configure_; }
   Result<sys::CgroupStats> cgroupStats() const { return cgroup_->stats(); }
   const Timings& timings() const { return timings_; }
+  // The sandbox's eBPF attachment, or null when it is not audited. Shared so that an execution
+  // ending while the sandbox is destroyed can still close its record (hold it briefly: the
+  // attachment lives until the last holder lets go).
+  audit::SandboxAudit* audit() { return audit_.get(); }
+  std::shared_ptr<audit::SandboxAudit> auditHandle() { return audit_; }
 
   // Stops everything; idempotent. Reports the first cleanup step that failed.
   Result<> destroy();
@@ -92,12 +120,18 @@ class Sandbox {
  private:
   Sandbox() = default;
   Result<> mountPersistentWorkspace(const std::string& image);
+  // Attaches the audit to the cgroup when the profile needs it (see SandboxOptions::audit).
+  Result<> attachAudit(const policy::Profile& profile,
+                       const std::shared_ptr<const AuditContext>& ctx, const std::string& tenant);
 
   std::string id_;
   std::string state_dir_;
   UniqueFd lock_;  // flock on <state_dir>/sandboxes/<id>.lock: orphan detection (orphans.h)
   std::optional<IdRangeLease> lease_;
   std::optional<sys::SandboxCgroup> cgroup_;
+  // Declared after cgroup_ and reset before it is removed in destroy(): no attachment outlives
+  // the cgroup.
+  std::shared_ptr<audit::SandboxAudit> audit_;
   std::shared_ptr<plugin::IsolationBackend> backend_;
   airlock_sandbox_v1 sandbox_{sizeof(airlock_sandbox_v1), -1, -1, nullptr};
   bool started_ = false;
