@@ -254,6 +254,15 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
              [&](const auto& s) { sendJson(ex, 200, encodeSandbox(s)); });
       break;
     }
+    case RouteId::kGetNetwork:
+      answer(service_.getNetwork(caller, sb), [&](const auto& n) { sendJson(ex, 200, n); });
+      break;
+    case RouteId::kSetNetwork: {
+      auto rules = body(decodeNetworkRules);
+      if (!rules) return sendError(ex, rules.error()), label;
+      answer(service_.setNetwork(caller, sb, *rules), [&](const auto& n) { sendJson(ex, 200, n); });
+      break;
+    }
     case RouteId::kRunCommand: {
       auto r = body(decodeRunCommand);
       if (!r) return sendError(ex, r.error()), label;

@@ -305,6 +305,18 @@ SResult<KeepAliveRequest> decodeKeepAlive(std::string_view body) {
   });
 }
 
+SResult<std::vector<std::string>> decodeNetworkRules(std::string_view body) {
+  return decodeObject<std::vector<std::string>>(
+      body, false, [](Fields& f, std::vector<std::string>& rules) {
+        auto given = f.stringArray("rules");
+        if (!given) {
+          f.setError("field 'rules' is required: an array of rule strings ([] removes every rule)");
+          return;
+        }
+        rules = std::move(*given);
+      });
+}
+
 SResult<std::string> decodeReviewDecision(std::string_view body) {
   return decodeObject<std::string>(
       body, true, [](Fields& f, std::string& reason) { reason = f.str("reason").value_or(""); });

@@ -31,6 +31,10 @@ struct KeepAliveRequest {
 };
 SResult<KeepAliveRequest> decodeKeepAlive(std::string_view body);
 
+// PUT /v1/sandboxes/{sb}/network: {"rules": ["allow tcp 10.0.0.0/8 443", ...]} (required; []
+// removes every rule). The rules' grammar is checked by the service (400 naming the rule).
+SResult<std::vector<std::string>> decodeNetworkRules(std::string_view body);
+
 // POST /v1/reviews/{rid}/approve|reject: {"reason": "..."}, all optional.
 SResult<std::string> decodeReviewDecision(std::string_view body);
 

@@ -203,6 +203,9 @@ Json CommandAggregate::document() const {
   doc["stderr_truncated"] = valueOr(exit_, "stderr_truncated", false);
   doc["duration_ms"] = valueOr(exit_, "duration_ms", 0);
   if (exit_.contains("review")) doc["review"] = exit_["review"];
+  if (exit_.contains("audit")) doc["audit"] = exit_["audit"];
+  // Why the command counts as failed whatever its exit code (an audit that failed closed).
+  if (exit_.contains("error")) doc["error"] = exit_["error"];
   return doc;
 }
 
@@ -233,6 +236,7 @@ Json CodeAggregate::document() const {
   doc["context_id"] = valueOr(end_, "context_id", nullptr);
   doc["context_restarted"] = valueOr(end_, "context_restarted", false);
   if (end_.contains("review")) doc["review"] = end_["review"];
+  if (end_.contains("audit")) doc["audit"] = end_["audit"];
   return doc;
 }
 

@@ -14,6 +14,8 @@ constexpr std::array kRoutes = {
     Route{"GET", "/v1/sandboxes/{sb}", RouteId::kGetSandbox},
     Route{"DELETE", "/v1/sandboxes/{sb}", RouteId::kDestroySandbox},
     Route{"POST", "/v1/sandboxes/{sb}/keepalive", RouteId::kKeepAlive},
+    Route{"GET", "/v1/sandboxes/{sb}/network", RouteId::kGetNetwork},
+    Route{"PUT", "/v1/sandboxes/{sb}/network", RouteId::kSetNetwork},
     Route{"POST", "/v1/sandboxes/{sb}/commands", RouteId::kRunCommand},
     Route{"GET", "/v1/sandboxes/{sb}/commands", RouteId::kListCommands},
     Route{"GET", "/v1/sandboxes/{sb}/commands/{cid}/events", RouteId::kCommandEvents},

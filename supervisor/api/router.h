@@ -21,6 +21,8 @@ enum class RouteId {
   kGetSandbox,
   kDestroySandbox,
   kKeepAlive,
+  kGetNetwork,
+  kSetNetwork,
   kRunCommand,
   kListCommands,
   kCommandEvents,

@@ -33,6 +33,7 @@ struct LiveSandbox {
   std::atomic<int64_t> ends_at{0};
   std::atomic<int64_t> lifetime_s{0};
   std::atomic<int> busy{0};  // foreground streams and code runs in progress: never idle
+  std::atomic<bool> audit_claimed{false};  // an execution holds the audit (execution_audit.h)
 
   std::unique_ptr<sandbox::Sandbox> box;
   std::shared_ptr<AgentConnection> conn;

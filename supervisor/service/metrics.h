@@ -36,6 +36,7 @@ struct Metrics {
   Histogram code_seconds;
   std::atomic<uint64_t> commands{0};
   std::atomic<uint64_t> code_runs{0};
+  std::atomic<uint64_t> audit_drops{0};  // audit events lost in executions (ring buffer full)
   std::atomic<uint64_t> file_ops{0};
   std::mutex mu;
   std::map<std::string, uint64_t> rejections;  // by reason

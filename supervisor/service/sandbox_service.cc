@@ -4,6 +4,8 @@
 #include <sys/file.h>
 
 #include "airlock/unique_fd.h"
+#include "supervisor/audit/review_record.h"
+#include "supervisor/service/execution_audit.h"
 #include "supervisor/service/review_sandbox_runner.h"
 #include "supervisor/service/sandbox_journal.h"
 
@@ -40,34 +42,65 @@ bool validName(const std::string& name) {
   return std::regex_match(name, re);
 }
 
-// Keeps a sandbox from idling out while a stream of it is open, and counts the activity.
+// Keeps a sandbox from idling out while a stream of it is open, and counts the activity. Closes
+// the execution's audit at its last event ("exit" or "end"), which then carries the review
+// verdict and the audit summary; an audit that failed closed fails the execution.
 class TouchingStream : public EventStream {
  public:
-  // `review`, when not null, is added to the final event ("exit" or "end").
+  // `review`, when not null, is added to the final event. `audit` may be null (not audited).
   TouchingStream(std::unique_ptr<EventStream> inner, std::shared_ptr<LiveSandbox> sb,
-                 Json review = nullptr)
-      : inner_(std::move(inner)), sb_(std::move(sb)), review_(std::move(review)) {
+                 Json review = nullptr, std::unique_ptr<ExecutionAudit> audit = nullptr,
+                 Metrics* metrics = nullptr)
+      : inner_(std::move(inner)),
+        sb_(std::move(sb)),
+        review_(std::move(review)),
+        audit_(std::move(audit)),
+        metrics_(metrics) {
     ++sb_->busy;
   }
   ~TouchingStream() override {
     inner_.reset();  // first: an abandoned run is stopped while the sandbox is still busy
+    audit_.reset();  // then its audit is closed (and logged) with everything it did
     sb_->last_active_at = nowMs();
     --sb_->busy;
   }
   std::optional<Json> next(Clock::time_point deadline) override {
-    auto event = inner_->next(deadline);
-    if (event && !review_.is_null()) {
-      auto type = event->value("type", "");
-      if (type == "exit" || type == "end") (*event)["review"] = review_;
+    if (held_) {
+      auto event = std::move(held_);
+      held_.reset();
+      return event;
     }
-    return event;
+    auto event = inner_->next(deadline);
+    if (!event) return event;
+    auto type = event->value("type", "");
+    if (type != "exit" && type != "end") return event;
+    if (!review_.is_null()) (*event)["review"] = review_;
+    if (audit_ == nullptr) return event;
+    auto outcome = audit_->end();
+    (*event)["audit"] = outcome.audit;
+    if (metrics_ != nullptr) metrics_->audit_drops += outcome.dropped;
+    if (outcome.failure.empty()) return event;
+    if (type == "exit") {
+      (*event)["error"] = outcome.failure;
+      return event;
+    }
+    // A code run fails the way code runs fail: an error event, then "end" with status error.
+    (*event)["status"] = "error";
+    held_ = std::move(event);
+    return Json{{"type", "error"},
+                {"name", "AuditIncomplete"},
+                {"value", outcome.failure},
+                {"traceback", Json::array()}};
   }
-  bool done() const override { return inner_->done(); }
+  bool done() const override { return !held_ && inner_->done(); }
 
  private:
   std::unique_ptr<EventStream> inner_;
   std::shared_ptr<LiveSandbox> sb_;
   Json review_;
+  std::unique_ptr<ExecutionAudit> audit_;
+  Metrics* metrics_;
+  std::optional<Json> held_;  // the final event, after an error event we put before it
 };
 
 // A stream that has already ended with the given events (background command starts).
@@ -97,6 +130,7 @@ Result<std::unique_ptr<SandboxService>> SandboxService::start(ServiceOptions opt
   auto hub = ChannelHub::start();
   if (!hub) return Unexpected(hub.error());
   s->hub_ = std::move(*hub);
+  if (auto r = s->startAudit(); !r) return Unexpected(r.error());
   // Sandboxes of a supervisor that died are adopted when their agent still waits, and cleaned
   // up otherwise, before new ones are made.
   s->buildChains(*s->policy_);
@@ -106,6 +140,36 @@ Result<std::unique_ptr<SandboxService>> SandboxService::start(ServiceOptions opt
   s->reaper_ = std::thread([p = s.get()] { p->reaperLoop(); });
   s->pool_thread_ = std::thread([p = s.get()] { p->poolLoop(); });
   return s;
+}
+
+Result<> SandboxService::startAudit() {
+  const policy::AuditSettings& settings = options_.policy.audit;
+  auto ctx = std::make_shared<sandbox::AuditContext>();
+  if (!settings.log.empty()) {
+    auto log = audit::AuditLog::open({.path = settings.log,
+                                      .max_bytes = uint64_t{settings.max_mb} << 20,
+                                      .keep = static_cast<int>(settings.keep)});
+    if (!log) return Unexpected(std::move(log.error()).wrap("[audit] log"));
+    audit_log_ = std::move(*log);
+    ctx->log = audit_log_.get();
+  }
+  auto engine = audit::AuditEngine::load({.ring_bytes = settings.ring_kb << 10});
+  if (engine) {
+    ctx->engine = std::move(*engine);
+  } else {
+    ctx->load_error = engine.error().message();
+    std::string auditing;
+    for (const auto& [name, profile] : options_.policy.profiles) {
+      if (sandbox::needsAudit(profile)) auditing += (auditing.empty() ? "" : ", ") + name;
+    }
+    // Not fatal: profiles that audit nothing still work; the others refuse to create sandboxes.
+    std::fprintf(
+        stderr, "airlock: audit: the eBPF engine did not load: %s%s\n", ctx->load_error.c_str(),
+        auditing.empty() ? ""
+                         : ("; sandboxes of these profiles will be refused: " + auditing).c_str());
+  }
+  audit_ = std::move(ctx);
+  return {};
 }
 
 SandboxService::~SandboxService() {
@@ -272,7 +336,7 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
   std::shared_ptr<LiveSandbox> s = spec.persistent ? nullptr : takeWarm(profile_name);
   bool warm = s != nullptr;
   if (!warm) {
-    auto started = startBox(profile, image);
+    auto started = startBox(profile, image, caller.tenant);
     if (!started) {
       unreserve();
       metrics_.create_failures++;
@@ -281,6 +345,7 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
     s = *started;
   }
   s->tenant = caller.tenant;
+  if (auto* audit = s->box->audit()) audit->setTenant(caller.tenant);
   s->name = spec.name;
   s->persistent = spec.persistent;
   s->workspace_image = image;
@@ -353,7 +418,17 @@ void SandboxService::buildChains(const policy::Policy& pol) {
 }
 
 SResult<Json> SandboxService::reviewGate(const Caller& caller, const LiveSandbox& box,
-                                         review::Subject subject) {
+                                         review::Subject subject, const std::string& execution_id) {
+  subject.profile = box.profile_name;
+  subject.tenant = caller.tenant;
+  subject.sandbox_id = box.id;
+  // Operators must be able to see who let an execution run (or why not) next to what it did.
+  auto record = [&](const review::Verdict& v) {
+    if (audit_log_ == nullptr) return;
+    if (auto w = audit::writeReview(*audit_log_, {box.id, caller.tenant, execution_id}, v, subject);
+        !w)
+      std::fprintf(stderr, "airlock: audit log: %s\n", w.error().message().c_str());
+  };
   ReviewChain rc;
   {
     std::lock_guard lock(mu_);
@@ -367,18 +442,17 @@ SResult<Json> SandboxService::reviewGate(const Caller& caller, const LiveSandbox
     v.reviewer = "chain";
     v.rule = "unavailable";
     v.reason = "the review chain could not be built: " + rc.error;
+    record(v);
     return std::unexpected(ServiceError{ErrorCode::kDeniedByReview, v.message(), v.toJson()});
   }
   if (rc.chain->empty()) return Json();
-  subject.profile = box.profile_name;
-  subject.tenant = caller.tenant;
-  subject.sandbox_id = box.id;
   auto outcome = rc.chain->review(subject);
   review::Verdict verdict = outcome.verdict;
   if (verdict.decision == review::Decision::kHold) {
     ++metrics_.reviews_held;
     verdict = approvals_.await(subject, verdict, Clock::now() + rc.chain->holdDeadline());
   }
+  record(verdict);
   if (!verdict.allowed()) {
     metrics_.reject("denied_by_review");
     return std::unexpected(
@@ -438,6 +512,8 @@ void SandboxService::adoptOrphans() {
     o.agent_pid = static_cast<pid_t>(rec->agent_pid);
     o.agent_start_time = rec->agent_start_time;
     o.workspace_image = rec->workspace_image;
+    o.audit = audit_;
+    o.tenant = rec->tenant;
     auto box = sandbox::Sandbox::adopt(registry_, o, std::move(lock));
     if (!box) {  // its lock is free again: reclaimOrphans removes it
       std::fprintf(stderr, "airlock: %s\n", box.error().message().c_str());
@@ -504,7 +580,8 @@ SResult<> SandboxService::deleteWorkspace(const Caller& caller, const std::strin
 }
 
 SResult<std::shared_ptr<LiveSandbox>> SandboxService::startBox(const policy::Profile& profile,
-                                                               const std::string& workspace_image) {
+                                                               const std::string& workspace_image,
+                                                               const std::string& tenant) {
   auto s = std::make_shared<LiveSandbox>();
   s->profile = profile;
   // The sandbox sees what every language of its profile needs.
@@ -522,6 +599,8 @@ SResult<std::shared_ptr<LiveSandbox>> SandboxService::startBox(const policy::Pro
   opts.workspace_image = workspace_image;
   // How long it outlives this supervisor's death, waiting to be adopted (sandbox_journal.h).
   opts.reattach_grace_ms = static_cast<int>(currentPolicy()->server.reattach_grace_s) * 1000;
+  opts.audit = audit_;
+  opts.tenant = tenant;
   auto box = sandbox::Sandbox::create(registry_, opts);
   if (!box)
     return serviceError(ErrorCode::kInternal, "creating the sandbox: " + box.error().message());
@@ -706,6 +785,54 @@ void SandboxService::destroyLive(const std::shared_ptr<LiveSandbox>& s, const ch
   if (std::string(reason) == "idle" || std::string(reason) == "lifetime") metrics_.reap(reason);
 }
 
+namespace {
+
+Json networkJson(const audit::NetPolicy& policy) {
+  Json rules = Json::array();
+  for (const auto& r : policy.rules) rules.push_back(r.toString());
+  return {{"mode", audit::netModeName(policy.mode)}, {"rules", rules}};
+}
+
+}  // namespace
+
+SResult<Json> SandboxService::getNetwork(const Caller& caller, const std::string& sb) {
+  auto s = findRunning(caller, sb);
+  if (!s) return std::unexpected(s.error());
+  auto audit = (*s)->box->auditHandle();
+  if (audit == nullptr || !audit->enforcesNetwork())
+    return serviceError(ErrorCode::kConflict,
+                        "sandbox '" + sb +
+                            "' has no kernel-enforced network rules (its profile audits nothing "
+                            "and has no network.rules, or the eBPF engine is not loaded)");
+  return networkJson(audit->network());
+}
+
+SResult<Json> SandboxService::setNetwork(const Caller& caller, const std::string& sb,
+                                         const std::vector<std::string>& rules) {
+  auto s = findRunning(caller, sb);
+  if (!s) return std::unexpected(s.error());
+  auto audit = (*s)->box->auditHandle();
+  if (audit == nullptr || !audit->enforcesNetwork())
+    return serviceError(ErrorCode::kConflict,
+                        "sandbox '" + sb +
+                            "' has no kernel-enforced network rules (its profile audits nothing "
+                            "and has no network.rules, or the eBPF engine is not loaded)");
+  audit::NetPolicy policy = audit->network();  // the mode stays the profile's
+  policy.rules.clear();
+  for (size_t i = 0; i < rules.size(); ++i) {
+    auto rule = audit::NetRule::parse(rules[i]);
+    if (!rule)
+      return serviceError(ErrorCode::kBadRequest,
+                          "rules[" + std::to_string(i) + "]: " + rule.error().message());
+    policy.rules.push_back(std::move(*rule));
+  }
+  // compileRules refuses too many rules or overlaps, naming the rule.
+  if (auto r = audit->updateNetwork(policy); !r)
+    return serviceError(ErrorCode::kBadRequest, "rules: " + r.error().message());
+  (*s)->last_active_at = nowMs();
+  return networkJson(audit->network());
+}
+
 SResult<SandboxInfo> SandboxService::keepAlive(const Caller& caller, const std::string& sb,
                                                std::optional<int64_t> keep_alive_s,
                                                std::optional<int64_t> lifetime_s) {
@@ -792,10 +919,15 @@ SResult<std::unique_ptr<EventStream>> SandboxService::runCommand(const Caller& c
   exec.kill_scope = proto::ExecKillScope::kSession;
 
   // Reviewed before anything reaches the sandbox.
+  const std::string execution_id = sandbox::newSandboxId();
   auto review = reviewGate(caller, box,
                            spec.cmd.empty() ? review::Subject::commandArgv(spec.argv)
-                                            : review::Subject::commandLine(spec.cmd));
+                                            : review::Subject::commandLine(spec.cmd),
+                           execution_id);
   if (!review) return std::unexpected(review.error());
+  // A foreground command is one audited execution, begun before the agent hears of it. A
+  // background one outlives this request: its events are logged, in no execution's summary.
+  auto audit = spec.background ? nullptr : ExecutionAudit::begin(*s, execution_id);
 
   CommandInfo info;
   info.argv = spec.cmd.empty() ? spec.argv : std::vector<std::string>{"/bin/sh", "-c", spec.cmd};
@@ -821,8 +953,8 @@ SResult<std::unique_ptr<EventStream>> SandboxService::runCommand(const Caller& c
     return std::unique_ptr<EventStream>(std::make_unique<FixedStream>(std::vector<Json>{
         Json{{"type", "start"}, {"command_id", ci.command_id}, {"pid", ci.pid}}}));
   }
-  return std::unique_ptr<EventStream>(
-      std::make_unique<TouchingStream>((*cmd)->foregroundStream(), *s, std::move(*review)));
+  return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(
+      (*cmd)->foregroundStream(), *s, std::move(*review), std::move(audit), &metrics_));
 }
 
 SResult<std::vector<CommandInfo>> SandboxService::listCommands(const Caller& caller,
@@ -1012,14 +1144,17 @@ SResult<std::unique_ptr<EventStream>> SandboxService::runCode(const Caller& call
     return serviceError(ErrorCode::kBadRequest, "timeout_s must be in (0, 86400]");
   double limit = static_cast<double>(box.profile.limits.timeout_s);
   double timeout = spec.timeout_s ? std::min(*spec.timeout_s, limit) : limit;
-  auto review = reviewGate(caller, box, review::Subject::code(ctx->info().language, spec.code));
+  const std::string execution_id = sandbox::newSandboxId();
+  auto review =
+      reviewGate(caller, box, review::Subject::code(ctx->info().language, spec.code), execution_id);
   if (!review) return std::unexpected(review.error());
+  auto audit = ExecutionAudit::begin(*s, execution_id);
   auto stream =
       ctx->run(spec.code, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
   if (!stream) return std::unexpected(stream.error());
   metrics_.code_runs++;
-  return std::unique_ptr<EventStream>(
-      std::make_unique<TouchingStream>(std::move(*stream), *s, std::move(*review)));
+  return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(
+      std::move(*stream), *s, std::move(*review), std::move(audit), &metrics_));
 }
 
 // Every file operation: a running sandbox of the caller's, a checked path, then the agent.
@@ -1161,8 +1296,8 @@ std::string SandboxService::metricsText() {
   out += "# TYPE airlock_sandboxes_reaped_total counter\n";
   for (const auto& [reason, n] : metrics_.reaped)
     out += "airlock_sandboxes_reaped_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
-  // eBPF auditing is not wired in yet: nothing can be dropped, and the series says so honestly.
-  out += "# TYPE airlock_audit_drops_total counter\nairlock_audit_drops_total 0\n";
+  out += "# TYPE airlock_audit_drops_total counter\nairlock_audit_drops_total " +
+         std::to_string(metrics_.audit_drops.load()) + "\n";
   return out;
 }
 

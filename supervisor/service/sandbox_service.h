@@ -15,9 +15,11 @@
 
 #include "airlock/policy/policy.h"
 #include "airlock/result.h"
+#include "supervisor/audit/audit_log.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/review/approval_queue.h"
 #include "supervisor/review/chain.h"
+#include "supervisor/sandbox/sandbox.h"
 #include "supervisor/service/agent_connection.h"
 #include "supervisor/service/metrics.h"
 #include "supervisor/service/service.h"
@@ -61,6 +63,10 @@ class SandboxService final : public Service {
   SResult<SandboxInfo> keepAlive(const Caller& caller, const std::string& sb,
                                  std::optional<int64_t> keep_alive_s,
                                  std::optional<int64_t> lifetime_s) override;
+
+  SResult<Json> getNetwork(const Caller& caller, const std::string& sb) override;
+  SResult<Json> setNetwork(const Caller& caller, const std::string& sb,
+                           const std::vector<std::string>& rules) override;
 
   SResult<Json> listReviews(const Caller& caller) override;
   SResult<> decideReview(const Caller& caller, const std::string& review_id, bool approve,
@@ -131,10 +137,17 @@ class SandboxService final : public Service {
   // Runs the sandbox's profile's review chain (and, on hold, waits for an operator): the allow
   // verdict's JSON for the run's last event, null when the profile reviews nothing, or
   // denied_by_review.
-  SResult<Json> reviewGate(const Caller& caller, const LiveSandbox& box, review::Subject subject);
+  // Every reviewed execution, allowed or not, gets a "review" record in the audit log under
+  // `execution_id`.
+  SResult<Json> reviewGate(const Caller& caller, const LiveSandbox& box, review::Subject subject,
+                           const std::string& execution_id);
+  // Loads the eBPF audit engine and opens the [audit] log (start()).
+  Result<> startAudit();
   void journal(const LiveSandbox& s);
+  // tenant: for the audit records of its creation; "" for warm sandboxes (told when claimed).
   SResult<std::shared_ptr<LiveSandbox>> startBox(const policy::Profile& profile,
-                                                 const std::string& workspace_image = {});
+                                                 const std::string& workspace_image = {},
+                                                 const std::string& tenant = {});
   std::shared_ptr<LiveSandbox> takeWarm(const std::string& profile);
   SResult<std::shared_ptr<plugin::Language>> language(const std::string& name);
   template <typename Op>
@@ -142,6 +155,9 @@ class SandboxService final : public Service {
       -> decltype(op(std::declval<AgentConnection&>(), path));
 
   ServiceOptions options_;  // options_.policy: the policy at start; policy_ is the current one
+  // The [audit] log and engine, for the supervisor's life (the policy at start decides them).
+  std::unique_ptr<audit::AuditLog> audit_log_;
+  std::shared_ptr<const sandbox::AuditContext> audit_;
   WorkspaceStore workspaces_{options_.workspace_dir};
   review::ApprovalQueue approvals_;
   struct ReviewChain {

@@ -191,6 +191,22 @@ class Service {
                                          std::optional<int64_t> keep_alive_s,
                                          std::optional<int64_t> lifetime_s) = 0;
 
+  // The sandbox's kernel-enforced network policy: {"mode", "rules"} (docs/api.md "Network").
+  // A service or sandbox without enforcement answers 409.
+  virtual SResult<Json> getNetwork(const Caller& caller, const std::string& sb) {
+    (void)caller;
+    return serviceError(ErrorCode::kConflict,
+                        "sandbox '" + sb + "': this service enforces no network rules");
+  }
+  // Replaces the rules (the mode stays the profile's); 400 names a bad rule.
+  virtual SResult<Json> setNetwork(const Caller& caller, const std::string& sb,
+                                   const std::vector<std::string>& rules) {
+    (void)caller;
+    (void)rules;
+    return serviceError(ErrorCode::kConflict,
+                        "sandbox '" + sb + "': this service enforces no network rules");
+  }
+
   // Foreground: a stream of start, stdout/stderr, exit. Background: the stream holds only the
   // start event and has ended; the command keeps running.
   virtual SResult<std::unique_ptr<EventStream>> runCommand(const Caller& caller,

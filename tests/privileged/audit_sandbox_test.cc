@@ -1,0 +1,407 @@
+// The eBPF audit wired into real sandboxes: `airlock run --json` and the service (in-process, as
+// `airlock serve` drives it) attach each sandbox's cgroup before PID 1 starts, put the execution's
+// audit summary into its result, write the [audit] log (events, executions, review verdicts),
+// change network rules at runtime and fail executions closed when events are dropped.
+//
+// Connections go only to loopback inside the sandbox's own network namespace, or to
+// 10.255.255.1, which the kernel refuses (EPERM) before any packet exists: mode "none" has no
+// route out of the sandbox either way.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "supervisor/audit/engine.h"
+#include "supervisor/sandbox/sandbox.h"
+#include "supervisor/service/sandbox_service.h"
+#include "test_support.h"
+
+namespace airlock::service {
+namespace {
+
+using airlock::testing::snapshotHostResources;
+using airlock::testing::TempDir;
+
+// Skips (or fails, when privileged tests must run) unless the host can load the audit engine.
+#define AIRLOCK_REQUIRE_AUDIT_ENGINE()                                                           \
+  do {                                                                                           \
+    AIRLOCK_REQUIRE_ROOT();                                                                      \
+    static const std::string why = [] {                                                          \
+      auto e = audit::AuditEngine::load();                                                       \
+      return e ? std::string() : e.error().message();                                            \
+    }();                                                                                         \
+    if (!why.empty()) {                                                                          \
+      if (airlock::testing::privilegeRequired()) FAIL() << "audit engine: " << why;              \
+      GTEST_SKIP() << "the eBPF audit engine cannot load here (needs BTF and CAP_BPF): " << why; \
+    }                                                                                            \
+  } while (0)
+
+std::vector<Json> drain(EventStream& s, int timeout_s = 60) {
+  std::vector<Json> events;
+  auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  while (!s.done() && Clock::now() < deadline) {
+    if (auto e = s.next(deadline)) events.push_back(std::move(*e));
+  }
+  return events;
+}
+
+const Json* last(const std::vector<Json>& events, const std::string& type) {
+  for (auto it = events.rbegin(); it != events.rend(); ++it)
+    if ((*it)["type"] == type) return &*it;
+  return nullptr;
+}
+
+std::vector<Json> readLog(const std::string& path) {
+  std::vector<Json> records;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto j = Json::parse(line, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "not JSON: " << line;
+    records.push_back(std::move(j));
+  }
+  return records;
+}
+
+std::vector<std::string> paths(const Json& audit) {
+  std::vector<std::string> out;
+  for (const auto& p : audit["processes"]) out.push_back(p["path"].get<std::string>());
+  return out;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+TEST(AuditRun, JsonShowsTheProgramAndItsChildren) {
+  AIRLOCK_REQUIRE_AUDIT_ENGINE();
+  TempDir dir;
+  dir.write("policy.toml", "schema = 1\n[audit]\nlog = \"" + dir.file("audit.jsonl") +
+                               "\"\n[profiles.default.audit]\nexec = true\n");
+  auto before = snapshotHostResources();
+  auto r = airlock::testing::runAirlock(
+      {"run", "--policy", dir.file("policy.toml"), "--lang", "python", "--json", "-c",
+       "import subprocess\nsubprocess.run(['ls', '/'], capture_output=True)\nprint('ok')"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto doc = Json::parse(r.out);
+  const Json& audit = doc["audit"];
+  ASSERT_TRUE(audit.is_object()) << doc.dump(2);
+  auto started = paths(audit);
+  EXPECT_TRUE(contains(started, "/usr/bin/python3")) << audit.dump(2);
+  EXPECT_TRUE(contains(started, "/usr/bin/ls")) << audit.dump(2);
+  EXPECT_EQ(audit["processes_started"], 2) << audit.dump(2);
+  EXPECT_EQ(audit["events_dropped"], 0);
+  EXPECT_EQ(audit["execution"], doc["sandbox_id"]);
+  // The attach is one step of create, measured.
+  bool attached = false;
+  for (const auto& [step, ms] : doc["timing_ms"]["create_steps"].items()) {
+    if (step == "audit_attach") {
+      attached = true;
+      RecordProperty("audit_attach_ms", std::to_string(ms.get<double>()));
+    }
+  }
+  EXPECT_TRUE(attached) << doc["timing_ms"].dump();
+  // PID 1 (the agent) is audited from its first exec, before the execution began.
+  auto records = readLog(dir.file("audit.jsonl"));
+  ASSERT_FALSE(records.empty());
+  EXPECT_EQ(records.front()["type"], "exec");
+  EXPECT_EQ(records.front()["ns_pid"], 1);
+  EXPECT_TRUE(records.front()["execution"].is_null());
+  EXPECT_EQ(records.back()["type"], "execution");
+  EXPECT_EQ(records.back()["sandbox"], doc["sandbox_id"]);
+  EXPECT_EQ(snapshotHostResources(), before);
+}
+
+TEST(AuditRun, ProfileThatAuditsNothingHasNoSummary) {
+  AIRLOCK_REQUIRE_ROOT();
+  TempDir dir;
+  dir.write("policy.toml", "schema = 1\n[profiles.default.audit]\nexec = false\nnetwork = false\n");
+  auto r = airlock::testing::runAirlock(
+      {"run", "--policy", dir.file("policy.toml"), "--lang", "python", "--json", "-c", "print(1)"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto doc = Json::parse(r.out);
+  EXPECT_TRUE(doc["audit"].is_null()) << doc["audit"].dump();
+  for (const auto& [step, ms] : doc["timing_ms"]["create_steps"].items())
+    EXPECT_NE(step, "audit_attach");
+}
+
+// Without the engine, a profile that audits refuses to create sandboxes rather than run blind.
+TEST(AuditSandbox, FailsClosedWhenTheEngineIsMissing) {
+  AIRLOCK_REQUIRE_ROOT();
+  TempDir state;
+  ASSERT_EQ(::chmod(state.path().c_str(), 0755), 0);  // the sandbox's uid reaches its scratch dir
+  auto registry = plugin::Registry::loadDirectory(airlock::testing::pluginDir());
+  policy::Profile profile;
+  profile.name = "default";
+  auto ctx = std::make_shared<sandbox::AuditContext>();
+  ctx->load_error = "no BTF (test)";
+  sandbox::SandboxOptions o;
+  o.profile = &profile;
+  o.agent_path = airlock::testing::agentBinary();
+  o.state_dir = state.path();
+  o.audit = ctx;
+  auto before = snapshotHostResources();
+  auto sb = sandbox::Sandbox::create(registry, o);
+  ASSERT_FALSE(sb);
+  EXPECT_NE(sb.error().message().find("eBPF audit engine is not available (no BTF (test))"),
+            std::string::npos)
+      << sb.error().message();
+  EXPECT_EQ(snapshotHostResources(), before);
+
+  // The profile may opt out; then the sandbox runs, unaudited.
+  profile.audit = {false, false, false, false};
+  auto unaudited = sandbox::Sandbox::create(registry, o);
+  ASSERT_TRUE(unaudited) << unaudited.error().message();
+  EXPECT_EQ((*unaudited)->audit(), nullptr);
+  EXPECT_TRUE((*unaudited)->destroy());
+}
+
+class AuditService : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AIRLOCK_REQUIRE_AUDIT_ENGINE();
+    before_ = snapshotHostResources();
+  }
+  void TearDown() override {
+    if (svc_ == nullptr) return;
+    svc_.reset();
+    EXPECT_EQ(snapshotHostResources(), before_) << "the service left host resources behind";
+  }
+  // A policy whose [audit] log is in the test's directory, with more [audit] keys and then
+  // `extra` appended.
+  void start(const std::string& extra = "", const std::string& audit_keys = "") {
+    const std::string text =
+        "schema = 1\n[audit]\nlog = \"" + log() + "\"\n" + audit_keys + "\n" + extra;
+    auto pol = policy::parse(text, "test.toml");
+    ASSERT_TRUE(pol) << pol.error().message();
+    ServiceOptions o;
+    o.policy = std::move(*pol);
+    o.plugin_dir = airlock::testing::pluginDir();
+    o.agent_path = airlock::testing::agentBinary();
+    o.workspace_dir = dir_.path() + "/workspaces";
+    auto s = SandboxService::start(std::move(o));
+    ASSERT_TRUE(s) << s.error().message();
+    svc_ = std::move(*s);
+  }
+  std::string create() {
+    auto r = svc_->createSandbox({}, {});
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? r->id : "";
+  }
+  std::vector<Json> run(const std::string& sb, const std::string& cmd) {
+    CommandSpec c;
+    c.cmd = cmd;
+    auto s = svc_->runCommand({}, sb, c);
+    EXPECT_TRUE(s) << s.error().message;
+    return s ? drain(**s) : std::vector<Json>{};
+  }
+  std::string log() const { return dir_.file("audit.jsonl"); }
+
+  TempDir dir_;
+  airlock::testing::HostResources before_;
+  std::unique_ptr<SandboxService> svc_;
+};
+
+constexpr const char* kConnectRefused =
+    "python3 -c \"import socket,errno\n"
+    "s = socket.socket()\n"
+    "try:\n"
+    "    s.connect(('10.255.255.1', 80))\n"
+    "except OSError as e:\n"
+    "    print(errno.errorcode[e.errno])\"";
+
+TEST_F(AuditService, RefusedConnectionNamesItsRuleInTheResultAndTheLog) {
+  start();
+  auto sb = create();
+  auto events = run(sb, kConnectRefused);
+  const Json* exit = last(events, "exit");
+  ASSERT_NE(exit, nullptr);
+  EXPECT_EQ((*exit)["exit_code"], 0);
+  const Json& audit = (*exit)["audit"];
+  ASSERT_TRUE(audit.is_object()) << exit->dump(2);
+  EXPECT_EQ(audit["connections_denied"], 1) << audit.dump(2);
+  EXPECT_EQ(audit["connections"][0]["address"], "10.255.255.1");
+  EXPECT_EQ(audit["connections"][0]["rule"], "protected:10.0.0.0/8");
+  const std::string denial = audit["first_denial"];
+  EXPECT_NE(denial.find("10.255.255.1:80"), std::string::npos) << denial;
+  EXPECT_NE(denial.find("10.0.0.0/8"), std::string::npos) << denial;
+  // The program saw EPERM at once, not a timeout.
+  std::string out;
+  for (const auto& e : events)
+    if (e["type"] == "stdout") out += e["data"].get<std::string>();
+  EXPECT_EQ(out, "EPERM\n");
+
+  const std::string execution = audit["execution"];
+  int connects = 0, executions = 0;
+  for (const auto& r : readLog(log())) {
+    EXPECT_EQ(r["schema"], 1);
+    EXPECT_EQ(r["sandbox"], sb) << r.dump();
+    EXPECT_EQ(r["tenant"], "default") << r.dump();
+    if (r["type"] == "net" && r["execution"] == execution) {
+      ++connects;
+      EXPECT_EQ(r["hook"], "connect4");
+      EXPECT_EQ(r["verdict"], "deny");
+      EXPECT_EQ(r["address"], "10.255.255.1");
+      EXPECT_EQ(r["rule"], "protected:10.0.0.0/8");
+    }
+    if (r["type"] == "execution" && r["execution"] == execution) ++executions;
+  }
+  EXPECT_EQ(connects, 1);
+  EXPECT_EQ(executions, 1);
+}
+
+TEST_F(AuditService, LoopbackInsideTheSandboxIsAllowed) {
+  start();
+  auto sb = create();
+  auto events = run(sb,
+                    "python3 -c \"import socket\n"
+                    "srv = socket.socket()\n"
+                    "srv.bind(('127.0.0.1', 0))\n"
+                    "srv.listen()\n"
+                    "c = socket.create_connection(srv.getsockname())\n"
+                    "a, _ = srv.accept()\n"
+                    "c.sendall(b'x' * 1000)\n"
+                    "print(len(a.recv(2000)))\"");
+  const Json* exit = last(events, "exit");
+  ASSERT_NE(exit, nullptr);
+  EXPECT_EQ((*exit)["exit_code"], 0) << exit->dump(2);
+  const Json& audit = (*exit)["audit"];
+  EXPECT_EQ(audit["connections_allowed"], 1) << audit.dump(2);
+  EXPECT_EQ(audit["connections_denied"], 0) << audit.dump(2);
+  EXPECT_EQ(audit["connections"][0]["rule"], "loopback") << audit.dump(2);
+  EXPECT_GE(audit["bytes_sent"].get<uint64_t>(), 1000u) << audit.dump(2);
+  EXPECT_FALSE(audit.contains("first_denial") && !audit["first_denial"].is_null() &&
+               !audit["first_denial"].get<std::string>().empty());
+}
+
+TEST_F(AuditService, CodeRunsCarryTheAuditToo) {
+  start();
+  auto sb = create();
+  CodeSpec c;
+  c.language = "python";
+  c.code = "import subprocess\nsubprocess.run(['true'])\n1 + 1";
+  auto s = svc_->runCode({}, sb, c);
+  ASSERT_TRUE(s) << s.error().message;
+  auto events = drain(**s);
+  const Json* end = last(events, "end");
+  ASSERT_NE(end, nullptr);
+  EXPECT_EQ((*end)["status"], "ok");
+  EXPECT_TRUE(contains(paths((*end)["audit"]), "/usr/bin/true")) << end->dump(2);
+}
+
+TEST_F(AuditService, ReviewVerdictsGoToTheLogDeniedOnesToo) {
+  start(R"(
+[profiles.default.review]
+chain = ["patterns"]
+[[profiles.default.review.patterns.rules]]
+id = "no-curl"
+pattern = 'curl'
+action = "deny"
+reason = "no downloads"
+)");
+  auto sb = create();
+  CommandSpec denied;
+  denied.cmd = "curl http://example.com";
+  auto r = svc_->runCommand({}, sb, denied);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kDeniedByReview);
+  auto allowed = run(sb, "echo fine");
+  ASSERT_NE(last(allowed, "exit"), nullptr);
+  const std::string allowed_execution = (*last(allowed, "exit"))["audit"]["execution"];
+
+  std::vector<Json> reviews;
+  for (const auto& rec : readLog(log()))
+    if (rec["type"] == "review") reviews.push_back(rec);
+  ASSERT_EQ(reviews.size(), 2u);
+  EXPECT_EQ(reviews[0]["verdict"], "deny");
+  EXPECT_EQ(reviews[0]["reviewer"], "patterns");
+  EXPECT_EQ(reviews[0]["rule"], "no-curl");
+  EXPECT_EQ(reviews[0]["reason"], "no downloads");
+  EXPECT_EQ(reviews[0]["kind"], "command");
+  EXPECT_EQ(reviews[0]["sandbox"], sb);
+  EXPECT_TRUE(reviews[0]["execution"].is_string());
+  EXPECT_TRUE(reviews[0].contains("duration_ms"));
+  EXPECT_TRUE(reviews[0].contains("cached"));
+  EXPECT_EQ(reviews[1]["verdict"], "allow");
+  EXPECT_EQ(reviews[1]["execution"], allowed_execution);
+}
+
+TEST_F(AuditService, NetworkRulesChangeAtRuntime) {
+  start();
+  auto sb = create();
+  auto shown = svc_->getNetwork({}, sb);
+  ASSERT_TRUE(shown) << shown.error().message;
+  EXPECT_EQ(*shown, (Json{{"mode", "none"}, {"rules", Json::array()}}));
+
+  auto bad = svc_->setNetwork({}, sb, {"deny tcp 192.0.2.0/24 443", "allow tcp 10.0.0.1/8 80"});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kBadRequest);
+  EXPECT_EQ(httpStatus(bad.error().code), 400);
+  EXPECT_TRUE(bad.error().message.starts_with("rules[1]: network rule 'allow tcp 10.0.0.1/8 80'"))
+      << bad.error().message;
+  EXPECT_EQ(*svc_->getNetwork({}, sb), *shown) << "a refused update changes nothing";
+
+  auto set = svc_->setNetwork({}, sb, {"allow tcp 10.255.255.1 80"});
+  ASSERT_TRUE(set) << set.error().message;
+  EXPECT_EQ((*set)["rules"], Json::array({"allow tcp 10.255.255.1/32 80"}));
+  // Allowed by rule 0 now: the kernel lets the connect through, and mode "none" has no route.
+  auto events = run(sb, kConnectRefused);
+  const Json& audit = (*last(events, "exit"))["audit"];
+  EXPECT_EQ(audit["connections_allowed"], 1) << audit.dump(2);
+  EXPECT_EQ(audit["connections"][0]["rule"], "rule:0") << audit.dump(2);
+  std::string out;
+  for (const auto& e : events)
+    if (e["type"] == "stdout") out += e["data"].get<std::string>();
+  EXPECT_EQ(out, "ENETUNREACH\n");
+}
+
+TEST_F(AuditService, NoEnforcementIsAConflict) {
+  start("[profiles.default.audit]\nexec = false\nnetwork = false\n");
+  auto sb = create();
+  auto r = svc_->setNetwork({}, sb, {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(httpStatus(r.error().code), 409) << r.error().message;
+}
+
+TEST_F(AuditService, DropsUnderFailClosedFailTheExecution) {
+  // One page of ring buffer and a flood of refused datagrams (each refusal is an event).
+  start("[profiles.default.audit]\nfail_closed = true\n", "ring_kb = 4\n");
+  auto sb = create();
+  auto events = run(sb,
+                    "python3 -c \"import socket\n"
+                    "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                    "for i in range(20000):\n"
+                    "    try: s.sendto(b'x', ('10.255.255.1', 9))\n"
+                    "    except OSError: pass\"");
+  const Json* exit = last(events, "exit");
+  ASSERT_NE(exit, nullptr);
+  const Json& audit = (*exit)["audit"];
+  EXPECT_GT(audit["events_dropped"].get<uint64_t>(), 0u) << audit.dump(2);
+  EXPECT_EQ(audit["connections_denied"].get<uint64_t>() + audit["events_dropped"].get<uint64_t>(),
+            20000u)
+      << "every refusal is either recorded or counted as dropped";
+  EXPECT_EQ(audit["failed"], true);
+  EXPECT_EQ(audit["fail_closed"], true);
+  ASSERT_TRUE(exit->contains("error")) << exit->dump(2);
+  EXPECT_NE((*exit)["error"].get<std::string>().find("audit.fail_closed"), std::string::npos);
+
+  // Code runs fail the way code fails: an error event, then "end" with status error.
+  CodeSpec c;
+  c.language = "python";
+  c.code =
+      "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+      "for i in range(20000):\n"
+      "    try: s.sendto(b'x', ('10.255.255.1', 9))\n"
+      "    except OSError: pass\n";
+  auto code = svc_->runCode({}, sb, c);
+  ASSERT_TRUE(code) << code.error().message;
+  auto code_events = drain(**code);
+  const Json* error = last(code_events, "error");
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ((*error)["name"], "AuditIncomplete");
+  EXPECT_EQ((*last(code_events, "end"))["status"], "error");
+}
+
+}  // namespace
+}  // namespace airlock::service
