@@ -21,6 +21,7 @@ Usage:
   airlock review --profile NAME FILE               run the review chain only (dry run)
   airlock mcp                                      Model Context Protocol server on stdio
   airlock tools --format openai|anthropic|mcp      tool definitions for agent frameworks
+  airlock audit tail|query [options]               read the audit log (execs, connections)
   airlock version
 
 Talking to a running `airlock serve` (found from AIRLOCK_URL, default
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   if (cmd == "review") return reviewCommand(args);
   if (cmd == "mcp") return mcpCommand(args);
   if (cmd == "tools") return toolsCommand(args);
+  if (cmd == "audit") return auditCommand(args);
   if (cmd == "version" || cmd == "--version") {
     std::cout << "airlock " << AIRLOCK_VERSION << "\n";
     return 0;

@@ -1,0 +1,179 @@
+// airlock audit tail|query: the audit log (docs/audit.md) read back, filtered, as JSON lines.
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <csignal>
+#include <deque>
+#include <functional>
+#include <iostream>
+#include <thread>
+
+#include "airlock/policy/policy.h"
+#include "supervisor/audit/log_reader.h"
+#include "supervisor/cli/cli.h"
+#include "supervisor/run/run_result.h"
+
+namespace airlock::cli {
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kAuditUsage = R"(Usage:
+  airlock audit tail [--follow] [--lines N] [--sandbox ID] [--execution ID] [--type T] [--log FILE]
+  airlock audit query [--sandbox ID] [--execution ID] [--type T] [--since WHEN] [--log FILE]
+
+Prints audit log records (docs/audit.md) as JSON lines. `tail` shows the last records of the
+current file (and, with --follow, new ones as they are written, across rotations); `query`
+searches every file, rotated ones included, oldest first. T is exec, net, connect (net records
+of connect calls), execution or review. WHEN is an RFC 3339 UTC time (2025-01-31T12:00:00Z, or
+a prefix such as 2025-01-31) or a duration ago (90s, 15m, 2h, 7d). The log is --log FILE, else
+the [audit] log of --policy FILE (default: the installed policy).
+
+Options)";
+
+constexpr const char* kDefaultPolicy = AIRLOCK_DEFAULT_POLICY;
+
+uint64_t nowNs() {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+}
+
+void print(const nlohmann::json& record) {
+  std::cout << record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+std::atomic<bool> g_stop{false};
+
+// --follow: new lines of the current file, reopening it when it is rotated away.
+int follow(const std::string& path, uint64_t offset, const audit::RecordFilter& filter,
+           const std::function<void(uint64_t)>& bad) {
+  std::signal(SIGINT, [](int) { g_stop = true; });
+  std::signal(SIGTERM, [](int) { g_stop = true; });
+  struct stat st {};
+  ino_t inode = ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  while (!g_stop) {
+    std::cout.flush();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (::stat(path.c_str(), &st) != 0) continue;  // between rename and the new file
+    if (st.st_ino != inode) {
+      // Rotated: finish the old file (now <path>.1), then start the new one from its start.
+      if (inode != 0) (void)audit::scanFile(path + ".1", offset, filter, print, bad);
+      inode = st.st_ino;
+      offset = 0;
+    }
+    if (static_cast<uint64_t>(st.st_size) <= offset) continue;
+    auto next = audit::scanFile(path, offset, filter, print, bad);
+    if (!next) {
+      printError(next.error().message());
+      return run::kExitAirlockError;
+    }
+    offset = *next;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int auditCommand(const std::vector<std::string>& args) {
+  if (args.empty() || (args[0] != "tail" && args[0] != "query")) {
+    if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+      std::cout << kAuditUsage << "\n";
+      return 0;
+    }
+    printError("audit: expected `airlock audit tail` or `airlock audit query` (--help)");
+    return run::kExitAirlockError;
+  }
+  const bool tail = args[0] == "tail";
+  std::string log, policy_file, since;
+  audit::RecordFilter filter;
+  size_t lines = 10;
+  po::options_description opts(kAuditUsage);
+  opts.add_options()("help,h", "this text")("log", po::value(&log), "the audit log file")(
+      "policy", po::value(&policy_file), "read the log's path from this policy's [audit] log")(
+      "sandbox", po::value(&filter.sandbox), "only records of this sandbox id")(
+      "execution", po::value(&filter.execution), "only records of this execution id")(
+      "type", po::value(&filter.type), "exec, net, connect, execution or review");
+  if (tail) {
+    opts.add_options()("follow,f", "keep printing records as they are written")(
+        "lines,n", po::value(&lines)->default_value(10), "how many past records to show first");
+  } else {
+    opts.add_options()("since", po::value(&since), "only records at or after WHEN");
+  }
+  po::variables_map vm;
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    po::store(po::command_line_parser(rest).options(opts).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    printError("audit " + args[0] + ": " + e.what());
+    return run::kExitAirlockError;
+  }
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (!filter.type.empty() && !audit::knownRecordType(filter.type)) {
+    printError("audit: --type '" + filter.type +
+               "': expected exec, net, connect, execution or review");
+    return run::kExitAirlockError;
+  }
+  if (!since.empty()) {
+    auto s = audit::parseSince(since, nowNs());
+    if (!s) return printError("audit query: " + s.error().message()), run::kExitAirlockError;
+    filter.since = *s;
+  }
+  if (log.empty()) {
+    if (policy_file.empty() && ::access(kDefaultPolicy, R_OK) == 0) policy_file = kDefaultPolicy;
+    if (policy_file.empty()) {
+      printError("audit: which log? give --log FILE or --policy FILE (no installed policy at " +
+                 std::string(kDefaultPolicy) + ")");
+      return run::kExitAirlockError;
+    }
+    auto pol = policy::loadFile(policy_file);
+    if (!pol) return printError(pol.error().message()), run::kExitAirlockError;
+    if (pol->audit.log.empty()) {
+      printError("audit: policy " + policy_file + " has no [audit] log: the supervisor keeps none");
+      return run::kExitAirlockError;
+    }
+    log = pol->audit.log;
+  }
+
+  std::string current_file;
+  auto bad = [&](uint64_t offset) {
+    printError("audit: " + current_file + ": the line at byte " + std::to_string(offset) +
+               " is not a JSON object; skipped");
+  };
+  if (!tail) {
+    auto files = audit::logFiles(log);
+    if (files.empty()) {
+      printError("audit: no log at " + log);
+      return run::kExitAirlockError;
+    }
+    for (const auto& f : files) {
+      current_file = f;
+      auto r = audit::scanFile(f, 0, filter, print, bad);
+      if (!r) return printError(r.error().message()), run::kExitAirlockError;
+    }
+    return 0;
+  }
+  // tail: the last `lines` matching records of the current file, then maybe follow it.
+  current_file = log;
+  std::deque<nlohmann::json> last;
+  auto keep = [&](const nlohmann::json& record) {
+    last.push_back(record);
+    if (last.size() > lines) last.pop_front();
+  };
+  auto end = audit::scanFile(log, 0, filter, keep, bad);
+  if (!end) return printError(end.error().message()), run::kExitAirlockError;
+  for (const auto& record : last) print(record);
+  if (!vm.count("follow")) return 0;
+  return follow(log, *end, filter, bad);
+}
+
+}  // namespace airlock::cli
