@@ -7,11 +7,17 @@
 // 10.255.255.1, which the kernel refuses (EPERM) before any packet exists: mode "none" has no
 // route out of the sandbox either way.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "supervisor/audit/engine.h"
 #include "supervisor/sandbox/sandbox.h"
@@ -401,6 +407,138 @@ TEST_F(AuditService, DropsUnderFailClosedFailTheExecution) {
   ASSERT_NE(error, nullptr);
   EXPECT_EQ((*error)["name"], "AuditIncomplete");
   EXPECT_EQ((*last(code_events, "end"))["status"], "error");
+}
+
+// ---- over HTTP: `airlock serve` as an operator runs it, and `airlock audit` on its log ----
+
+struct Response {
+  int status = 0;
+  Json body;
+};
+
+// One request per connection; the JSON answers used here come with a Content-Length.
+Response http(const std::string& sock, const std::string& method, const std::string& path,
+              const std::string& body = "") {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return {};
+  }
+  std::string req = method + " " + path + " HTTP/1.1\r\nHost: airlock\r\nConnection: close\r\n";
+  if (method == "POST" || method == "PUT")
+    req +=
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  req += "\r\n" + body;
+  (void)!::write(fd, req.data(), req.size());
+  std::string raw;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) raw.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  Response r;
+  if (raw.size() < 12) return r;
+  r.status = std::stoi(raw.substr(9, 3));
+  const size_t body_at = raw.find("\r\n\r\n");
+  if (body_at != std::string::npos && body_at + 4 < raw.size())
+    r.body = Json::parse(raw.substr(body_at + 4), nullptr, false);
+  return r;
+}
+
+class AuditServe : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AIRLOCK_REQUIRE_AUDIT_ENGINE();
+    before_ = snapshotHostResources();
+    sock_ = dir_.file("airlock.sock");
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);  // sandboxes reach their scratch dir
+    dir_.write("policy.toml", "schema = 1\n[server]\nsocket = \"" + sock_ +
+                                  "\"\n[audit]\nlog = \"" + dir_.file("audit.jsonl") +
+                                  "\"\n[profiles.default]\n[profiles.quiet.audit]\nexec = "
+                                  "false\nnetwork = false\n");
+    std::string bin = airlock::testing::airlockBinary();
+    std::vector<std::string> args = {
+        bin, "serve", "--policy", dir_.file("policy.toml"), "--state-dir", dir_.file("state")};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ASSERT_EQ(posix_spawn(&pid_, bin.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (http(sock_, "GET", "/healthz").status != 200) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "airlock serve did not come up";
+      int st;
+      ASSERT_EQ(waitpid(pid_, &st, WNOHANG), 0) << "airlock serve exited early";
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  void TearDown() override {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);  // drains and destroys its sandboxes
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+    EXPECT_EQ(snapshotHostResources(), before_) << "airlock serve left host resources behind";
+  }
+  std::string create(const std::string& profile) {
+    auto r = http(sock_, "POST", "/v1/sandboxes", Json{{"profile", profile}}.dump());
+    EXPECT_EQ(r.status, 201) << r.body.dump();
+    return r.body.value("id", "");
+  }
+
+  TempDir dir_;
+  airlock::testing::HostResources before_;
+  std::string sock_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(AuditServe, NetworkRoutesAnswer400409AndTheLogIsQueried) {
+  const std::string sb = create("default");
+  ASSERT_FALSE(sb.empty());
+  const std::string net = "/v1/sandboxes/" + sb + "/network";
+  auto shown = http(sock_, "GET", net);
+  EXPECT_EQ(shown.status, 200);
+  EXPECT_EQ(shown.body, (Json{{"mode", "none"}, {"rules", Json::array()}}));
+
+  auto bad =
+      http(sock_, "PUT", net, R"({"rules": ["deny udp ::/0 53", "allow tcp 10.0.0.1/8 80"]})");
+  EXPECT_EQ(bad.status, 400) << bad.body.dump();
+  const std::string message = bad.body["error"]["message"];
+  EXPECT_TRUE(message.starts_with("rules[1]: network rule 'allow tcp 10.0.0.1/8 80'")) << message;
+  EXPECT_EQ(http(sock_, "PUT", net, R"({"rules": "allow any 0.0.0.0/0"})").status, 400);
+  EXPECT_EQ(http(sock_, "PUT", net, "{}").status, 400);
+  auto good = http(sock_, "PUT", net, R"({"rules": ["deny tcp 192.0.2.0/24 443"]})");
+  EXPECT_EQ(good.status, 200) << good.body.dump();
+  EXPECT_EQ(good.body["rules"], Json::array({"deny tcp 192.0.2.0/24 443"}));
+
+  const std::string quiet = create("quiet");
+  EXPECT_EQ(http(sock_, "PUT", "/v1/sandboxes/" + quiet + "/network", R"({"rules": []})").status,
+            409);
+
+  auto ran = http(sock_, "POST", "/v1/sandboxes/" + sb + "/commands",
+                  Json{{"cmd", kConnectRefused}, {"stream", false}}.dump());
+  ASSERT_EQ(ran.status, 200) << ran.body.dump();
+  EXPECT_EQ(ran.body["stdout"], "EPERM\n");
+  EXPECT_EQ(ran.body["audit"]["connections_denied"], 1) << ran.body.dump(2);
+  EXPECT_NE(ran.body["audit"]["first_denial"].get<std::string>().find("10.255.255.1:80"),
+            std::string::npos);
+  const std::string execution = ran.body["audit"]["execution"];
+
+  auto q = airlock::testing::runAirlock(
+      {"audit", "query", "--log", dir_.file("audit.jsonl"), "--sandbox", sb, "--type", "connect"});
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  auto record = Json::parse(q.out.substr(0, q.out.find('\n')));
+  EXPECT_EQ(q.out.find('\n'), q.out.size() - 1) << "one connect record: " << q.out;
+  EXPECT_EQ(record["execution"], execution);
+  EXPECT_EQ(record["verdict"], "deny");
+  auto t = airlock::testing::runAirlock(
+      {"audit", "tail", "-n", "1", "--log", dir_.file("audit.jsonl"), "--execution", execution});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(Json::parse(t.out)["type"], "execution") << t.out;
+  auto wrong = airlock::testing::runAirlock(
+      {"audit", "query", "--log", dir_.file("audit.jsonl"), "--since", "yesterday"});
+  EXPECT_EQ(wrong.exit_code, 125);
+  EXPECT_NE(wrong.err.find("--since 'yesterday'"), std::string::npos) << wrong.err;
 }
 
 }  // namespace
