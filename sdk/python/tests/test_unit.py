@@ -28,6 +28,16 @@ from fake_supervisor import (
 )
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+AUDIT = {"execution": "9b1e0c2d4f6a8e01", "processes_started": 1,
+         "processes": [{"ns_pid": 5, "path": "/usr/bin/python3", "argv": ["python3"]}],
+         "processes_truncated": False, "connections_allowed": 0, "connections_denied": 1,
+         "connections": [{"verdict": "deny", "protocol": "tcp", "address": "10.255.255.1",
+                          "port": 80, "rule": "protected:10.0.0.0/8",
+                          "rule_text": "protected range 10.0.0.0/8 (private)", "count": 1}],
+         "connections_truncated": False, "bytes_sent": 0, "bytes_received": 0,
+         "events_dropped": 0, "fail_closed": False, "failed": False,
+         "first_denial": "connection to 10.255.255.1:80/tcp refused by protected range "
+                         "10.0.0.0/8 (private)"}
 REVIEW_ALLOW = {"verdict": "allow", "reviewer": None, "rule": None, "reason": None,
                 "duration_ms": 0.05, "cached": True}
 
@@ -238,7 +248,7 @@ class RunCodeTest(FakeTestCase):
                                         "application/json": '{"a": [1]}',
                                         "application/x-custom": "c"}},
             {"type": "end", "status": "ok", "duration_ms": 12.5, "context_id": "python",
-             "context_restarted": False, "review": REVIEW_ALLOW, "audit": {"id": 7}},
+             "context_restarted": False, "review": REVIEW_ALLOW, "audit": AUDIT},
             {"type": "future-event", "data": 1},
         ]))
         ex = self.sandbox().run_code("df", language="python", timeout=5)
@@ -260,7 +270,16 @@ class RunCodeTest(FakeTestCase):
         self.assertEqual(ex.text, "   a\n0  1")
         self.assertEqual((ex.status, ex.context_id, ex.duration_ms), ("ok", "python", 12.5))
         self.assertEqual(ex.review, REVIEW_ALLOW)
-        self.assertEqual(ex.raw_end["audit"], {"id": 7})
+        self.assertEqual(ex.raw_end["audit"], AUDIT)
+        assert ex.audit is not None
+        self.assertEqual((ex.audit.execution, ex.audit.processes_started), ("9b1e0c2d4f6a8e01", 1))
+        self.assertEqual(ex.audit.processes[0]["path"], "/usr/bin/python3")
+        self.assertEqual(ex.audit.connections_denied, 1)
+        self.assertEqual(ex.audit.connections[0].rule, "protected:10.0.0.0/8")
+        self.assertEqual((ex.audit.connections[0].address, ex.audit.connections[0].port),
+                         ("10.255.255.1", 80))
+        self.assertTrue(ex.audit.first_denial.startswith("connection to 10.255.255.1:80/tcp"))
+        self.assertFalse(ex.audit.failed)
 
     def test_callbacks_run_as_each_line_arrives(self) -> None:
         seen_first = threading.Event()
@@ -355,7 +374,8 @@ class CommandsTest(FakeTestCase):
             {"type": "stderr", "data": "warn\n"},
             {"type": "exit", "exit_code": 3, "signal": 0, "timed_out": False, "stdout_bytes": 10,
              "stderr_bytes": 5, "stdout_truncated": False, "stderr_truncated": False,
-             "duration_ms": 3.1, "review": REVIEW_ALLOW},
+             "duration_ms": 3.1, "review": REVIEW_ALLOW,
+             "audit": {"execution": "e2", "skipped": "another execution ..."}},
         ]))
         chunks: list[str] = []
         r = self.sandbox().commands.run(["sh", "-c", "x"], envs={"A": "1"}, cwd="/tmp",
@@ -366,6 +386,9 @@ class CommandsTest(FakeTestCase):
         self.assertEqual((r.exit_code, r.stdout, r.stderr), (3, "price €5\n", "warn\n"))
         self.assertEqual((r.command_id, r.pid, r.signal, r.ok), ("c1", 7, None, False))
         self.assertEqual(r.review, REVIEW_ALLOW)
+        assert r.audit is not None
+        self.assertEqual((r.audit.execution, r.audit.skipped), ("e2", "another execution ..."))
+        self.assertEqual(r.audit.processes, [])
         self.assertEqual(chunks, ["warn\n"])
 
     def test_shell_string_and_signal_exit(self) -> None:
@@ -374,6 +397,7 @@ class CommandsTest(FakeTestCase):
         r = self.sandbox().commands.run("kill -9 $$", stdin="text")
         self.assertEqual(self.fake.last().json(), {"cmd": "kill -9 $$", "stdin": "text"})
         self.assertEqual((r.exit_code, r.signal), (None, 9))
+        self.assertIsNone(r.audit, "no audit in the exit event: the profile audits nothing")
 
     def test_timeout_raises_with_the_result(self) -> None:
         self.fake.route("POST", SB_PATH + "/commands", ndjson([

@@ -27,8 +27,10 @@ from airlock.errors import (
 )
 from airlock.files import Files
 from airlock.models import (
+    AuditSummary,
     CommandInfo,
     CommandResult,
+    Connection,
     Context,
     EntryInfo,
     Execution,
@@ -48,11 +50,13 @@ __all__ = [
     "AirlockError",
     "AuthenticationError",
     "CommandHandle",
+    "AuditSummary",
     "CommandInfo",
     "CommandResult",
     "Commands",
     "ConfigurationError",
     "ConflictError",
+    "Connection",
     "Context",
     "DeniedByReview",
     "EntryInfo",

@@ -9,6 +9,7 @@ from typing import Any
 
 from airlock.errors import TimeoutError, stream_ended_early
 from airlock.models import (
+    AuditSummary,
     Context,
     Execution,
     ExecutionError,
@@ -110,6 +111,7 @@ def _apply_end(execution: Execution, event: dict[str, Any]) -> None:
     execution.context_restarted = event.get("context_restarted") is True
     review = event.get("review")
     execution.review = review if isinstance(review, dict) else None
+    execution.audit = AuditSummary.from_json(event.get("audit"))
     execution.raw_end = event
 
 

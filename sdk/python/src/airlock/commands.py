@@ -17,7 +17,7 @@ from airlock.errors import (
     TimeoutError,
     stream_ended_early,
 )
-from airlock.models import CommandInfo, CommandResult, event_bytes
+from airlock.models import AuditSummary, CommandInfo, CommandResult, event_bytes
 from airlock.transport import Transport, quote
 
 OutputCallback = Callable[[str], Any]
@@ -76,7 +76,8 @@ class _Collector:
             stdout_truncated=e.get("stdout_truncated") is True,
             stderr_truncated=e.get("stderr_truncated") is True,
             duration_ms=float(duration) if isinstance(duration, (int, float)) else None,
-            review=review if isinstance(review, dict) else None, raw_exit=e)
+            review=review if isinstance(review, dict) else None,
+            audit=AuditSummary.from_json(e.get("audit")), raw_exit=e)
         if result.timed_out:
             limit = f"after {timeout:g} s" if timeout else "(the profile's timeout)"
             raise TimeoutError(f"{what}: timed out {limit} and was killed", result=result)

@@ -217,6 +217,67 @@ class ExecutionError:
 
 
 @dataclass
+class Connection:
+    """One distinct connection attempt of an execution, with how often it was made."""
+
+    verdict: str  # "allow" or "deny"
+    protocol: str
+    address: str
+    port: int
+    rule: str  # "rule:2", "loopback", "protected:10.0.0.0/8", "mode:none", ...
+    rule_text: str
+    count: int
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Connection:
+        return Connection(verdict=_str(d, "verdict"), protocol=_str(d, "protocol"),
+                          address=_str(d, "address"), port=_int(d, "port"),
+                          rule=_str(d, "rule"), rule_text=_str(d, "rule_text"),
+                          count=_int(d, "count"))
+
+
+@dataclass
+class AuditSummary:
+    """What an execution did as the kernel saw it (docs/audit.md): the processes it started and
+    the connections it tried, each with the rule that decided. `first_denial` names the rule that
+    refused a connection; `failed` means events were dropped and the profile fails closed;
+    `skipped` says why this execution has no summary of its own."""
+
+    execution: str | None = None
+    processes_started: int = 0
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    connections_allowed: int = 0
+    connections_denied: int = 0
+    connections: list[Connection] = field(default_factory=list)
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    events_dropped: int = 0
+    failed: bool = False
+    first_denial: str | None = None
+    skipped: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(d: Any) -> AuditSummary | None:
+        if not isinstance(d, dict):
+            return None
+        processes = d.get("processes")
+        connections = d.get("connections")
+        return AuditSummary(
+            execution=_opt_str(d, "execution"), processes_started=_int(d, "processes_started"),
+            processes=[p for p in processes if isinstance(p, dict)]
+            if isinstance(processes, list) else [],
+            connections_allowed=_int(d, "connections_allowed"),
+            connections_denied=_int(d, "connections_denied"),
+            connections=[Connection.from_json(c) for c in connections if isinstance(c, dict)]
+            if isinstance(connections, list) else [],
+            bytes_sent=_int(d, "bytes_sent"), bytes_received=_int(d, "bytes_received"),
+            events_dropped=_int(d, "events_dropped"), failed=d.get("failed") is True,
+            first_denial=_opt_str(d, "first_denial") or None, skipped=_opt_str(d, "skipped"),
+            raw=d)
+
+
+@dataclass
 class Logs:
     """The chunks a code run wrote to stdout and stderr, in order."""
 
@@ -237,6 +298,7 @@ class Execution:
     context_id: str | None = None
     context_restarted: bool = False
     review: dict[str, Any] | None = None
+    audit: AuditSummary | None = None  # None: the profile audits nothing
     raw_end: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -298,6 +360,7 @@ class CommandResult:
     stderr_truncated: bool = False
     duration_ms: float | None = None
     review: dict[str, Any] | None = None
+    audit: AuditSummary | None = None  # None: the profile audits nothing
     raw_exit: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
