@@ -4,6 +4,7 @@
 import { TimeoutError, streamEndedEarly } from './errors.js';
 import { eventBytes, isObject, objects, optNum, optStr, str, type JsonObject } from './json.js';
 import { Execution, ExecutionError, OutputMessage, Result, parseContext, type Context } from './models.js';
+import { optAudit } from './audit.js';
 import { optReview } from './review.js';
 import { quote, type Transport } from './transport.js';
 
@@ -137,5 +138,6 @@ function applyEnd(execution: Execution, event: JsonObject): void {
   execution.contextId = optStr(event, 'context_id');
   execution.contextRestarted = event['context_restarted'] === true;
   execution.review = optReview(event);
+  execution.audit = optAudit(event);
   execution.rawEnd = event;
 }

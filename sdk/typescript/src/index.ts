@@ -56,5 +56,6 @@ export {
   type SandboxInfo,
   type WriteInfo,
 } from './models.js';
+export { type AuditConnection, type AuditProcess, type AuditSummary } from './audit.js';
 export { type Review } from './review.js';
 export { type UploadSource } from './transport.js';

@@ -11,6 +11,7 @@ import {
   time,
   type JsonObject,
 } from './json.js';
+import { optAudit, type AuditSummary } from './audit.js';
 import { optReview, type Review } from './review.js';
 
 // ---- sandboxes ----
@@ -209,6 +210,8 @@ export class Execution {
   contextRestarted = false;
   /** The review chain's verdict, when the supervisor reports one. */
   review: Review | null = null;
+  /** The execution's audit summary; null when the profile audits nothing. */
+  audit: AuditSummary | null = null;
   /** The `end` event as sent, unknown fields included. */
   rawEnd: JsonObject = {};
 
@@ -282,6 +285,8 @@ export interface CommandResult {
   stderrTruncated: boolean;
   durationMs: number | null;
   review: Review | null;
+  /** The execution's audit summary; null when the profile audits nothing. */
+  audit: AuditSummary | null;
   /** The `exit` event as sent. */
   rawExit: JsonObject;
 }
@@ -305,6 +310,7 @@ export function parseExit(
     stderrTruncated: exit['stderr_truncated'] === true,
     durationMs: optNum(exit, 'duration_ms'),
     review: optReview(exit),
+    audit: optAudit(exit),
     rawExit: exit,
   };
 }

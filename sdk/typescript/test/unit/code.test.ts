@@ -66,7 +66,15 @@ describe('runCode', () => {
         { type: 'result', data: { 'text/plain': '3', 'text/html': '<b>3</b>', 'application/json': { n: 3 }, 'application/x-new': 'z' } },
         { type: 'error', name: 'ZeroDivisionError', value: 'division by zero', traceback: ['Traceback:', '  line 1', 'ZeroDivisionError'] },
         { type: 'future_event', data: 'ignored' },
-        { type: 'end', status: 'error', duration_ms: 12.5, context_id: 'ctx-2', context_restarted: false, review: { verdict: 'allow', reviewer: null }, audit: {} },
+        { type: 'end', status: 'error', duration_ms: 12.5, context_id: 'ctx-2', context_restarted: false, review: { verdict: 'allow', reviewer: null },
+          audit: {
+            execution: '9b1e0c2d4f6a8e01', processes_started: 1,
+            processes: [{ ns_pid: 5, path: '/usr/bin/python3', argv: ['python3', '-c', 'x'] }],
+            connections_allowed: 0, connections_denied: 1,
+            connections: [{ verdict: 'deny', protocol: 'tcp', address: '10.255.255.1', port: 80, rule: 'protected:10.0.0.0/8', rule_text: 'protected range 10.0.0.0/8 (private)', count: 1 }],
+            bytes_sent: 0, bytes_received: 0, events_dropped: 0, fail_closed: false, failed: false,
+            first_denial: 'connection to 10.255.255.1:80/tcp refused by protected range 10.0.0.0/8 (private)',
+          } },
       ]);
     });
     const order: string[] = [];
@@ -102,6 +110,14 @@ describe('runCode', () => {
     assert.equal(execution.contextId, 'ctx-2');
     assert.equal(execution.review?.verdict, 'allow');
     assert.equal(execution.review?.reviewer, null);
+    assert.equal(execution.audit?.execution, '9b1e0c2d4f6a8e01');
+    assert.deepEqual(execution.audit?.processes, [{ nsPid: 5, path: '/usr/bin/python3', argv: ['python3', '-c', 'x'] }]);
+    assert.equal(execution.audit?.connectionsDenied, 1);
+    assert.equal(execution.audit?.connections[0]?.rule, 'protected:10.0.0.0/8');
+    assert.equal(execution.audit?.connections[0]?.port, 80);
+    assert.match(execution.audit?.firstDenial ?? '', /^connection to 10\.255\.255\.1:80\/tcp refused/);
+    assert.equal(execution.audit?.failed, false);
+    assert.equal(execution.audit?.skipped, null);
     assert.deepEqual(JSON.parse(JSON.stringify(execution)).results[0], { 'image/png': PNG_BASE64, 'text/plain': '<Figure size 640x480 with 1 Axes>' });
   });
 

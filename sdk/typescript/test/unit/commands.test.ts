@@ -32,7 +32,7 @@ describe('commands', () => {
       stream.write({ type: 'stdout', data: 'hi\n' });
       stdoutBeforeExit = await Promise.race([chunkSeen.then(() => true), sleep(5000).then(() => false)]);
       stream.write({ type: 'stderr', data_base64: Buffer.from([0xff]).toString('base64') });
-      stream.write({ ...exitEvent, exit_code: 3, review: { verdict: 'allow', reviewer: null, rule: null, reason: null }, new_field: true });
+      stream.write({ ...exitEvent, exit_code: 3, review: { verdict: 'allow', reviewer: null, rule: null, reason: null }, audit: { execution: 'e2', skipped: 'another execution ...' }, new_field: true });
       stream.end();
     });
     const out: string[] = [];
@@ -59,6 +59,9 @@ describe('commands', () => {
     assert.equal(result.timedOut, false);
     assert.equal(result.durationMs, 3.1);
     assert.equal(result.review?.verdict, 'allow');
+    assert.equal(result.audit?.execution, 'e2');
+    assert.equal(result.audit?.skipped, 'another execution ...');
+    assert.deepEqual(result.audit?.connections, []);
     assert.equal(result.rawExit['new_field'], true);
   });
 
