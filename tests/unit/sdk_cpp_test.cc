@@ -153,6 +153,16 @@ TEST(SdkErrors, ReviewDenialCarriesReviewerRuleAndReason) {
   EXPECT_EQ(ex.error().review()->verdict, "deny");
 }
 
+// An execution's audit summary as the supervisor sends it in exit/end events (docs/api.md).
+constexpr const char* kAuditJson =
+    R"j("audit":{"execution":"9b1e0c2d4f6a8e01","processes_started":1,)j"
+    R"j("processes":[{"ns_pid":5,"path":"/usr/bin/python3","argv":["python3","-c"]}],)j"
+    R"j("connections_allowed":0,"connections_denied":1,"connections":[{"verdict":"deny",)j"
+    R"j("protocol":"tcp","address":"10.255.255.1","port":80,"rule":"protected:10.0.0.0/8",)j"
+    R"j("rule_text":"protected range 10.0.0.0/8 (private)","count":1}],"bytes_sent":0,)j"
+    R"j("bytes_received":0,"events_dropped":0,"fail_closed":false,"failed":false,)j"
+    R"j("first_denial":"connection to 10.255.255.1:80/tcp refused by protected range"})j";
+
 TEST(SdkCode, EventsBecomeAnExecutionAndLiveCallbacks) {
   OneSandbox fake;
   fake.server.on(
@@ -168,8 +178,8 @@ TEST(SdkCode, EventsBecomeAnExecutionAndLiveCallbacks) {
                 "\n");
         r.chunk(
             R"({"type":"end","status":"ok","duration_ms":12.5,"context_id":"python","context_restarted":false,)"
-            R"("review":{"verdict":"allow","reviewer":null,"rule":null,"reason":null}})"
-            "\n");
+            R"("review":{"verdict":"allow","reviewer":null,"rule":null,"reason":null},)" +
+            std::string(kAuditJson) + "}\n");
         r.endChunked();
       });
   auto sb = Sandbox::connect("web", to(fake.server));
@@ -200,6 +210,19 @@ TEST(SdkCode, EventsBecomeAnExecutionAndLiveCallbacks) {
   ASSERT_TRUE(ex->review);
   EXPECT_EQ(ex->review->verdict, "allow");
   EXPECT_FALSE(ex->error);
+  ASSERT_TRUE(ex->audit);
+  EXPECT_EQ(ex->audit->execution, "9b1e0c2d4f6a8e01");
+  ASSERT_EQ(ex->audit->processes.size(), 1u);
+  EXPECT_EQ(ex->audit->processes[0].path, "/usr/bin/python3");
+  EXPECT_EQ(ex->audit->processes[0].argv, (std::vector<std::string>{"python3", "-c"}));
+  EXPECT_EQ(ex->audit->connections_denied, 1u);
+  ASSERT_EQ(ex->audit->connections.size(), 1u);
+  EXPECT_FALSE(ex->audit->connections[0].allowed);
+  EXPECT_EQ(ex->audit->connections[0].port, 80);
+  EXPECT_EQ(ex->audit->connections[0].rule, "protected:10.0.0.0/8");
+  EXPECT_EQ(ex->audit->first_denial,
+            "connection to 10.255.255.1:80/tcp refused by protected range");
+  EXPECT_FALSE(ex->audit->failed);
 }
 
 TEST(SdkCode, RaisedErrorIsAnOutcomeAndTimeoutIsAnError) {
@@ -272,7 +295,9 @@ TEST(SdkCommands, RunCollectsOutputAndExitCode) {
               R"({"type":"exit","exit_code":137,"signal":9,"timed_out":true,"duration_ms":2000})"
               "\n");
         } else {
-          r.chunk(R"({"type":"exit","exit_code":3,"signal":0,"timed_out":false,"duration_ms":3.1})"
+          r.chunk(R"({"type":"exit","exit_code":3,"signal":0,"timed_out":false,"duration_ms":3.1,)"
+                  R"("audit":{"execution":"e2","failed":true,"events_dropped":7},)"
+                  R"("error":"the audit lost 7 events"})"
                   "\n");
         }
         r.endChunked();
@@ -291,6 +316,11 @@ TEST(SdkCommands, RunCollectsOutputAndExitCode) {
   EXPECT_EQ(r->command_id, "c1");
   EXPECT_EQ(r->stdout_text, "a\n");
   EXPECT_EQ(live, "a\n");
+  ASSERT_TRUE(r->audit);
+  EXPECT_EQ(r->audit->execution, "e2");
+  EXPECT_TRUE(r->audit->failed);
+  EXPECT_EQ(r->audit->events_dropped, 7u);
+  EXPECT_EQ(r->error, "the audit lost 7 events");
   EXPECT_EQ(
       fake.server.last().json(),
       (Json{{"cmd", "echo a; exit 3"}, {"env", {{"K", "V"}}}, {"cwd", "/tmp"}, {"stdin", "in"}}));

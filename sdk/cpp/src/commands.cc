@@ -2,6 +2,7 @@
 
 #include "airlock/client/http.h"
 #include "api_error.h"
+#include "audit_json.h"
 #include "json_fields.h"
 
 namespace airlock::sdk {
@@ -46,6 +47,9 @@ Result<CommandResult> collect(const Http& http, std::string_view method, const s
       timed_out = fields::boolean(ev, "timed_out");
       if (auto it = ev.find("review"); it != ev.end() && it->is_object())
         result.review = reviewFromJson(*it);
+      if (auto it = ev.find("audit"); it != ev.end() && it->is_object())
+        result.audit = auditFromJson(*it);
+      result.error = fields::str(ev, "error");
     }
   });
   if (!r) return Unexpected(r.error());

@@ -2,6 +2,7 @@
 
 #include "airlock/client/http.h"
 #include "api_error.h"
+#include "audit_json.h"
 #include "json_fields.h"
 
 namespace airlock::sdk {
@@ -80,6 +81,8 @@ void onCodeEvent(const Json& ev, Execution& ex, const RunCodeOptions& o) {
     ex.context_restarted = fields::boolean(ev, "context_restarted");
     if (auto it = ev.find("review"); it != ev.end() && it->is_object())
       ex.review = reviewFromJson(*it);
+    if (auto it = ev.find("audit"); it != ev.end() && it->is_object())
+      ex.audit = auditFromJson(*it);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "airlock/client/audit.h"
 #include "airlock/client/error.h"
 
 namespace airlock::sdk {
@@ -36,6 +37,10 @@ struct CommandResult {
   bool stderr_truncated = false;
   double duration_ms = 0;
   std::optional<Review> review;
+  std::optional<AuditSummary> audit;  // what the command did; absent when nothing is audited
+  // Why the command counts as failed whatever its exit code ("" normally): an audit that lost
+  // events under fail_closed.
+  std::string error;
 };
 
 struct CommandInfo {

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "airlock/client/audit.h"
 #include "airlock/client/error.h"
 
 namespace airlock::sdk {
@@ -45,8 +46,9 @@ struct Execution {
   std::optional<ExecutionError> error;
   double duration_ms = 0;
   std::string context_id;
-  bool context_restarted = false;  // the interpreter was restarted (state is gone)
-  std::optional<Review> review;    // the review chain's verdict, when the profile has one
+  bool context_restarted = false;     // the interpreter was restarted (state is gone)
+  std::optional<Review> review;       // the review chain's verdict, when the profile has one
+  std::optional<AuditSummary> audit;  // what the run did; absent when the profile audits nothing
 
   // The last expression's value, when there was one.
   const DisplayData* mainResult() const {
