@@ -8,6 +8,7 @@
 #include <seccomp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -16,6 +17,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -23,6 +25,7 @@
 
 #include "airlock/unique_fd.h"
 #include "exec_audit.skel.h"
+#include "min_core_btf.h"
 #include "net_policy.skel.h"
 #include "supervisor/audit/bpf_handles.h"
 #include "syscall_count.skel.h"
@@ -40,6 +43,30 @@ int64_t realtimeMinusMonotonicNs() {
   ::clock_gettime(CLOCK_REALTIME, &rt);
   ::clock_gettime(CLOCK_MONOTONIC, &mono);
   return (int64_t{rt.tv_sec} - mono.tv_sec) * 1000000000 + (rt.tv_nsec - mono.tv_nsec);
+}
+
+// The programs' CO-RE relocations need the running kernel's BTF. libbpf reads the whole
+// /sys/kernel/btf/vmlinux for every object it opens (~40 ms each here), unless it is given a
+// smaller BTF: the build extracted the few types the programs use (bpf/embed_min_btf.cmake).
+// That extract is valid only on the kernel it came from, so it is offered only when
+// /proc/version is the same; otherwise (another kernel, a read error) the fd is invalid and
+// libbpf uses vmlinux as usual.
+UniqueFd minimalKernelBtf() {
+  std::ifstream in("/proc/version");
+  std::string running((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!running.empty() && (running.back() == '\n' || running.back() == ' ')) running.pop_back();
+  if (running.empty() || running != airlock::bpf::kMinCoreBtfKernel) return {};
+  UniqueFd fd(::memfd_create("airlock-min-core-btf", MFD_CLOEXEC));
+  if (!fd) return {};
+  const auto* data = airlock::bpf::kMinCoreBtf;
+  size_t left = sizeof airlock::bpf::kMinCoreBtf;
+  while (left > 0) {
+    ssize_t n = ::write(fd.get(), data, left);
+    if (n <= 0) return {};
+    data += n;
+    left -= static_cast<size_t>(n);
+  }
+  return fd;
 }
 
 // The network namespace cookie of this process: loopback there is the host's.
@@ -105,7 +132,16 @@ struct AuditEngine::Impl {
   BpfLink syscall_link;
   int syscall_users = 0;  // under mu
   uint64_t host_netns_cookie = 0;
+  UniqueFd min_btf;  // minimalKernelBtf(): kept for the syscall counter's later open
+  std::string min_btf_path;
   int ncpu = 1;
+
+  bpf_object_open_opts openOptions() const {
+    bpf_object_open_opts o{};
+    o.sz = sizeof o;
+    o.btf_custom_path = min_btf_path.empty() ? nullptr : min_btf_path.c_str();
+    return o;
+  }
   int64_t realtime_offset_ns = 0;
 
   ring_buffer* ring = nullptr;
@@ -281,7 +317,8 @@ struct AuditEngine::Impl {
   Result<> acquireSyscallCounter() {
     // Caller holds mu.
     if (!syscalls) {
-      SyscallSkel skel(airlock_syscall_count__open());
+      auto open_opts = openOptions();
+      SyscallSkel skel(airlock_syscall_count__open_opts(&open_opts));
       if (!skel) return libbpfError(-errno, "open bpf object", "syscall_count");
       // One cgroup table, one config, one ring and one drop counter for every object.
       bpf_map__reuse_fd(skel->maps.audited_cgroups, cgroupsFd());
@@ -393,14 +430,17 @@ Result<std::shared_ptr<AuditEngine>> AuditEngine::load(const EngineOptions& opti
   AIRLOCK_TRY_CTX(cookie, ownNetnsCookie(), "audit");
   m.host_netns_cookie = cookie;
 
-  m.exec.reset(airlock_exec_audit__open());
+  m.min_btf = minimalKernelBtf();
+  if (m.min_btf) m.min_btf_path = "/proc/self/fd/" + std::to_string(m.min_btf.get());
+  auto open_opts = m.openOptions();
+  m.exec.reset(airlock_exec_audit__open_opts(&open_opts));
   if (!m.exec) return libbpfError(-errno, "open bpf object", "exec_audit");
   bpf_map__set_max_entries(m.exec->maps.events, options.ring_bytes);
   if (int rc = airlock_exec_audit__load(m.exec.get()); rc != 0) {
     return libbpfError(rc, "load bpf program", "exec_audit (raw_tp/sched_process_exec)");
   }
 
-  m.net.reset(airlock_net_policy__open());
+  m.net.reset(airlock_net_policy__open_opts(&open_opts));
   if (!m.net) return libbpfError(-errno, "open bpf object", "net_policy");
   m.net->rodata->host_netns_cookie = m.host_netns_cookie;
   bpf_map__reuse_fd(m.net->maps.audited_cgroups, m.cgroupsFd());
