@@ -1,0 +1,120 @@
+#include "supervisor/net/nft_table.h"
+
+#include <nftables/libnftables.h>
+
+#include <cerrno>
+#include <string_view>
+#include <utility>
+
+namespace airlock::net {
+namespace {
+
+// The whole table. @LINKS@ is the link-name wildcard ("al-*"), @TABLE@ the table's name. Sets hold
+// one element per attached sandbox; rules never change after install().
+//   forward: a packet from a sandbox link must carry that link's own source address (a sandbox
+//     that is root in its namespace could otherwise spoof another's) and must not go to another
+//     sandbox; into a sandbox link only replies of connections it opened.
+//   input: a sandbox reaches nothing on the host itself (its gateway address, host services on
+//     0.0.0.0) except the neighbour discovery IPv6 needs on the link.
+//   postrouting: sandbox sources leave masqueraded behind the outgoing interface's address.
+constexpr const char* kRuleset = R"(table inet @TABLE@ {
+  set links4 { type ifname . ipv4_addr; }
+  set links6 { type ifname . ipv6_addr; }
+  set sources4 { type ipv4_addr; }
+  set sources6 { type ipv6_addr; }
+  chain forward {
+    type filter hook forward priority filter; policy accept;
+    iifname "@LINKS@" jump from_sandbox
+    oifname "@LINKS@" ct state established,related accept
+    oifname "@LINKS@" drop
+  }
+  chain from_sandbox {
+    oifname "@LINKS@" drop
+    meta nfproto ipv4 iifname . ip saddr @links4 accept
+    meta nfproto ipv6 iifname . ip6 saddr @links6 accept
+    drop
+  }
+  chain input {
+    type filter hook input priority filter; policy accept;
+    iifname "@LINKS@" jump sandbox_to_host
+  }
+  chain sandbox_to_host {
+    icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit } accept
+    drop
+  }
+  chain postrouting {
+    type nat hook postrouting priority srcnat; policy accept;
+    ip saddr @sources4 masquerade
+    ip6 saddr @sources6 masquerade
+  }
+}
+)";
+
+}  // namespace
+
+void NftTable::Free::operator()(nft_ctx* ctx) const { nft_ctx_free(ctx); }
+
+NftTable::NftTable(std::unique_ptr<nft_ctx, Free> ctx, std::string table, std::string link_prefix)
+    : ctx_(std::move(ctx)), table_(std::move(table)), link_prefix_(std::move(link_prefix)) {}
+
+NftTable::~NftTable() = default;
+
+Result<NftTable> NftTable::open(std::string table, std::string link_prefix) {
+  std::unique_ptr<nft_ctx, Free> ctx(nft_ctx_new(NFT_CTX_DEFAULT));
+  if (!ctx) return Unexpected(Error("nft_ctx_new", table, ENOMEM));
+  // Keep nft's output and errors off the supervisor's stdout/stderr: errors go into Results.
+  if (nft_ctx_buffer_output(ctx.get()) != 0 || nft_ctx_buffer_error(ctx.get()) != 0)
+    return Unexpected(Error("nft_ctx_buffer_output", table, ENOMEM));
+  return NftTable(std::move(ctx), std::move(table), std::move(link_prefix));
+}
+
+Result<> NftTable::run(const std::string& commands, const std::string& what) {
+  if (nft_run_cmd_from_buffer(ctx_.get(), commands.c_str()) == 0) return {};
+  std::string message = nft_ctx_get_error_buffer(ctx_.get());
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  // nft reports the first failing line; keep it short for one-line errors.
+  if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
+  return fail("nftables: " + what + ": " + message, "inet " + table_);
+}
+
+Result<> NftTable::install() {
+  std::string links = link_prefix_ + "*";
+  // "add table; delete table" makes the delete valid whether or not a leftover exists; the
+  // whole buffer is one transaction, so the host never sees a half-built table.
+  std::string ruleset = kRuleset;
+  for (auto [token, value] : {std::pair{"@TABLE@", &table_}, std::pair{"@LINKS@", &links}})
+    for (size_t at; (at = ruleset.find(token)) != std::string::npos;)
+      ruleset.replace(at, std::string_view(token).size(), *value);
+  std::string commands =
+      "add table inet " + table_ + "\ndelete table inet " + table_ + "\n" + ruleset;
+  return run(commands, "creating the airlock table");
+}
+
+Result<> NftTable::remove() {
+  return run("add table inet " + table_ + "\ndelete table inet " + table_ + "\n",
+             "deleting the airlock table");
+}
+
+bool NftTable::exists() {
+  return nft_run_cmd_from_buffer(ctx_.get(), ("list table inet " + table_).c_str()) == 0;
+}
+
+std::string NftTable::elements(const NftSandbox& s, const char* verb) const {
+  const std::string head = std::string(verb) + " element inet " + table_ + " ";
+  std::string out = head + "links4 { \"" + s.link + "\" . " + s.sandbox_v4 + " }\n" + head +
+                    "sources4 { " + s.sandbox_v4 + " }\n";
+  if (!s.sandbox_v6.empty())
+    out += head + "links6 { \"" + s.link + "\" . " + s.sandbox_v6 + " }\n" + head + "sources6 { " +
+           s.sandbox_v6 + " }\n";
+  return out;
+}
+
+Result<> NftTable::addSandbox(const NftSandbox& sandbox) {
+  return run(elements(sandbox, "add"), "adding the elements of " + sandbox.link);
+}
+
+Result<> NftTable::removeSandbox(const NftSandbox& sandbox) {
+  return run(elements(sandbox, "delete"), "deleting the elements of " + sandbox.link);
+}
+
+}  // namespace airlock::net

@@ -1,0 +1,54 @@
+// airlock's own nftables table (libnftables): masquerade for sandbox sources, a forward filter
+// that lets each sandbox link send only from its own address, and an input filter that keeps
+// sandboxes off the host's own services. Only this table is ever created, changed or deleted;
+// every other table on the host is left alone (docs/network.md has the ruleset).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "airlock/result.h"
+
+struct nft_ctx;
+
+namespace airlock::net {
+
+// One sandbox's entry in the table's sets.
+struct NftSandbox {
+  std::string link;        // host end of its veth ("al-…")
+  std::string sandbox_v4;  // its address
+  std::string sandbox_v6;  // "" without IPv6
+};
+
+// Not thread-safe: the caller serializes (NetworkHost holds a mutex).
+class NftTable {
+ public:
+  // `table` is the inet table's name; `link_prefix` the name prefix of every sandbox link.
+  static Result<NftTable> open(std::string table, std::string link_prefix);
+  NftTable(NftTable&&) noexcept = default;
+  ~NftTable();
+
+  // Creates the table with its chains and empty sets, replacing a leftover table of the same
+  // name in the same transaction (a crashed supervisor's), so rules are never duplicated.
+  Result<> install();
+  // Deletes the table. A table already gone is not an error.
+  Result<> remove();
+  bool exists();
+  Result<> addSandbox(const NftSandbox& sandbox);
+  Result<> removeSandbox(const NftSandbox& sandbox);
+
+ private:
+  struct Free {
+    void operator()(nft_ctx* ctx) const;
+  };
+  NftTable(std::unique_ptr<nft_ctx, Free> ctx, std::string table, std::string link_prefix);
+  // Runs nft commands as one transaction; the error carries `what` and nft's message.
+  Result<> run(const std::string& commands, const std::string& what);
+  std::string elements(const NftSandbox& sandbox, const char* verb) const;
+
+  std::unique_ptr<nft_ctx, Free> ctx_;
+  std::string table_;
+  std::string link_prefix_;
+};
+
+}  // namespace airlock::net

@@ -1,0 +1,133 @@
+// A routed, NATed network for a sandbox whose policy allows more than loopback
+// (docs/network.md).
+//
+// Each attached sandbox gets a veth pair: the host end `<link_prefix><short id>` (al-…) and
+// `eth0` inside the sandbox's network namespace, an IPv4 /30 and an IPv6 /64 from the host's
+// AddressPool, default routes through the host end, and elements in airlock's nftables table
+// (masquerade, anti-spoofing, no access to host services). Where a sandbox may connect is not
+// decided here: the eBPF cgroup programs (docs/audit.md "Network policy") decide every connect.
+//
+// Attach order: address lease → nft table (first sandbox) → veth pair (eth0 born in the
+// sandbox's namespace) → forwarding on the host end → host-end addresses → sandbox addresses,
+// lo up, default routes → nft set elements. A failing step undoes the earlier ones. Detach:
+// veth pair (the kernel removes both ends and their addresses and routes) → nft elements → nft
+// table (last sandbox) → address lease.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "airlock/result.h"
+#include "airlock/unique_fd.h"
+#include "supervisor/net/address_pool.h"
+#include "supervisor/net/nft_table.h"
+
+namespace airlock::net {
+
+struct NetworkOptions {
+  std::string ipv4_range = "10.200.0.0/16";        // each sandbox takes a /30 of it
+  std::string ipv6_range = "fd61:6972:6c6b::/48";  // each sandbox a /64; "" = IPv4 only
+  // DNS servers the sandbox's resolv.conf names (SandboxNetwork::resolvConf). Empty: none. They
+  // are reached through NAT like any destination, so the connect policy must allow port 53.
+  std::vector<std::string> nameservers;
+  int mtu = 1500;                     // of both veth ends; lower it to the uplink's MTU if smaller
+  std::string nft_table = "airlock";  // an `inet` table owned by airlock alone
+  std::string link_prefix = "al-";    // 1-6 characters; host ends are <prefix><short id>
+};
+
+struct ReclaimReport {
+  std::vector<std::string> links_removed;
+  bool table_removed = false;
+};
+
+class SandboxNetwork;
+
+// The host side every sandbox network shares: options, the address pool and the nft table.
+// One per supervisor process (two instances with the same table and prefix would fight).
+class NetworkHost {
+ public:
+  // Validates the options (ranges, nameservers, prefix, mtu); touches nothing on the host.
+  static Result<std::shared_ptr<NetworkHost>> create(NetworkOptions options);
+
+  const NetworkOptions& options() const { return options_; }
+  const AddressPool& pool() const { return pool_; }
+  // The host end's name for a sandbox: <prefix><id> when the id fits the 15-byte link-name
+  // limit, else <prefix><hash of the id> (the full id is in the link's alias).
+  std::string linkName(std::string_view sandbox_id) const;
+  uint32_t attached() const;
+
+  // After a supervisor restart, before any attach(): deletes every link with this host's prefix
+  // that belongs to no sandbox in `keep_ids` (sandboxes about to be adopted), and the nft table
+  // (adopt() rebuilds what kept sandboxes need).
+  Result<ReclaimReport> reclaimLeftovers(const std::set<std::string>& keep_ids = {});
+
+ private:
+  friend class SandboxNetwork;
+  NetworkHost(NetworkOptions options, AddressPool pool, NftTable nft);
+  // Counts a sandbox in; the first one installs the nft table.
+  Result<> retainTable();
+  // Counts a sandbox out; the last one deletes the nft table.
+  Result<> releaseTable();
+
+  NetworkOptions options_;
+  AddressPool pool_;
+  mutable std::mutex mu_;  // guards nft_ and attached_
+  NftTable nft_;
+  uint32_t attached_ = 0;
+};
+
+class SandboxNetwork {
+ public:
+  // Attaches a sandbox's network namespace (an fd of /proc/<pid>/ns/net, see openNetns). Safe to
+  // call from several threads at once.
+  static Result<std::unique_ptr<SandboxNetwork>> attach(std::shared_ptr<NetworkHost> host,
+                                                        std::string sandbox_id, int netns_fd);
+  // Takes over the network of a sandbox adopted after a supervisor restart: its link survived
+  // reclaimLeftovers(keep_ids); the lease and nft elements are rebuilt from the link's address.
+  static Result<std::unique_ptr<SandboxNetwork>> adopt(std::shared_ptr<NetworkHost> host,
+                                                       std::string sandbox_id);
+  ~SandboxNetwork();
+  SandboxNetwork(const SandboxNetwork&) = delete;
+  SandboxNetwork& operator=(const SandboxNetwork&) = delete;
+
+  // Removes everything attach() made; idempotent. Reports the first step that failed (the
+  // others still run).
+  Result<> detach();
+
+  const std::string& sandboxId() const { return id_; }
+  const std::string& hostLink() const { return link_; }
+  static constexpr const char* kSandboxLink = "eth0";
+  const SlotAddresses& addresses() const { return addresses_; }
+  uint32_t slot() const { return slot_; }
+  // The sandbox's /etc/resolv.conf: the configured nameservers, or a comment saying there is no
+  // resolver.
+  std::string resolvConf() const;
+
+ private:
+  SandboxNetwork(std::shared_ptr<NetworkHost> host, std::string id);
+  Result<> build(int netns_fd);
+  NftSandbox nftEntry() const;
+
+  std::shared_ptr<NetworkHost> host_;
+  std::string id_;
+  std::string link_;
+  uint32_t slot_ = 0;
+  SlotAddresses addresses_;
+  // What exists, so detach() (and a failed attach) undoes exactly that.
+  bool leased_ = false;
+  bool table_retained_ = false;
+  bool link_created_ = false;
+  bool elements_added_ = false;
+};
+
+// Opens the network namespace of a process (/proc/<pid>/ns/net) for attach().
+Result<UniqueFd> openNetns(pid_t pid);
+
+}  // namespace airlock::net

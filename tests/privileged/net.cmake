@@ -1,0 +1,6 @@
+# Sandbox networks (supervisor/net, docs/network.md) on the real kernel (root): veth pairs into
+# test network namespaces, a fake internet in TEST-NET-2 behind a test veth, airlock's nft table
+# under a test name. No packet leaves the machine.
+airlock_add_test(net_privileged_tests LABEL privileged TIMEOUT 180
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/net_test.cc
+  LIBS airlock_core)

@@ -1,0 +1,753 @@
+// Sandbox networks on the real kernel (root): "sandboxes" are forked children in new network
+// namespaces; the "internet" is another test namespace joined to the host by a test veth in
+// TEST-NET-2 (198.51.100.0/24) and 2001:db8:5::/64, so no packet leaves the machine. The test
+// uses its own nft table and link prefix, never the host's default route or other tables, and
+// removes every namespace, link and table it made (RAII), also on failure.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <nftables/libnftables.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "supervisor/net/sandbox_network.h"
+#include "test_support.h"
+
+namespace airlock::net {
+namespace {
+
+using airlock::testing::runCommand;
+
+constexpr const char* kTable = "airlock_test";
+constexpr const char* kPrefix = "tn-";
+constexpr const char* kInternetLink = "tinet0";  // outside kPrefix: not a sandbox link
+constexpr const char* kInternetHostV4 = "198.51.100.1";
+constexpr const char* kInternetV4 = "198.51.100.2";
+constexpr const char* kInternetHostV6 = "2001:db8:5::1";
+constexpr const char* kInternetV6 = "2001:db8:5::2";
+
+NetworkOptions testOptions() {
+  NetworkOptions o;
+  o.ipv4_range = "10.201.0.0/16";
+  o.ipv6_range = "fd61:6972:6c6c::/48";
+  o.nft_table = kTable;
+  o.link_prefix = kPrefix;
+  return o;
+}
+
+std::string tool(const char* name) {
+  for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
+    std::string p = std::string(dir) + name;
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return {};
+}
+
+void mustRun(const std::vector<std::string>& argv) {
+  auto r = runCommand(argv, "", 20);
+  ASSERT_EQ(r.exit_code, 0) << argv[0] << " " << (argv.size() > 1 ? argv[1] : "") << ": " << r.err;
+}
+
+bool linkExists(const std::string& name) { return ::if_nametoindex(name.c_str()) != 0; }
+
+bool nftTableExists(const std::string& table) {
+  nft_ctx* ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+  nft_ctx_buffer_output(ctx);
+  nft_ctx_buffer_error(ctx);
+  bool exists = nft_run_cmd_from_buffer(ctx, ("list table inet " + table).c_str()) == 0;
+  nft_ctx_free(ctx);
+  return exists;
+}
+
+// Runs fn on a thread that entered the network namespace `netns_fd` (setns is per thread; the
+// test's own threads stay in the host namespace).
+template <typename F>
+auto inNetns(int netns_fd, F fn) -> decltype(fn()) {
+  decltype(fn()) result{};
+  std::thread([&] {
+    if (::setns(netns_fd, CLONE_NEWNET) != 0) {
+      ADD_FAILURE() << "setns: " << std::strerror(errno);
+      return;
+    }
+    result = fn();
+  }).join();
+  return result;
+}
+
+// A child process in a new network namespace, waiting until the object dies (it also dies with
+// the test process: PR_SET_PDEATHSIG and the closed pipe).
+class NetnsChild {
+ public:
+  NetnsChild() {
+    int ready[2], hold[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(hold, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::close(ready[0]);
+      ::close(hold[1]);
+      char c = ::unshare(CLONE_NEWNET) == 0 ? 'r' : 'e';
+      if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+      ::read(hold[0], &c, 1);  // EOF when the parent lets go
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    ::close(hold[0]);
+    hold_ = hold[1];
+    char c = 0;
+    bool ok = ::read(ready[0], &c, 1) == 1 && c == 'r';
+    ::close(ready[0]);
+    if (ok)
+      netns_ = ::open(("/proc/" + std::to_string(pid_) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  ~NetnsChild() {
+    if (netns_ >= 0) ::close(netns_);
+    if (hold_ >= 0) ::close(hold_);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  NetnsChild(const NetnsChild&) = delete;
+  NetnsChild& operator=(const NetnsChild&) = delete;
+  pid_t pid() const { return pid_; }
+  int netns() const { return netns_; }
+  bool ok() const { return netns_ >= 0; }
+
+ private:
+  pid_t pid_ = -1;
+  int hold_ = -1;
+  int netns_ = -1;
+};
+
+void writeSysctl(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path;
+  EXPECT_EQ(::write(fd, "1", 1), 1) << path;
+  ::close(fd);
+}
+
+struct ConnectResult {
+  int error = -1;     // 0, or the errno of socket/connect/recv (ETIMEDOUT: no answer)
+  std::string reply;  // what the server saw as our address
+  std::string local;  // our own address on that socket
+};
+
+std::string addressText(const sockaddr_storage& ss) {
+  char buf[INET6_ADDRSTRLEN] = "";
+  if (ss.ss_family == AF_INET)
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(ss).sin_addr, buf, sizeof buf);
+  else
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(ss).sin6_addr, buf, sizeof buf);
+  std::string s = buf;
+  if (s.starts_with("::ffff:")) s = s.substr(7);  // a v4 peer of a dual-stack socket
+  return s;
+}
+
+socklen_t makeAddress(const std::string& addr, uint16_t port, sockaddr_storage& ss) {
+  ss = {};
+  if (addr.find(':') == std::string::npos) {
+    auto& a = reinterpret_cast<sockaddr_in&>(ss);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    ::inet_pton(AF_INET, addr.c_str(), &a.sin_addr);
+    return sizeof a;
+  }
+  auto& a = reinterpret_cast<sockaddr_in6&>(ss);
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(port);
+  ::inet_pton(AF_INET6, addr.c_str(), &a.sin6_addr);
+  return sizeof a;
+}
+
+bool waitFor(int fd, short events, int timeout_ms) {
+  pollfd p{fd, events, 0};
+  return ::poll(&p, 1, timeout_ms) == 1;
+}
+
+// Connects (TCP) or sends a datagram (UDP) from the current namespace and reads the reply.
+// `bind_to` binds the source address first (spoofing tests).
+ConnectResult exchange(int type, const std::string& addr, uint16_t port,
+                       const std::string& bind_to = {}, int timeout_ms = 2000) {
+  ConnectResult r;
+  sockaddr_storage ss;
+  socklen_t len = makeAddress(addr, port, ss);
+  int s = ::socket(ss.ss_family, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s < 0) return {errno, {}, {}};
+  std::unique_ptr<int, void (*)(int*)> guard(&s, [](int* fd) { ::close(*fd); });
+  if (!bind_to.empty()) {
+    sockaddr_storage b;
+    socklen_t blen = makeAddress(bind_to, 0, b);
+    if (::bind(s, reinterpret_cast<sockaddr*>(&b), blen) != 0) return {errno, {}, {}};
+  }
+  if (::connect(s, reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
+    return {errno, {}, {}};
+  if (type == SOCK_STREAM) {
+    if (!waitFor(s, POLLOUT, timeout_ms)) return {ETIMEDOUT, {}, {}};
+    int err = 0;
+    socklen_t elen = sizeof err;
+    ::getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &elen);
+    if (err != 0) return {err, {}, {}};
+  } else if (::send(s, "?", 1, 0) != 1) {
+    return {errno, {}, {}};
+  }
+  sockaddr_storage local{};
+  socklen_t llen = sizeof local;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&local), &llen);
+  r.local = addressText(local);
+  if (!waitFor(s, POLLIN, timeout_ms)) return {ETIMEDOUT, {}, r.local};
+  char buf[128];
+  ssize_t n = ::recv(s, buf, sizeof buf, 0);
+  if (n <= 0) return {n < 0 ? errno : ECONNRESET, {}, r.local};
+  r.error = 0;
+  r.reply.assign(buf, static_cast<size_t>(n));
+  return r;
+}
+
+// TCP and UDP servers on [::] (dual stack) that answer every client with the address they saw
+// it come from. Sockets are opened inside `netns_fd`; serving happens on a plain thread.
+class EchoServers {
+ public:
+  explicit EchoServers(int netns_fd) {
+    auto fds = inNetns(netns_fd, [] {
+      std::pair<int, int> out{-1, -1};
+      for (int type : {SOCK_STREAM, SOCK_DGRAM}) {
+        int s = ::socket(AF_INET6, type | SOCK_CLOEXEC, 0);
+        int zero = 0, one = 1;
+        ::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in6 a{};
+        a.sin6_family = AF_INET6;
+        if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return out;
+        if (type == SOCK_STREAM) ::listen(s, 64);
+        (type == SOCK_STREAM ? out.first : out.second) = s;
+      }
+      return out;
+    });
+    tcp_ = fds.first;
+    udp_ = fds.second;
+    if (tcp_ < 0 || udp_ < 0) return;
+    port_ = localPort(tcp_);
+    udp_port_ = localPort(udp_);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~EchoServers() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (tcp_ >= 0) ::close(tcp_);
+    if (udp_ >= 0) ::close(udp_);
+  }
+  uint16_t tcpPort() const { return port_; }
+  uint16_t udpPort() const { return udp_port_; }
+  bool ok() const { return tcp_ >= 0 && udp_ >= 0; }
+
+ private:
+  static uint16_t localPort(int s) {
+    sockaddr_in6 a{};
+    socklen_t len = sizeof a;
+    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+    return ntohs(a.sin6_port);
+  }
+  void serve() {
+    while (!stop_) {
+      pollfd p[2] = {{tcp_, POLLIN, 0}, {udp_, POLLIN, 0}};
+      if (::poll(p, 2, 50) <= 0) continue;
+      if (p[0].revents & POLLIN) {
+        sockaddr_storage peer{};
+        socklen_t len = sizeof peer;
+        int c = ::accept4(tcp_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
+        if (c >= 0) {
+          std::string text = addressText(peer);
+          (void)!::write(c, text.data(), text.size());
+          ::close(c);
+        }
+      }
+      if (p[1].revents & POLLIN) {
+        sockaddr_storage peer{};
+        socklen_t len = sizeof peer;
+        char buf[16];
+        if (::recvfrom(udp_, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&peer), &len) >= 0) {
+          std::string text = addressText(peer);
+          ::sendto(udp_, text.data(), text.size(), 0, reinterpret_cast<sockaddr*>(&peer), len);
+        }
+      }
+    }
+  }
+  int tcp_ = -1, udp_ = -1;
+  uint16_t port_ = 0, udp_port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// The fake internet: a namespace behind the host's test link kInternetLink, with echo servers.
+class FakeInternet {
+ public:
+  FakeInternet() {
+    if (!ns_.ok()) return;
+    const std::string ip = tool("ip"), nsenter = tool("nsenter");
+    const std::string pid = std::to_string(ns_.pid());
+    mustRun(
+        {ip, "link", "add", kInternetLink, "type", "veth", "peer", "name", "eth0", "netns", pid});
+    created_ = true;
+    mustRun({ip, "addr", "add", std::string(kInternetHostV4) + "/24", "dev", kInternetLink});
+    mustRun(
+        {ip, "addr", "add", std::string(kInternetHostV6) + "/64", "dev", kInternetLink, "nodad"});
+    // Replies from the internet arrive on this link: it must forward (test-owned, per link).
+    writeSysctl(std::string("/proc/sys/net/ipv4/conf/") + kInternetLink + "/forwarding");
+    writeSysctl(std::string("/proc/sys/net/ipv6/conf/") + kInternetLink + "/force_forwarding");
+    mustRun({ip, "link", "set", kInternetLink, "up"});
+    const std::string in = "--net=/proc/" + pid + "/ns/net";
+    mustRun({nsenter, in, ip, "addr", "add", std::string(kInternetV4) + "/24", "dev", "eth0"});
+    mustRun(
+        {nsenter, in, ip, "addr", "add", std::string(kInternetV6) + "/64", "dev", "eth0", "nodad"});
+    mustRun({nsenter, in, ip, "link", "set", "eth0", "up"});
+    mustRun({nsenter, in, ip, "link", "set", "lo", "up"});
+    servers_ = std::make_unique<EchoServers>(ns_.netns());
+  }
+  ~FakeInternet() {
+    servers_.reset();
+    if (created_) runCommand({tool("ip"), "link", "del", kInternetLink}, "", 20);
+  }
+  bool ok() const { return servers_ && servers_->ok(); }
+  EchoServers& servers() { return *servers_; }
+
+ private:
+  NetnsChild ns_;
+  bool created_ = false;
+  std::unique_ptr<EchoServers> servers_;
+};
+
+// Removes whatever a failed test left of the test table and links (the code under test cleans
+// up after itself; this only keeps one failure from cascading into the next test).
+void scrubTestState() {
+  auto host = NetworkHost::create(testOptions());
+  if (host) (void)(*host)->reclaimLeftovers();
+}
+
+class SandboxNetworkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AIRLOCK_REQUIRE_ROOT();
+    if (tool("ip").empty() || tool("nsenter").empty()) {
+      if (airlock::testing::privilegeRequired()) FAIL() << "needs ip (iproute2) and nsenter";
+      GTEST_SKIP() << "needs ip (iproute2) and nsenter to build the fake internet";
+    }
+    scrubTestState();
+    ASSERT_FALSE(nftTableExists(kTable));
+    internet_ = std::make_unique<FakeInternet>();
+    ASSERT_TRUE(internet_->ok()) << "fake internet did not come up";
+    auto host = NetworkHost::create(testOptions());
+    ASSERT_TRUE(host) << host.error().message();
+    host_ = *host;
+  }
+  void TearDown() override {
+    host_.reset();
+    internet_.reset();
+    scrubTestState();
+  }
+
+  std::unique_ptr<SandboxNetwork> attach(const std::string& id, const NetnsChild& sandbox) {
+    auto net = SandboxNetwork::attach(host_, id, sandbox.netns());
+    EXPECT_TRUE(net) << net.error().message();
+    return net ? std::move(*net) : nullptr;
+  }
+
+  std::unique_ptr<FakeInternet> internet_;
+  std::shared_ptr<NetworkHost> host_;
+};
+
+TEST_F(SandboxNetworkTest, SandboxReachesTcpAndUdpServersOverIpv4AndIpv6ThroughNat) {
+  NetnsChild sandbox;
+  ASSERT_TRUE(sandbox.ok());
+  auto& srv = internet_->servers();
+  // Before attach, the sandbox's namespace has no route anywhere.
+  auto before =
+      inNetns(sandbox.netns(), [&] { return exchange(SOCK_STREAM, kInternetV4, srv.tcpPort()); });
+  EXPECT_EQ(before.error, ENETUNREACH);
+
+  auto net = attach("reach", sandbox);
+  ASSERT_TRUE(net);
+  EXPECT_EQ(net->hostLink(), "tn-reach");
+  const auto& a = net->addresses();
+  struct Case {
+    int type;
+    const char* server;
+    uint16_t port;
+    std::string sandbox_address;
+    const char* nat_address;
+  } cases[] = {
+      {SOCK_STREAM, kInternetV4, srv.tcpPort(), a.sandbox_v4, kInternetHostV4},
+      {SOCK_DGRAM, kInternetV4, srv.udpPort(), a.sandbox_v4, kInternetHostV4},
+      {SOCK_STREAM, kInternetV6, srv.tcpPort(), a.sandbox_v6, kInternetHostV6},
+      {SOCK_DGRAM, kInternetV6, srv.udpPort(), a.sandbox_v6, kInternetHostV6},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.type == SOCK_STREAM ? "tcp " : "udp ") + c.server);
+    auto r = inNetns(sandbox.netns(), [&] { return exchange(c.type, c.server, c.port); });
+    ASSERT_EQ(r.error, 0) << std::strerror(r.error);
+    // The sandbox sent from its own address; the server saw the host's: NAT happened.
+    EXPECT_EQ(r.local, c.sandbox_address);
+    EXPECT_EQ(r.reply, c.nat_address);
+  }
+}
+
+TEST_F(SandboxNetworkTest, SandboxCannotReachHostServicesOrSpoofItsSource) {
+  NetnsChild sandbox;
+  ASSERT_TRUE(sandbox.ok());
+  auto net = attach("fence", sandbox);
+  ASSERT_TRUE(net);
+  // A host service on every address: reachable from the host itself (positive control), not
+  // from the sandbox through its gateway address.
+  int host_fd = -1;
+  {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&any), sizeof any), 0);
+    ASSERT_EQ(::listen(s, 8), 0);
+    host_fd = s;
+  }
+  std::unique_ptr<int, void (*)(int*)> close_host(&host_fd, [](int* fd) { ::close(*fd); });
+  sockaddr_in bound{};
+  socklen_t len = sizeof bound;
+  ::getsockname(host_fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  const uint16_t port = ntohs(bound.sin_port);
+  {
+    sockaddr_storage ss;
+    socklen_t alen = makeAddress(net->addresses().host_v4, port, ss);
+    int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&ss), alen), 0)
+        << "control: the host reaches its own service on " << net->addresses().host_v4;
+    ::close(c);
+  }
+  auto to_host = inNetns(sandbox.netns(), [&] {
+    return exchange(SOCK_STREAM, net->addresses().host_v4, port, {}, 500);
+  });
+  EXPECT_EQ(to_host.error, ETIMEDOUT) << "the host input filter must drop it";
+
+  // Spoofing: an extra address inside the sandbox (it is root there) is not its own.
+  const std::string in = "--net=/proc/" + std::to_string(sandbox.pid()) + "/ns/net";
+  mustRun({tool("nsenter"), in, tool("ip"), "addr", "add", "10.201.255.254/32", "dev", "eth0"});
+  auto& srv = internet_->servers();
+  auto honest =
+      inNetns(sandbox.netns(), [&] { return exchange(SOCK_STREAM, kInternetV4, srv.tcpPort()); });
+  EXPECT_EQ(honest.error, 0) << "control: from its own address the sandbox gets through";
+  auto spoofed = inNetns(sandbox.netns(), [&] {
+    return exchange(SOCK_STREAM, kInternetV4, srv.tcpPort(), "10.201.255.254", 500);
+  });
+  EXPECT_EQ(spoofed.error, ETIMEDOUT) << "a foreign source address must be dropped";
+}
+
+TEST_F(SandboxNetworkTest, SandboxesCannotReachEachOther) {
+  NetnsChild a_ns, b_ns;
+  ASSERT_TRUE(a_ns.ok() && b_ns.ok());
+  auto a = attach("peer-a", a_ns);
+  auto b = attach("peer-b", b_ns);
+  ASSERT_TRUE(a && b);
+  EchoServers b_servers(b_ns.netns());
+  ASSERT_TRUE(b_servers.ok());
+  auto& srv = internet_->servers();
+  auto control =
+      inNetns(a_ns.netns(), [&] { return exchange(SOCK_STREAM, kInternetV4, srv.tcpPort()); });
+  EXPECT_EQ(control.error, 0) << "control: sandbox a is online";
+  auto local = inNetns(b_ns.netns(), [&] {
+    return exchange(SOCK_STREAM, b->addresses().sandbox_v4, b_servers.tcpPort());
+  });
+  EXPECT_EQ(local.error, 0) << "control: b's server answers inside b";
+  auto across = inNetns(a_ns.netns(), [&] {
+    return exchange(SOCK_STREAM, b->addresses().sandbox_v4, b_servers.tcpPort(), {}, 500);
+  });
+  EXPECT_NE(across.error, 0) << "sandbox a reached sandbox b";
+}
+
+TEST_F(SandboxNetworkTest, DetachRemovesLinksAddressesAndTheTableWithTheLastSandbox) {
+  NetnsChild a_ns, b_ns;
+  ASSERT_TRUE(a_ns.ok() && b_ns.ok());
+  auto a = attach("gone-a", a_ns);
+  auto b = attach("gone-b", b_ns);
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(nftTableExists(kTable));
+  EXPECT_EQ(host_->pool().leased(), 2u);
+  auto eth0_in = [](const NetnsChild& ns) {
+    return inNetns(ns.netns(), [] { return ::if_nametoindex("eth0") != 0; });
+  };
+  EXPECT_TRUE(eth0_in(a_ns));
+
+  ASSERT_TRUE(a->detach());
+  EXPECT_FALSE(linkExists("tn-gone-a"));
+  EXPECT_FALSE(eth0_in(a_ns)) << "the sandbox end goes with the pair";
+  EXPECT_TRUE(linkExists("tn-gone-b"));
+  EXPECT_TRUE(nftTableExists(kTable)) << "b still needs the table";
+  EXPECT_TRUE(a->detach()) << "detach is idempotent";
+
+  b.reset();  // the destructor detaches too
+  EXPECT_FALSE(linkExists("tn-gone-b"));
+  EXPECT_FALSE(nftTableExists(kTable));
+  EXPECT_EQ(host_->pool().leased(), 0u);
+  EXPECT_EQ(host_->attached(), 0u);
+  // Nothing of the host ends' addresses is left on the host.
+  auto addrs = runCommand({tool("ip"), "-o", "addr", "show"}, "", 20);
+  EXPECT_EQ(addrs.out.find("10.201."), std::string::npos) << addrs.out;
+}
+
+TEST_F(SandboxNetworkTest, EightConcurrentAttachesGetDistinctWorkingNetworks) {
+  constexpr int kCount = 8;
+  std::vector<std::unique_ptr<NetnsChild>> sandboxes;
+  for (int i = 0; i < kCount; ++i) {
+    sandboxes.push_back(std::make_unique<NetnsChild>());
+    ASSERT_TRUE(sandboxes.back()->ok());
+  }
+  std::vector<std::unique_ptr<SandboxNetwork>> nets(kCount);
+  std::vector<std::string> errors(kCount);
+  std::barrier start(kCount);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kCount; ++i)
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      auto net = SandboxNetwork::attach(host_, "many-" + std::to_string(i), sandboxes[i]->netns());
+      if (net)
+        nets[i] = std::move(*net);
+      else
+        errors[i] = net.error().message();
+    });
+  for (auto& t : threads) t.join();
+  std::set<std::string> addresses;
+  auto& srv = internet_->servers();
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_TRUE(nets[i]) << errors[i];
+    addresses.insert(nets[i]->addresses().sandbox_v4);
+    auto r = inNetns(sandboxes[i]->netns(),
+                     [&] { return exchange(SOCK_STREAM, kInternetV4, srv.tcpPort()); });
+    EXPECT_EQ(r.error, 0) << "sandbox " << i << ": " << std::strerror(r.error);
+    EXPECT_EQ(r.reply, kInternetHostV4);
+  }
+  EXPECT_EQ(addresses.size(), static_cast<size_t>(kCount));
+  threads.clear();
+  for (int i = 0; i < kCount; ++i)
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      auto r = nets[i]->detach();
+      if (!r) errors[i] = r.error().message();
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kCount; ++i) {
+    EXPECT_EQ(errors[i], "");
+    EXPECT_FALSE(linkExists("tn-many-" + std::to_string(i)));
+  }
+  EXPECT_FALSE(nftTableExists(kTable));
+  EXPECT_EQ(host_->pool().leased(), 0u);
+}
+
+// A supervisor that dies mid-life: a forked process attaches and _exit()s without detaching.
+void attachAndCrash(const std::string& id, int netns_fd) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    auto host = NetworkHost::create(testOptions());
+    if (!host) ::_exit(2);
+    auto net = SandboxNetwork::attach(*host, id, netns_fd);
+    if (!net) ::_exit(3);
+    (void)net->release();  // never detached: the crash leaves everything behind
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "crashing attach failed: " << status;
+}
+
+TEST_F(SandboxNetworkTest, ReclaimLeftoversRemovesWhatACrashedSupervisorLeft) {
+  NetnsChild a_ns, b_ns;
+  ASSERT_TRUE(a_ns.ok() && b_ns.ok());
+  attachAndCrash("crash-a", a_ns.netns());
+  attachAndCrash("crash-b", b_ns.netns());
+  ASSERT_TRUE(linkExists("tn-crash-a") && linkExists("tn-crash-b"));
+  ASSERT_TRUE(nftTableExists(kTable));
+
+  // b survives the restart (its sandbox is adopted); a is reclaimed.
+  auto report = host_->reclaimLeftovers({"crash-b"});
+  ASSERT_TRUE(report) << report.error().message();
+  EXPECT_EQ(report->links_removed, std::vector<std::string>{"tn-crash-a"});
+  EXPECT_TRUE(report->table_removed);
+  EXPECT_FALSE(linkExists("tn-crash-a"));
+  EXPECT_TRUE(linkExists("tn-crash-b"));
+  EXPECT_FALSE(nftTableExists(kTable));
+
+  auto adopted = SandboxNetwork::adopt(host_, "crash-b");
+  ASSERT_TRUE(adopted) << adopted.error().message();
+  auto& srv = internet_->servers();
+  auto r = inNetns(b_ns.netns(), [&] { return exchange(SOCK_STREAM, kInternetV4, srv.tcpPort()); });
+  EXPECT_EQ(r.error, 0) << "the adopted sandbox is online again";
+  EXPECT_EQ(r.reply, kInternetHostV4);
+  // Its lease is taken: a new sandbox gets another address.
+  NetnsChild c_ns;
+  auto c = attach("after", c_ns);
+  ASSERT_TRUE(c);
+  EXPECT_NE(c->addresses().sandbox_v4, (*adopted)->addresses().sandbox_v4);
+  c.reset();
+  adopted->reset();
+  EXPECT_FALSE(linkExists("tn-crash-b"));
+  EXPECT_FALSE(nftTableExists(kTable));
+}
+
+TEST_F(SandboxNetworkTest, AFailedAttachNamesItsStepAndLeavesNothing) {
+  // Not a network namespace: the veth pair cannot be created.
+  int not_netns = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  auto bad = SandboxNetwork::attach(host_, "bad", not_netns);
+  ::close(not_netns);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("creating the veth pair"), std::string::npos)
+      << bad.error().message();
+  EXPECT_NE(bad.error().message().find("sandbox network 'bad'"), std::string::npos);
+  EXPECT_FALSE(linkExists("tn-bad"));
+  EXPECT_FALSE(nftTableExists(kTable));
+  EXPECT_EQ(host_->pool().leased(), 0u);
+
+  // A second attach under a live sandbox's id fails on EEXIST and leaves the first one alone.
+  NetnsChild first_ns, second_ns;
+  auto first = attach("twice", first_ns);
+  ASSERT_TRUE(first);
+  auto second = SandboxNetwork::attach(host_, "twice", second_ns.netns());
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().errnum(), EEXIST) << second.error().message();
+  EXPECT_NE(second.error().message().find("tn-twice"), std::string::npos);
+  auto& srv = internet_->servers();
+  auto r =
+      inNetns(first_ns.netns(), [&] { return exchange(SOCK_STREAM, kInternetV4, srv.tcpPort()); });
+  EXPECT_EQ(r.error, 0) << "control: the first sandbox is still online";
+  EXPECT_EQ(host_->pool().leased(), 1u);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+TEST_F(SandboxNetworkTest, AttachAndDetachTakeMilliseconds) {
+  NetnsChild keeper_ns, sandbox;
+  ASSERT_TRUE(keeper_ns.ok() && sandbox.ok());
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  auto measure = [&](std::vector<double>& attach_ms, std::vector<double>& detach_ms) {
+    for (int i = 0; i < 15; ++i) {
+      auto t0 = Clock::now();
+      auto net = SandboxNetwork::attach(host_, "timed", sandbox.netns());
+      auto t1 = Clock::now();
+      ASSERT_TRUE(net) << net.error().message();
+      ASSERT_TRUE((*net)->detach());
+      auto t2 = Clock::now();
+      attach_ms.push_back(ms(t1 - t0));
+      detach_ms.push_back(ms(t2 - t1));
+    }
+  };
+  std::vector<double> first_attach, first_detach, attach_ms, detach_ms;
+  measure(first_attach, first_detach);  // the only sandbox: table installed and removed each time
+  auto keeper = attach("keeper", keeper_ns);
+  ASSERT_TRUE(keeper);
+  measure(attach_ms, detach_ms);  // the table already exists
+  std::printf("[ timing ] only sandbox: attach %.2f ms, detach %.2f ms (median of 15)\n",
+              median(first_attach), median(first_detach));
+  std::printf("[ timing ] with the table up: attach %.2f ms, detach %.2f ms (median of 15)\n",
+              median(attach_ms), median(detach_ms));
+  RecordProperty("attach_ms", std::to_string(median(attach_ms)));
+  RecordProperty("detach_ms", std::to_string(median(detach_ms)));
+  // Generous bounds: a regression to hundreds of ms (a process per step, DAD waits) fails.
+  EXPECT_LT(median(attach_ms), 50.0);
+  EXPECT_LT(median(detach_ms), 50.0);
+}
+
+// ---- Pure logic: no root needed ------------------------------------------------------------
+
+TEST(AddressPoolTest, SlotsAreConsecutiveSubnetsOfBothRanges) {
+  auto v4 = parseIpv4Prefix("10.200.0.0/16");
+  auto v6 = parseIpv6Prefix("fd61:6972:6c6b::/48");
+  ASSERT_TRUE(v4 && v6);
+  auto pool = AddressPool::create(*v4, *v6);
+  ASSERT_TRUE(pool);
+  EXPECT_EQ(pool->capacity(), 16384u);
+  auto s0 = pool->addresses(0), s1 = pool->addresses(1), s300 = pool->addresses(300);
+  EXPECT_EQ(s0.host_v4, "10.200.0.1");
+  EXPECT_EQ(s0.sandbox_v4, "10.200.0.2");
+  EXPECT_EQ(s1.host_v4, "10.200.0.5");
+  EXPECT_EQ(s300.sandbox_v4, "10.200.4.178");
+  EXPECT_EQ(s0.host_v6, "fd61:6972:6c6b::1");
+  EXPECT_EQ(s1.sandbox_v6, "fd61:6972:6c6b:1::2");
+  EXPECT_EQ(s300.sandbox_v6, "fd61:6972:6c6b:12c::2");
+  EXPECT_EQ(pool->slotOfHostAddress("10.200.4.177"), 300u);
+  EXPECT_EQ(pool->slotOfHostAddress("10.200.4.178"), std::nullopt) << "a sandbox end";
+  EXPECT_EQ(pool->slotOfHostAddress("10.199.0.1"), std::nullopt);
+}
+
+TEST(AddressPoolTest, LeasesRotateAndRunOutWithAClearError) {
+  auto pool = AddressPool::create(*parseIpv4Prefix("10.9.0.0/29"), std::nullopt);
+  ASSERT_TRUE(pool);
+  EXPECT_FALSE(pool->hasIpv6());
+  EXPECT_EQ(pool->addresses(0).host_v6, "");
+  ASSERT_EQ(pool->capacity(), 2u);
+  EXPECT_EQ(pool->lease(), 0u);
+  EXPECT_EQ(pool->lease(), 1u);
+  auto full = pool->lease();
+  ASSERT_FALSE(full);
+  EXPECT_NE(full.error().message().find("every sandbox network address is in use"),
+            std::string::npos);
+  pool->release(0);
+  EXPECT_EQ(pool->lease(), 0u);
+  pool->release(1);
+  EXPECT_FALSE(pool->leaseExactly(0));
+  EXPECT_TRUE(pool->leaseExactly(1));
+  EXPECT_EQ(pool->leased(), 2u);
+}
+
+TEST(AddressPoolTest, RangesAreCheckedWithTheTextInTheError) {
+  EXPECT_FALSE(parseIpv4Prefix("10.200.0.0"));
+  EXPECT_FALSE(parseIpv4Prefix("10.200.0.0/33"));
+  auto host_bits = parseIpv4Prefix("10.200.0.1/16");
+  ASSERT_FALSE(host_bits);
+  EXPECT_NE(host_bits.error().message().find("'10.200.0.1/16'"), std::string::npos);
+  EXPECT_FALSE(parseIpv6Prefix("fd61::1/48"));
+  EXPECT_FALSE(parseIpv6Prefix("10.0.0.0/8"));
+  EXPECT_FALSE(AddressPool::create(*parseIpv4Prefix("10.0.0.0/31"), std::nullopt));
+  EXPECT_FALSE(AddressPool::create(*parseIpv4Prefix("10.0.0.0/16"), *parseIpv6Prefix("fd00::/80")));
+}
+
+TEST(NetworkHostTest, OptionsAreValidatedAndLinkNamesFitTheKernelLimit) {
+  NetworkOptions bad;
+  bad.nameservers = {"one.one.one.one"};
+  auto r = NetworkHost::create(bad);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("nameservers"), std::string::npos) << r.error().message();
+  NetworkOptions bad_prefix;
+  bad_prefix.link_prefix = "Airlock-";
+  EXPECT_FALSE(NetworkHost::create(bad_prefix));
+
+  auto host = NetworkHost::create(NetworkOptions{});
+  ASSERT_TRUE(host) << host.error().message();
+  EXPECT_EQ((*host)->linkName("abc"), "al-abc");
+  std::string generated = (*host)->linkName("0123456789abcdef");  // newSandboxId(): 16 hex
+  EXPECT_EQ(generated.size(), 15u);
+  EXPECT_TRUE(generated.starts_with("al-"));
+  EXPECT_EQ(generated, (*host)->linkName("0123456789abcdef")) << "stable across calls";
+  EXPECT_NE(generated, (*host)->linkName("0123456789abcdee"));
+  EXPECT_EQ((*host)->linkName("Upper").size(), 15u) << "ids with other characters are hashed";
+}
+
+}  // namespace
+}  // namespace airlock::net
