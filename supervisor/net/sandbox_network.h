@@ -8,10 +8,10 @@
 // decided here: the eBPF cgroup programs (docs/audit.md "Network policy") decide every connect.
 //
 // Attach order: address lease → nft table (first sandbox) → veth pair (eth0 born in the
-// sandbox's namespace) → forwarding on the host end → host-end addresses → sandbox addresses,
-// lo up, default routes → nft set elements. A failing step undoes the earlier ones. Detach:
-// veth pair (the kernel removes both ends and their addresses and routes) → nft elements → nft
-// table (last sandbox) → address lease.
+// sandbox's namespace) → forwarding on the host end → host end up, its addresses → lo and eth0
+// up, sandbox addresses, default routes → nft set elements. A failing step undoes the earlier
+// ones. Detach: veth pair (the kernel removes both ends and their addresses and routes) → nft
+// elements → nft table (last sandbox) → address lease.
 #pragma once
 
 #include <sys/types.h>

@@ -509,6 +509,21 @@ TEST_F(SandboxNetworkTest, DetachRemovesLinksAddressesAndTheTableWithTheLastSand
   EXPECT_EQ(addrs.out.find("10.201."), std::string::npos) << addrs.out;
 }
 
+TEST_F(SandboxNetworkTest, DetachAfterTheSandboxNamespaceDiedStillCleansUp) {
+  // The supervisor's usual order: the sandbox's processes are killed first, so its namespace
+  // (and with it the veth pair) may be gone, or going, when detach() runs.
+  auto sandbox = std::make_unique<NetnsChild>();
+  ASSERT_TRUE(sandbox->ok());
+  auto net = attach("died", *sandbox);
+  ASSERT_TRUE(net);
+  sandbox.reset();
+  auto r = net->detach();
+  EXPECT_TRUE(r) << r.error().message();
+  EXPECT_FALSE(linkExists("tn-died"));
+  EXPECT_FALSE(nftTableExists(kTable));
+  EXPECT_EQ(host_->pool().leased(), 0u);
+}
+
 TEST_F(SandboxNetworkTest, EightConcurrentAttachesGetDistinctWorkingNetworks) {
   constexpr int kCount = 8;
   std::vector<std::unique_ptr<NetnsChild>> sandboxes;
