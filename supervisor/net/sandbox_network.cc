@@ -258,8 +258,8 @@ NftSandbox SandboxNetwork::nftEntry() const {
   return NftSandbox{link_, addresses_.sandbox_v4, addresses_.sandbox_v6};
 }
 
-std::string SandboxNetwork::resolvConf() const {
-  const auto& servers = host_->options().nameservers;
+std::string NetworkHost::resolvConf() const {
+  const auto& servers = options_.nameservers;
   if (servers.empty())
     return "# airlock: no DNS resolver is configured for sandboxes (docs/network.md)\n";
   std::string out = "# airlock: resolvers reached through the sandbox's NAT (docs/network.md)\n";

@@ -34,7 +34,7 @@ namespace airlock::net {
 struct NetworkOptions {
   std::string ipv4_range = "10.200.0.0/16";        // each sandbox takes a /30 of it
   std::string ipv6_range = "fd61:6972:6c6b::/48";  // each sandbox a /64; "" = IPv4 only
-  // DNS servers the sandbox's resolv.conf names (SandboxNetwork::resolvConf). Empty: none. They
+  // DNS servers the sandbox's resolv.conf names (NetworkHost::resolvConf). Empty: none. They
   // are reached through NAT like any destination, so the connect policy must allow port 53.
   std::vector<std::string> nameservers;
   int mtu = 1500;                     // of both veth ends; lower it to the uplink's MTU if smaller
@@ -62,6 +62,9 @@ class NetworkHost {
   // limit, else <prefix><hash of the id> (the full id is in the link's alias).
   std::string linkName(std::string_view sandbox_id) const;
   uint32_t attached() const;
+  // Every networked sandbox's /etc/resolv.conf: the configured nameservers, or a comment saying
+  // there is no resolver. Known before attach(), so it can be mounted before the sandbox starts.
+  std::string resolvConf() const;
 
   // After a supervisor restart, before any attach(): deletes every link with this host's prefix
   // that belongs to no sandbox in `keep_ids` (sandboxes about to be adopted), and the nft table
@@ -106,9 +109,6 @@ class SandboxNetwork {
   static constexpr const char* kSandboxLink = "eth0";
   const SlotAddresses& addresses() const { return addresses_; }
   uint32_t slot() const { return slot_; }
-  // The sandbox's /etc/resolv.conf: the configured nameservers, or a comment saying there is no
-  // resolver.
-  std::string resolvConf() const;
 
  private:
   SandboxNetwork(std::shared_ptr<NetworkHost> host, std::string id);

@@ -762,6 +762,15 @@ TEST(NetworkHostTest, OptionsAreValidatedAndLinkNamesFitTheKernelLimit) {
   EXPECT_EQ(generated, (*host)->linkName("0123456789abcdef")) << "stable across calls";
   EXPECT_NE(generated, (*host)->linkName("0123456789abcdee"));
   EXPECT_EQ((*host)->linkName("Upper").size(), 15u) << "ids with other characters are hashed";
+  EXPECT_EQ((*host)->resolvConf().find("nameserver"), std::string::npos);
+
+  NetworkOptions with_dns;
+  with_dns.nameservers = {"192.0.2.53", "2001:db8::53"};
+  auto dns = NetworkHost::create(with_dns);
+  ASSERT_TRUE(dns) << dns.error().message();
+  std::string conf = (*dns)->resolvConf();
+  EXPECT_NE(conf.find("nameserver 192.0.2.53\n"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("nameserver 2001:db8::53\n"), std::string::npos) << conf;
 }
 
 }  // namespace
