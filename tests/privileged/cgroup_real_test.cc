@@ -261,12 +261,22 @@ TEST_F(RealCgroup, KillAllKillsADaemonisedTree) {
   auto paths = cg->paths();
   ASSERT_TRUE(cg->destroy(std::chrono::seconds(2)));
   for (pid_t p : daemons) {
-    // Gone, or a zombie waiting for init: in neither case running.
+    // Gone, or a zombie waiting for init: in neither case running. A killed task leaves its
+    // cgroup early in exit (so the rmdir above can succeed) and becomes a zombie a moment later,
+    // so give that moment before judging.
+    const std::string path = "/proc/" + std::to_string(p) + "/stat";
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     std::string stat;
-    if (fs::exists("/proc/" + std::to_string(p) + "/stat")) {
-      stat = readFile("/proc/" + std::to_string(p) + "/stat");
+    for (;;) {
+      stat = fs::exists(path) ? readFile(path) : std::string();
+      bool dead = stat.empty() || stat.find(") Z ") != std::string::npos ||
+                  stat.find(") X ") != std::string::npos;
+      if (dead || std::chrono::steady_clock::now() > deadline) break;
+      ::usleep(1000);
     }
-    EXPECT_TRUE(stat.empty() || stat.find(") Z ") != std::string::npos) << stat;
+    EXPECT_TRUE(stat.empty() || stat.find(") Z ") != std::string::npos ||
+                stat.find(") X ") != std::string::npos)
+        << stat;
   }
   for (const auto& p : paths) EXPECT_FALSE(fs::exists(p)) << p;
 }
