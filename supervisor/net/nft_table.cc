@@ -1,9 +1,11 @@
 #include "supervisor/net/nft_table.h"
 
+#include <dlfcn.h>
 #include <nftables/libnftables.h>
 
 #include <cerrno>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace airlock::net {
@@ -50,9 +52,49 @@ constexpr const char* kRuleset = R"(table inet @TABLE@ {
 }
 )";
 
+// libnftables is loaded on first use rather than linked: it brings five more shared libraries
+// (libnftnl, libmnl, libxtables, libjansson, libgmp) whose loading would tax every `airlock`
+// start, while only sandboxes with a network beyond loopback need it. The header still gives the
+// exact signatures, so a mismatch is a compile error.
+struct Libnftables {
+  decltype(&nft_ctx_new) ctx_new = nullptr;
+  decltype(&nft_ctx_free) ctx_free = nullptr;
+  decltype(&nft_ctx_buffer_output) buffer_output = nullptr;
+  decltype(&nft_ctx_buffer_error) buffer_error = nullptr;
+  decltype(&nft_ctx_get_error_buffer) get_error_buffer = nullptr;
+  decltype(&nft_run_cmd_from_buffer) run_cmd_from_buffer = nullptr;
+};
+
+constexpr const char* kLibnftables = "libnftables.so.1";
+
+Result<Libnftables> loadLibnftables() {
+  void* handle = dlopen(kLibnftables, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr)
+    return fail(std::string("cannot load libnftables (Debian package libnftables1): ") + dlerror(),
+                kLibnftables);
+  Libnftables lib;
+  auto bind = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
+    return fn != nullptr;
+  };
+  for (auto ok : {bind(lib.ctx_new, "nft_ctx_new"), bind(lib.ctx_free, "nft_ctx_free"),
+                  bind(lib.buffer_output, "nft_ctx_buffer_output"),
+                  bind(lib.buffer_error, "nft_ctx_buffer_error"),
+                  bind(lib.get_error_buffer, "nft_ctx_get_error_buffer"),
+                  bind(lib.run_cmd_from_buffer, "nft_run_cmd_from_buffer")}) {
+    if (!ok) return fail("libnftables lacks a function airlock uses", kLibnftables);
+  }
+  return lib;  // the handle stays open for the life of the process
+}
+
+const Result<Libnftables>& libnftables() {
+  static const Result<Libnftables> lib = loadLibnftables();
+  return lib;
+}
+
 }  // namespace
 
-void NftTable::Free::operator()(nft_ctx* ctx) const { nft_ctx_free(ctx); }
+void NftTable::Free::operator()(nft_ctx* ctx) const { libnftables()->ctx_free(ctx); }
 
 NftTable::NftTable(std::unique_ptr<nft_ctx, Free> ctx, std::string table, std::string link_prefix)
     : ctx_(std::move(ctx)), table_(std::move(table)), link_prefix_(std::move(link_prefix)) {}
@@ -60,17 +102,20 @@ NftTable::NftTable(std::unique_ptr<nft_ctx, Free> ctx, std::string table, std::s
 NftTable::~NftTable() = default;
 
 Result<NftTable> NftTable::open(std::string table, std::string link_prefix) {
-  std::unique_ptr<nft_ctx, Free> ctx(nft_ctx_new(NFT_CTX_DEFAULT));
+  const auto& lib = libnftables();
+  if (!lib) return Unexpected(lib.error());
+  std::unique_ptr<nft_ctx, Free> ctx(lib->ctx_new(NFT_CTX_DEFAULT));
   if (!ctx) return Unexpected(Error("nft_ctx_new", table, ENOMEM));
   // Keep nft's output and errors off the supervisor's stdout/stderr: errors go into Results.
-  if (nft_ctx_buffer_output(ctx.get()) != 0 || nft_ctx_buffer_error(ctx.get()) != 0)
+  if (lib->buffer_output(ctx.get()) != 0 || lib->buffer_error(ctx.get()) != 0)
     return Unexpected(Error("nft_ctx_buffer_output", table, ENOMEM));
   return NftTable(std::move(ctx), std::move(table), std::move(link_prefix));
 }
 
 Result<> NftTable::run(const std::string& commands, const std::string& what) {
-  if (nft_run_cmd_from_buffer(ctx_.get(), commands.c_str()) == 0) return {};
-  std::string message = nft_ctx_get_error_buffer(ctx_.get());
+  const auto& lib = *libnftables();  // open() succeeded, so it is loaded
+  if (lib.run_cmd_from_buffer(ctx_.get(), commands.c_str()) == 0) return {};
+  std::string message = lib.get_error_buffer(ctx_.get());
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
   // nft reports the first failing line; keep it short for one-line errors.
   if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
@@ -96,7 +141,7 @@ Result<> NftTable::remove() {
 }
 
 bool NftTable::exists() {
-  return nft_run_cmd_from_buffer(ctx_.get(), ("list table inet " + table_).c_str()) == 0;
+  return libnftables()->run_cmd_from_buffer(ctx_.get(), ("list table inet " + table_).c_str()) == 0;
 }
 
 std::string NftTable::elements(const NftSandbox& s, const char* verb) const {
