@@ -62,6 +62,7 @@ struct Libnftables {
   decltype(&nft_ctx_buffer_output) buffer_output = nullptr;
   decltype(&nft_ctx_buffer_error) buffer_error = nullptr;
   decltype(&nft_ctx_get_error_buffer) get_error_buffer = nullptr;
+  decltype(&nft_ctx_get_output_buffer) get_output_buffer = nullptr;
   decltype(&nft_run_cmd_from_buffer) run_cmd_from_buffer = nullptr;
 };
 
@@ -81,6 +82,7 @@ Result<Libnftables> loadLibnftables() {
                   bind(lib.buffer_output, "nft_ctx_buffer_output"),
                   bind(lib.buffer_error, "nft_ctx_buffer_error"),
                   bind(lib.get_error_buffer, "nft_ctx_get_error_buffer"),
+                  bind(lib.get_output_buffer, "nft_ctx_get_output_buffer"),
                   bind(lib.run_cmd_from_buffer, "nft_run_cmd_from_buffer")}) {
     if (!ok) return fail("libnftables lacks a function airlock uses", kLibnftables);
   }
@@ -142,6 +144,27 @@ Result<> NftTable::remove() {
 
 bool NftTable::exists() {
   return libnftables()->run_cmd_from_buffer(ctx_.get(), ("list table inet " + table_).c_str()) == 0;
+}
+
+bool NftTable::hasElements() {
+  const auto& lib = *libnftables();
+  for (const char* set : {"sources4", "sources6"}) {
+    std::string command = "list set inet " + table_ + " " + set;
+    // Unreadable counts as in use: a table is never deleted under a sandbox by mistake.
+    if (lib.run_cmd_from_buffer(ctx_.get(), command.c_str()) != 0) return true;
+    if (std::string_view(lib.get_output_buffer(ctx_.get())).find("elements =") !=
+        std::string_view::npos)
+      return true;
+  }
+  return false;
+}
+
+Result<> NftTable::replaceSandboxes(const std::vector<NftSandbox>& sandboxes) {
+  std::string commands;
+  for (const char* set : {"links4", "links6", "sources4", "sources6"})
+    commands += "flush set inet " + table_ + " " + set + "\n";
+  for (const auto& sandbox : sandboxes) commands += elements(sandbox, "add");
+  return run(commands, "rebuilding the sandbox sets");
 }
 
 std::string NftTable::elements(const NftSandbox& s, const char* verb) const {

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "airlock/result.h"
 
@@ -34,8 +35,12 @@ class NftTable {
   // Deletes the table. A table already gone is not an error.
   Result<> remove();
   bool exists();
+  // Whether any sandbox is in the table's sets (errors count as yes).
+  bool hasElements();
   Result<> addSandbox(const NftSandbox& sandbox);
   Result<> removeSandbox(const NftSandbox& sandbox);
+  // Makes the sets hold exactly these sandboxes, in one transaction.
+  Result<> replaceSandboxes(const std::vector<NftSandbox>& sandboxes);
 
  private:
   struct Free {

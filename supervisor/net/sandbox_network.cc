@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <sys/file.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -81,18 +82,34 @@ uint32_t NetworkHost::attached() const {
   return attached_;
 }
 
-Result<> NetworkHost::retainTable() {
+Result<UniqueFd> NetworkHost::lockHost() const {
+  if (options_.lock_file.empty()) return UniqueFd();
+  UniqueFd fd(::open(options_.lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return sysError("open", options_.lock_file);
+  while (::flock(fd.get(), LOCK_EX) != 0)
+    if (errno != EINTR) return sysError("flock", options_.lock_file);
+  return fd;
+}
+
+Result<> NetworkHost::addToTable(const NftSandbox& sandbox) {
   std::lock_guard lock(mu_);
-  if (attached_ == 0)
+  AIRLOCK_TRY_CTX(host_lock, lockHost(), "locking the nftables table");
+  // Installed only when absent: another airlock process may be using it (its elements stay).
+  if (!nft_.exists())
     if (auto r = nft_.install(); !r) return r;
+  if (auto r = nft_.addSandbox(sandbox); !r) return r;
   ++attached_;
   return {};
 }
 
-Result<> NetworkHost::releaseTable() {
+Result<> NetworkHost::removeFromTable(const NftSandbox& sandbox) {
   std::lock_guard lock(mu_);
-  if (attached_ == 0 || --attached_ > 0) return {};
-  return nft_.remove();
+  AIRLOCK_TRY_CTX(host_lock, lockHost(), "locking the nftables table");
+  if (attached_ > 0) --attached_;
+  Result<> removed = nft_.removeSandbox(sandbox);
+  if (!nft_.hasElements())
+    if (auto r = nft_.remove(); !r) return r;
+  return removed;
 }
 
 Result<ReclaimReport> NetworkHost::reclaimLeftovers(const std::set<std::string>& keep_ids) {
@@ -112,10 +129,23 @@ Result<ReclaimReport> NetworkHost::reclaimLeftovers(const std::set<std::string>&
       return Unexpected(std::move(r.error()).wrap("reclaiming leftover sandbox networks"));
     report.links_removed.push_back(link.name);
   }
+  // The sets must list exactly the links that are left: a dead sandbox's element would keep the
+  // table from ever being deleted, and a kept sandbox needs its own to stay online.
+  std::vector<NftSandbox> kept;
+  for (const auto& link : links) {
+    if (!keep_links.contains(link.name)) continue;
+    for (const auto& address : link.ipv4)
+      if (auto slot = pool_.slotOfHostAddress(address)) {
+        SlotAddresses a = pool_.addresses(*slot);
+        kept.push_back({link.name, a.sandbox_v4, a.sandbox_v6});
+        break;
+      }
+  }
+  AIRLOCK_TRY_CTX(host_lock, lockHost(), "reclaiming leftover sandbox networks");
   if (nft_.exists()) {
-    if (auto r = nft_.remove(); !r)
+    if (auto r = kept.empty() ? nft_.remove() : nft_.replaceSandboxes(kept); !r)
       return Unexpected(std::move(r.error()).wrap("reclaiming leftover sandbox networks"));
-    report.table_removed = true;
+    report.table_removed = kept.empty();
   }
   return report;
 }
@@ -128,25 +158,33 @@ SandboxNetwork::SandboxNetwork(std::shared_ptr<NetworkHost> host, std::string id
 SandboxNetwork::~SandboxNetwork() { (void)detach(); }
 
 Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::attach(std::shared_ptr<NetworkHost> host,
-                                                               std::string sandbox_id,
-                                                               int netns_fd) {
+                                                               std::string sandbox_id, int netns_fd,
+                                                               std::optional<uint32_t> slot) {
   std::unique_ptr<SandboxNetwork> net(new SandboxNetwork(std::move(host), std::move(sandbox_id)));
   // On failure `net` goes out of scope and its destructor undoes the steps already done.
-  if (auto r = net->build(netns_fd); !r)
+  if (auto r = net->build(netns_fd, slot); !r)
     return Unexpected(std::move(r.error()).wrap("sandbox network '" + net->id_ + "'"));
   return net;
 }
 
-Result<> SandboxNetwork::build(int netns_fd) {
+Result<> SandboxNetwork::build(int netns_fd, std::optional<uint32_t> slot) {
   NetworkHost& host = *host_;
   const bool ipv6 = host.pool_.hasIpv6();
-  AIRLOCK_TRY_CTX(slot, host.pool_.lease(), "leasing addresses");
-  slot_ = slot;
+  if (slot) {
+    if (*slot >= host.pool_.capacity())
+      return fail("leasing addresses: sandbox slot " + std::to_string(*slot) +
+                      " is beyond the address pool's " + std::to_string(host.pool_.capacity()) +
+                      " slots; widen the ranges",
+                  host.options_.ipv4_range);
+    if (auto r = host.pool_.leaseExactly(*slot); !r)
+      return Unexpected(std::move(r.error()).wrap("leasing addresses"));
+    slot_ = *slot;
+  } else {
+    AIRLOCK_TRY_CTX(next, host.pool_.lease(), "leasing addresses");
+    slot_ = next;
+  }
   leased_ = true;
   addresses_ = host.pool_.addresses(slot_);
-
-  if (auto r = host.retainTable(); !r) return Unexpected(std::move(r.error()));
-  table_retained_ = true;
 
   AIRLOCK_TRY_CTX(host_sock, RouteSocket::open(), "opening rtnetlink in the host netns");
   if (auto r = host_sock.createVethPair(link_, "airlock sandbox " + id_, kSandboxLink, netns_fd,
@@ -183,10 +221,7 @@ Result<> SandboxNetwork::build(int netns_fd) {
       return Unexpected(std::move(r.error()).wrap(kInside));
   }
 
-  {
-    std::lock_guard lock(host.mu_);
-    if (auto r = host.nft_.addSandbox(nftEntry()); !r) return r;
-  }
+  if (auto r = host.addToTable(nftEntry()); !r) return r;
   elements_added_ = true;
   return {};
 }
@@ -210,13 +245,8 @@ Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::adopt(std::shared_ptr<Ne
   net->leased_ = true;
   net->link_created_ = true;  // ours now: detach() deletes it
   net->addresses_ = h.pool_.addresses(*slot);
-  if (auto r = h.retainTable(); !r) return Unexpected(std::move(r.error()).wrap(context));
-  net->table_retained_ = true;
-  {
-    std::lock_guard lock(h.mu_);
-    if (auto r = h.nft_.addSandbox(net->nftEntry()); !r)
-      return Unexpected(std::move(r.error()).wrap(context));
-  }
+  if (auto r = h.addToTable(net->nftEntry()); !r)
+    return Unexpected(std::move(r.error()).wrap(context));
   net->elements_added_ = true;
   return net;
 }
@@ -239,12 +269,7 @@ Result<> SandboxNetwork::detach() {
   }
   if (elements_added_) {
     elements_added_ = false;
-    std::lock_guard lock(host_->mu_);
-    keep(host_->nft_.removeSandbox(nftEntry()), "removing nftables elements");
-  }
-  if (table_retained_) {
-    table_retained_ = false;
-    keep(host_->releaseTable(), "releasing the nftables table");
+    keep(host_->removeFromTable(nftEntry()), "removing nftables elements");
   }
   if (leased_) {
     leased_ = false;

@@ -7,11 +7,11 @@
 // (masquerade, anti-spoofing, no access to host services). Where a sandbox may connect is not
 // decided here: the eBPF cgroup programs (docs/audit.md "Network policy") decide every connect.
 //
-// Attach order: address lease → nft table (first sandbox) → veth pair (eth0 born in the
-// sandbox's namespace) → forwarding on the host end → host end up, its addresses → lo and eth0
-// up, sandbox addresses, default routes → nft set elements. A failing step undoes the earlier
-// ones. Detach: veth pair (the kernel removes both ends and their addresses and routes) → nft
-// elements → nft table (last sandbox) → address lease.
+// Attach order: address lease → veth pair (eth0 born in the sandbox's namespace) → forwarding
+// on the host end → host end up, its addresses → lo and eth0 up, sandbox addresses, default
+// routes → nft set elements (and the table, for the host's first sandbox). A failing step undoes
+// the earlier ones. Detach: veth pair (the kernel removes both ends and their addresses and
+// routes) → nft elements (and the table, for the host's last sandbox) → address lease.
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -40,6 +41,10 @@ struct NetworkOptions {
   int mtu = 1500;                     // of both veth ends; lower it to the uplink's MTU if smaller
   std::string nft_table = "airlock";  // an `inet` table owned by airlock alone
   std::string link_prefix = "al-";    // 1-6 characters; host ends are <prefix><short id>
+  // flock()ed around every change of the nft table, so that several airlock processes (a
+  // `serve` and `run`s) share one table: the first sandbox of any of them installs it, the last
+  // one removes it. "": this process is the table's only user (tests with their own table).
+  std::string lock_file;
 };
 
 struct ReclaimReport {
@@ -67,17 +72,21 @@ class NetworkHost {
   std::string resolvConf() const;
 
   // After a supervisor restart, before any attach(): deletes every link with this host's prefix
-  // that belongs to no sandbox in `keep_ids` (sandboxes about to be adopted), and the nft table
-  // (adopt() rebuilds what kept sandboxes need).
+  // that belongs to no sandbox in `keep_ids` (sandboxes about to be adopted, and live sandboxes
+  // of other airlock processes). With nothing kept it deletes the nft table; otherwise it
+  // rebuilds the table's sets from the kept links, so no element of a dead sandbox stays.
   Result<ReclaimReport> reclaimLeftovers(const std::set<std::string>& keep_ids = {});
 
  private:
   friend class SandboxNetwork;
   NetworkHost(NetworkOptions options, AddressPool pool, NftTable nft);
-  // Counts a sandbox in; the first one installs the nft table.
-  Result<> retainTable();
-  // Counts a sandbox out; the last one deletes the nft table.
-  Result<> releaseTable();
+  // Adds a sandbox to the table's sets, installing the table when no sandbox of any process has
+  // it yet. Under mu_ and the host lock.
+  Result<> addToTable(const NftSandbox& sandbox);
+  // Removes a sandbox from the sets, and the table when no sandbox of any process is left in it.
+  Result<> removeFromTable(const NftSandbox& sandbox);
+  // flock() on options_.lock_file (none when it is ""); released when the fd closes.
+  Result<UniqueFd> lockHost() const;
 
   NetworkOptions options_;
   AddressPool pool_;
@@ -89,9 +98,12 @@ class NetworkHost {
 class SandboxNetwork {
  public:
   // Attaches a sandbox's network namespace (an fd of /proc/<pid>/ns/net, see openNetns). Safe to
-  // call from several threads at once.
+  // call from several threads at once. `slot` picks the addresses: a number unique among every
+  // airlock process's live sandboxes (the sandbox's uid range slot), so two processes never hand
+  // out one address; none: the next free slot of this process's pool.
   static Result<std::unique_ptr<SandboxNetwork>> attach(std::shared_ptr<NetworkHost> host,
-                                                        std::string sandbox_id, int netns_fd);
+                                                        std::string sandbox_id, int netns_fd,
+                                                        std::optional<uint32_t> slot = {});
   // Takes over the network of a sandbox adopted after a supervisor restart: its link survived
   // reclaimLeftovers(keep_ids); the lease and nft elements are rebuilt from the link's address.
   static Result<std::unique_ptr<SandboxNetwork>> adopt(std::shared_ptr<NetworkHost> host,
@@ -112,7 +124,7 @@ class SandboxNetwork {
 
  private:
   SandboxNetwork(std::shared_ptr<NetworkHost> host, std::string id);
-  Result<> build(int netns_fd);
+  Result<> build(int netns_fd, std::optional<uint32_t> slot);
   NftSandbox nftEntry() const;
 
   std::shared_ptr<NetworkHost> host_;
@@ -122,7 +134,6 @@ class SandboxNetwork {
   SlotAddresses addresses_;
   // What exists, so detach() (and a failed attach) undoes exactly that.
   bool leased_ = false;
-  bool table_retained_ = false;
   bool link_created_ = false;
   bool elements_added_ = false;
 };

@@ -601,10 +601,10 @@ TEST_F(SandboxNetworkTest, ReclaimLeftoversRemovesWhatACrashedSupervisorLeft) {
   auto report = host_->reclaimLeftovers({"crash-b"});
   ASSERT_TRUE(report) << report.error().message();
   EXPECT_EQ(report->links_removed, std::vector<std::string>{"tn-crash-a"});
-  EXPECT_TRUE(report->table_removed);
+  EXPECT_FALSE(report->table_removed) << "crash-b's link is kept, so is the table";
   EXPECT_FALSE(linkExists("tn-crash-a"));
   EXPECT_TRUE(linkExists("tn-crash-b"));
-  EXPECT_FALSE(nftTableExists(kTable));
+  EXPECT_TRUE(nftTableExists(kTable));
 
   auto adopted = SandboxNetwork::adopt(host_, "crash-b");
   ASSERT_TRUE(adopted) << adopted.error().message();
@@ -621,6 +621,47 @@ TEST_F(SandboxNetworkTest, ReclaimLeftoversRemovesWhatACrashedSupervisorLeft) {
   adopted->reset();
   EXPECT_FALSE(linkExists("tn-crash-b"));
   EXPECT_FALSE(nftTableExists(kTable));
+}
+
+// A `serve` and a `run` (two processes, two NetworkHosts) share the table and one address
+// space: the slot each passes is unique across processes, and the table stays until the last
+// sandbox of either is gone.
+TEST_F(SandboxNetworkTest, TwoProcessesShareTheTableThroughTheHostLock) {
+  NetworkOptions shared = testOptions();
+  shared.lock_file = "/run/airlock-net-test-" + std::to_string(::getpid()) + ".lock";
+  auto serve = NetworkHost::create(shared);
+  ASSERT_TRUE(serve) << serve.error().message();
+  // Its own pool and nft context, as in another process.
+  auto run = NetworkHost::create(shared);
+  ASSERT_TRUE(run) << run.error().message();
+  NetnsChild s_ns, r_ns;
+  ASSERT_TRUE(s_ns.ok() && r_ns.ok());
+  auto s = SandboxNetwork::attach(*serve, "share-s", s_ns.netns(), 3);
+  ASSERT_TRUE(s) << s.error().message();
+  auto r = SandboxNetwork::attach(*run, "share-r", r_ns.netns(), 4);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ((*s)->slot(), 3u);
+  EXPECT_EQ((*r)->addresses().sandbox_v4, "10.201.0.18");
+  auto& srv = internet_->servers();
+  auto online = [&](const NetnsChild& ns) {
+    return inNetns(ns.netns(), [&] { return exchange(SOCK_STREAM, kInternetV4, srv.tcpPort()); });
+  };
+  EXPECT_EQ(online(r_ns).error, 0);
+
+  r->reset();  // the run ends first: serve's sandbox must stay online
+  EXPECT_TRUE(nftTableExists(kTable));
+  auto still = online(s_ns);
+  EXPECT_EQ(still.error, 0) << "the other process's sandbox lost its table";
+  EXPECT_EQ(still.reply, kInternetHostV4) << "still masqueraded";
+
+  auto beyond = SandboxNetwork::attach(*run, "share-x", r_ns.netns(), 1u << 20);
+  ASSERT_FALSE(beyond);
+  EXPECT_NE(beyond.error().message().find("beyond the address pool"), std::string::npos)
+      << beyond.error().message();
+
+  s->reset();
+  EXPECT_FALSE(nftTableExists(kTable));
+  ::unlink(shared.lock_file.c_str());
 }
 
 TEST_F(SandboxNetworkTest, AFailedAttachNamesItsStepAndLeavesNothing) {
