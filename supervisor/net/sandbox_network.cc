@@ -4,6 +4,9 @@
 #include <fcntl.h>
 #include <net/if.h>
 #include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -82,13 +85,59 @@ uint32_t NetworkHost::attached() const {
   return attached_;
 }
 
-Result<UniqueFd> NetworkHost::lockHost() const {
-  if (options_.lock_file.empty()) return UniqueFd();
-  UniqueFd fd(::open(options_.lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) return sysError("open", options_.lock_file);
-  while (::flock(fd.get(), LOCK_EX) != 0)
-    if (errno != EINTR) return sysError("flock", options_.lock_file);
+namespace {
+
+Result<UniqueFd> openLockFile(const std::string& dir, const std::string& name) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return sysError("mkdir", dir);
+  std::string path = dir + "/" + name;
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return sysError("open", path);
   return fd;
+}
+
+}  // namespace
+
+Result<UniqueFd> NetworkHost::lockHost() const {
+  if (options_.lock_dir.empty()) return UniqueFd();
+  AIRLOCK_TRY_CTX(fd, openLockFile(options_.lock_dir, "table.lock"), "network lock");
+  while (::flock(fd.get(), LOCK_EX) != 0)
+    if (errno != EINTR) return sysError("flock", options_.lock_dir + "/table.lock");
+  return fd;
+}
+
+Result<UniqueFd> NetworkHost::lockSlotFile(uint32_t slot, bool* busy) const {
+  *busy = false;
+  if (options_.lock_dir.empty()) return UniqueFd();
+  const std::string name = std::to_string(slot) + ".lock";
+  AIRLOCK_TRY_CTX(fd, openLockFile(options_.lock_dir, name), "network lock");
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return fd;
+  if (errno == EWOULDBLOCK) *busy = true;
+  return sysError("flock", options_.lock_dir + "/" + name);
+}
+
+Result<std::pair<uint32_t, UniqueFd>> NetworkHost::leaseSlot() {
+  const uint32_t capacity = pool_.capacity();
+  uint32_t start = 0;
+  if (::getrandom(&start, sizeof start, GRND_NONBLOCK) != sizeof start) start = ::getpid();
+  for (uint32_t i = 0; i < capacity; ++i) {
+    const uint32_t slot = (start + i) % capacity;
+    if (!pool_.leaseExactly(slot)) continue;  // another sandbox of this process has it
+    bool busy = false;
+    auto file = lockSlotFile(slot, &busy);
+    if (file) return std::pair{slot, std::move(*file)};
+    pool_.release(slot);
+    if (!busy) return Unexpected(std::move(file.error()));
+  }
+  return fail("all " + std::to_string(capacity) + " address slots are in use; widen the ranges",
+              options_.ipv4_range);
+}
+
+Result<UniqueFd> NetworkHost::leaseExactSlot(uint32_t slot) {
+  if (auto r = pool_.leaseExactly(slot); !r) return Unexpected(std::move(r.error()));
+  bool busy = false;
+  auto file = lockSlotFile(slot, &busy);
+  if (!file) pool_.release(slot);
+  return file;
 }
 
 Result<> NetworkHost::addToTable(const NftSandbox& sandbox) {
@@ -114,8 +163,6 @@ Result<> NetworkHost::removeFromTable(const NftSandbox& sandbox) {
 
 Result<ReclaimReport> NetworkHost::reclaimLeftovers(const std::set<std::string>& keep_ids) {
   std::lock_guard lock(mu_);
-  if (attached_ != 0)
-    return fail("reclaiming leftover sandbox networks: must run before any sandbox is attached");
   std::set<std::string> keep_links;
   for (const auto& id : keep_ids) keep_links.insert(linkName(id));
   AIRLOCK_TRY_CTX(sock, RouteSocket::open(), "reclaiming leftover sandbox networks");
@@ -158,31 +205,21 @@ SandboxNetwork::SandboxNetwork(std::shared_ptr<NetworkHost> host, std::string id
 SandboxNetwork::~SandboxNetwork() { (void)detach(); }
 
 Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::attach(std::shared_ptr<NetworkHost> host,
-                                                               std::string sandbox_id, int netns_fd,
-                                                               std::optional<uint32_t> slot) {
+                                                               std::string sandbox_id,
+                                                               int netns_fd) {
   std::unique_ptr<SandboxNetwork> net(new SandboxNetwork(std::move(host), std::move(sandbox_id)));
   // On failure `net` goes out of scope and its destructor undoes the steps already done.
-  if (auto r = net->build(netns_fd, slot); !r)
+  if (auto r = net->build(netns_fd); !r)
     return Unexpected(std::move(r.error()).wrap("sandbox network '" + net->id_ + "'"));
   return net;
 }
 
-Result<> SandboxNetwork::build(int netns_fd, std::optional<uint32_t> slot) {
+Result<> SandboxNetwork::build(int netns_fd) {
   NetworkHost& host = *host_;
   const bool ipv6 = host.pool_.hasIpv6();
-  if (slot) {
-    if (*slot >= host.pool_.capacity())
-      return fail("leasing addresses: sandbox slot " + std::to_string(*slot) +
-                      " is beyond the address pool's " + std::to_string(host.pool_.capacity()) +
-                      " slots; widen the ranges",
-                  host.options_.ipv4_range);
-    if (auto r = host.pool_.leaseExactly(*slot); !r)
-      return Unexpected(std::move(r.error()).wrap("leasing addresses"));
-    slot_ = *slot;
-  } else {
-    AIRLOCK_TRY_CTX(next, host.pool_.lease(), "leasing addresses");
-    slot_ = next;
-  }
+  AIRLOCK_TRY_CTX(lease, host.leaseSlot(), "leasing addresses");
+  slot_ = lease.first;
+  slot_lock_ = std::move(lease.second);
   leased_ = true;
   addresses_ = host.pool_.addresses(slot_);
 
@@ -239,8 +276,8 @@ Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::adopt(std::shared_ptr<Ne
       for (const auto& address : link.ipv4)
         if (!slot) slot = h.pool_.slotOfHostAddress(address);
   if (!slot) return fail(context + ": no link with an address of this pool", net->link_);
-  if (auto r = h.pool_.leaseExactly(*slot); !r)
-    return Unexpected(std::move(r.error()).wrap(context));
+  AIRLOCK_TRY_CTX(slot_lock, h.leaseExactSlot(*slot), context);
+  net->slot_lock_ = std::move(slot_lock);
   net->slot_ = *slot;
   net->leased_ = true;
   net->link_created_ = true;  // ours now: detach() deletes it
@@ -274,6 +311,7 @@ Result<> SandboxNetwork::detach() {
   if (leased_) {
     leased_ = false;
     host_->pool_.release(slot_);
+    slot_lock_.reset();
   }
   if (!first) return Unexpected(std::move(first.error()).wrap("sandbox network '" + id_ + "'"));
   return first;

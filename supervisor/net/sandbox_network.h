@@ -41,10 +41,11 @@ struct NetworkOptions {
   int mtu = 1500;                     // of both veth ends; lower it to the uplink's MTU if smaller
   std::string nft_table = "airlock";  // an `inet` table owned by airlock alone
   std::string link_prefix = "al-";    // 1-6 characters; host ends are <prefix><short id>
-  // flock()ed around every change of the nft table, so that several airlock processes (a
-  // `serve` and `run`s) share one table: the first sandbox of any of them installs it, the last
-  // one removes it. "": this process is the table's only user (tests with their own table).
-  std::string lock_file;
+  // Where flock()ed files let several airlock processes (a `serve`, `run`s, tests) share the
+  // table and the ranges: table.lock is held around every change of the table (the first
+  // sandbox of any process installs it, the last one removes it), <slot>.lock by each sandbox
+  // for as long as it holds that slot's addresses. "": this process alone uses them.
+  std::string lock_dir;
 };
 
 struct ReclaimReport {
@@ -71,10 +72,10 @@ class NetworkHost {
   // there is no resolver. Known before attach(), so it can be mounted before the sandbox starts.
   std::string resolvConf() const;
 
-  // After a supervisor restart, before any attach(): deletes every link with this host's prefix
-  // that belongs to no sandbox in `keep_ids` (sandboxes about to be adopted, and live sandboxes
-  // of other airlock processes). With nothing kept it deletes the nft table; otherwise it
-  // rebuilds the table's sets from the kept links, so no element of a dead sandbox stays.
+  // After a supervisor restart: deletes every link with this host's prefix that belongs to no
+  // sandbox in `keep_ids` (the live sandboxes of every airlock process, adopted ones included).
+  // With nothing kept it deletes the nft table; otherwise it rebuilds the table's sets from the
+  // kept links, so no element of a dead sandbox stays.
   Result<ReclaimReport> reclaimLeftovers(const std::set<std::string>& keep_ids = {});
 
  private:
@@ -85,8 +86,16 @@ class NetworkHost {
   Result<> addToTable(const NftSandbox& sandbox);
   // Removes a sandbox from the sets, and the table when no sandbox of any process is left in it.
   Result<> removeFromTable(const NftSandbox& sandbox);
-  // flock() on options_.lock_file (none when it is ""); released when the fd closes.
+  // flock() on lock_dir/table.lock (none without a lock_dir); released when the fd closes.
   Result<UniqueFd> lockHost() const;
+  // Takes a slot free in this process and, with a lock_dir, in every other: returns the slot's
+  // flock()ed file (an empty fd without a lock_dir). Random start, so concurrent processes
+  // rarely contend and a slot just released is rarely the next one taken (its conntrack
+  // entries age out first).
+  Result<std::pair<uint32_t, UniqueFd>> leaseSlot();
+  // Takes this exact slot (adopt), failing if any process holds it.
+  Result<UniqueFd> leaseExactSlot(uint32_t slot);
+  Result<UniqueFd> lockSlotFile(uint32_t slot, bool* busy) const;
 
   NetworkOptions options_;
   AddressPool pool_;
@@ -98,12 +107,9 @@ class NetworkHost {
 class SandboxNetwork {
  public:
   // Attaches a sandbox's network namespace (an fd of /proc/<pid>/ns/net, see openNetns). Safe to
-  // call from several threads at once. `slot` picks the addresses: a number unique among every
-  // airlock process's live sandboxes (the sandbox's uid range slot), so two processes never hand
-  // out one address; none: the next free slot of this process's pool.
+  // call from several threads at once.
   static Result<std::unique_ptr<SandboxNetwork>> attach(std::shared_ptr<NetworkHost> host,
-                                                        std::string sandbox_id, int netns_fd,
-                                                        std::optional<uint32_t> slot = {});
+                                                        std::string sandbox_id, int netns_fd);
   // Takes over the network of a sandbox adopted after a supervisor restart: its link survived
   // reclaimLeftovers(keep_ids); the lease and nft elements are rebuilt from the link's address.
   static Result<std::unique_ptr<SandboxNetwork>> adopt(std::shared_ptr<NetworkHost> host,
@@ -124,7 +130,7 @@ class SandboxNetwork {
 
  private:
   SandboxNetwork(std::shared_ptr<NetworkHost> host, std::string id);
-  Result<> build(int netns_fd, std::optional<uint32_t> slot);
+  Result<> build(int netns_fd);
   NftSandbox nftEntry() const;
 
   std::shared_ptr<NetworkHost> host_;
@@ -134,6 +140,7 @@ class SandboxNetwork {
   SlotAddresses addresses_;
   // What exists, so detach() (and a failed attach) undoes exactly that.
   bool leased_ = false;
+  UniqueFd slot_lock_;  // lock_dir/<slot>.lock, flock()ed while the slot is ours
   bool link_created_ = false;
   bool elements_added_ = false;
 };

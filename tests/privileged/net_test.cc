@@ -22,6 +22,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <set>
@@ -628,7 +629,7 @@ TEST_F(SandboxNetworkTest, ReclaimLeftoversRemovesWhatACrashedSupervisorLeft) {
 // sandbox of either is gone.
 TEST_F(SandboxNetworkTest, TwoProcessesShareTheTableThroughTheHostLock) {
   NetworkOptions shared = testOptions();
-  shared.lock_file = "/run/airlock-net-test-" + std::to_string(::getpid()) + ".lock";
+  shared.lock_dir = "/run/airlock-net-test-" + std::to_string(::getpid());
   auto serve = NetworkHost::create(shared);
   ASSERT_TRUE(serve) << serve.error().message();
   // Its own pool and nft context, as in another process.
@@ -636,12 +637,11 @@ TEST_F(SandboxNetworkTest, TwoProcessesShareTheTableThroughTheHostLock) {
   ASSERT_TRUE(run) << run.error().message();
   NetnsChild s_ns, r_ns;
   ASSERT_TRUE(s_ns.ok() && r_ns.ok());
-  auto s = SandboxNetwork::attach(*serve, "share-s", s_ns.netns(), 3);
+  auto s = SandboxNetwork::attach(*serve, "share-s", s_ns.netns());
   ASSERT_TRUE(s) << s.error().message();
-  auto r = SandboxNetwork::attach(*run, "share-r", r_ns.netns(), 4);
+  auto r = SandboxNetwork::attach(*run, "share-r", r_ns.netns());
   ASSERT_TRUE(r) << r.error().message();
-  EXPECT_EQ((*s)->slot(), 3u);
-  EXPECT_EQ((*r)->addresses().sandbox_v4, "10.201.0.18");
+  EXPECT_NE((*s)->slot(), (*r)->slot()) << "two processes handed out one address";
   auto& srv = internet_->servers();
   auto online = [&](const NetnsChild& ns) {
     return inNetns(ns.netns(), [&] { return exchange(SOCK_STREAM, kInternetV4, srv.tcpPort()); });
@@ -654,14 +654,34 @@ TEST_F(SandboxNetworkTest, TwoProcessesShareTheTableThroughTheHostLock) {
   EXPECT_EQ(still.error, 0) << "the other process's sandbox lost its table";
   EXPECT_EQ(still.reply, kInternetHostV4) << "still masqueraded";
 
-  auto beyond = SandboxNetwork::attach(*run, "share-x", r_ns.netns(), 1u << 20);
-  ASSERT_FALSE(beyond);
-  EXPECT_NE(beyond.error().message().find("beyond the address pool"), std::string::npos)
-      << beyond.error().message();
-
   s->reset();
   EXPECT_FALSE(nftTableExists(kTable));
-  ::unlink(shared.lock_file.c_str());
+  std::filesystem::remove_all(shared.lock_dir);
+}
+
+// Slots are leased through lock files: a slot another process holds is never handed out, and
+// a full pool says so.
+TEST_F(SandboxNetworkTest, SlotsHeldByAnotherProcessAreSkipped) {
+  NetworkOptions tiny = testOptions();
+  tiny.ipv4_range = "10.201.0.0/29";  // two slots
+  tiny.lock_dir = "/run/airlock-net-test-" + std::to_string(::getpid());
+  auto a = NetworkHost::create(tiny);
+  auto b = NetworkHost::create(tiny);
+  ASSERT_TRUE(a && b);
+  NetnsChild one, two, three;
+  ASSERT_TRUE(one.ok() && two.ok() && three.ok());
+  auto n1 = SandboxNetwork::attach(*a, "slot-1", one.netns());
+  ASSERT_TRUE(n1) << n1.error().message();
+  auto n2 = SandboxNetwork::attach(*b, "slot-2", two.netns());
+  ASSERT_TRUE(n2) << n2.error().message();
+  EXPECT_NE((*n1)->slot(), (*n2)->slot());
+  auto n3 = SandboxNetwork::attach(*b, "slot-3", three.netns());
+  ASSERT_FALSE(n3);
+  EXPECT_NE(n3.error().message().find("all 2 address slots are in use"), std::string::npos)
+      << n3.error().message();
+  n1->reset();
+  n2->reset();
+  std::filesystem::remove_all(tiny.lock_dir);
 }
 
 TEST_F(SandboxNetworkTest, AFailedAttachNamesItsStepAndLeavesNothing) {
