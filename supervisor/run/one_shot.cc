@@ -195,6 +195,12 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
     ctx->log = audit_log.get();
     opts.audit = std::move(ctx);
   }
+  if (sandbox::needsNetworkLink(profile)) {
+    // Shares the nft table and the address ranges with a serve and other runs (lock files).
+    auto host = net::NetworkHost::create(sandbox::networkOptionsFor(*pol));
+    if (!host) return Unexpected(std::move(host.error()).wrap("[egress]"));
+    opts.network = std::move(*host);
+  }
   res.prepare_ms = msSince(t0);
   auto sb = sandbox::Sandbox::create(registry, opts);
   if (!sb) return Unexpected(sb.error());

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "supervisor/sandbox/sandbox.h"
 #include "supervisor/sandbox/workspace_mount.h"
@@ -55,6 +56,23 @@ bool agentAwaitsSupervisor(const std::string& dir, const std::string& id) {
   auto pid = j.value("agent_pid", int64_t{0});
   auto start = j.value("agent_start_time", uint64_t{0});
   return pid > 0 && start != 0 && processStartTime(static_cast<pid_t>(pid)) == start;
+}
+
+std::set<std::string> liveSandboxes(const std::string& state_dir) {
+  std::set<std::string> live;
+  std::string dir = lockDir(state_dir);
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return live;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (!name.ends_with(".lock") || name.front() == '.') continue;
+    UniqueFd fd(open((dir + "/" + name).c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    // Taken through another open file, even one of this process: its holder lives.
+    if (fd && flock(fd.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+      live.insert(name.substr(0, name.size() - 5));
+  }
+  closedir(d);
+  return live;
 }
 
 Result<int> reclaimOrphans(const std::string& state_dir, Reclaim which) {

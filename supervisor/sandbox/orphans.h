@@ -7,6 +7,7 @@
 // persistent workspace, if it had one.
 #pragma once
 
+#include <set>
 #include <string>
 
 #include "airlock/result.h"
@@ -28,6 +29,9 @@ void unlockSandbox(const std::string& state_dir, const std::string& id, UniqueFd
 // (kSparingAdoptable); the restarted supervisor, once it has adopted what it could, reclaims
 // the rest (kAll).
 enum class Reclaim { kSparingAdoptable, kAll };
+
+// The ids of sandboxes whose lock is held, by any process (this one included): those alive.
+std::set<std::string> liveSandboxes(const std::string& state_dir);
 
 // Reclaims orphaned sandboxes. Returns how many were removed; errors name the sandbox.
 Result<int> reclaimOrphans(const std::string& state_dir,

@@ -100,7 +100,15 @@ Result<protocol::Configure> configureFor(const policy::Profile& profile,
 }
 
 bool needsAudit(const policy::Profile& profile) {
-  return profile.audit.any() || !profile.network.rules.empty();
+  return profile.audit.any() || !profile.network.rules.empty() || needsNetworkLink(profile);
+}
+
+bool needsNetworkLink(const policy::Profile& profile) { return profile.network.mode != "none"; }
+
+net::NetworkOptions networkOptionsFor(const policy::Policy& /*policy*/) {
+  net::NetworkOptions o;
+  o.lock_dir = kNetworkLockDir;
+  return o;
 }
 
 Result<audit::NetPolicy> netPolicyFor(const policy::Network& network) {
@@ -125,8 +133,8 @@ Result<> Sandbox::attachAudit(const policy::Profile& profile,
                 "' audits executions but the eBPF audit engine is not available (" +
                 ctx->load_error +
                 "); `airlock doctor` lists what this host lacks. To run this profile "
-                "unaudited, set exec, network and syscalls to false in its [audit] table and "
-                "remove its network.rules");
+                "unaudited, set exec, network and syscalls to false in its [audit] table, "
+                "remove its network.rules and keep network.mode = 'none'");
   }
   AIRLOCK_TRY_CTX(network, netPolicyFor(profile.network), "profile '" + profile.name + "'");
   audit::AttachOptions o;
@@ -142,6 +150,21 @@ Result<> Sandbox::attachAudit(const policy::Profile& profile,
   auto attached = ctx->engine->attach(o);
   if (!attached) return Unexpected(attached.error());
   audit_ = std::move(*attached);
+  return {};
+}
+
+Result<> Sandbox::attachNetwork(const std::shared_ptr<net::NetworkHost>& host) {
+  AIRLOCK_TRY_CTX(netns, net::openNetns(sandbox_.pid), "network namespace of PID 1");
+  // A backend bug that left PID 1 in the supervisor's namespace must not turn into an eth0 (and
+  // routes) on the host: compare the namespaces before touching anything.
+  struct stat theirs {
+  }, ours{};
+  if (fstat(netns.get(), &theirs) != 0 || stat("/proc/self/ns/net", &ours) != 0)
+    return sysError("stat", "network namespaces");
+  if (theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev)
+    return fail("PID 1 shares the supervisor's network namespace; refusing to add a link to it");
+  AIRLOCK_TRY_CTX(link, net::SandboxNetwork::attach(host, id_, netns.get()), "attaching");
+  network_ = std::move(link);
   return {};
 }
 
@@ -202,6 +225,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   if (auto r = sb->attachAudit(profile, options.audit, options.tenant); !r)
     return Unexpected(std::move(r.error()).wrap(ctx("audit")));
   if (sb->audit_) lap("audit_attach");
+  const bool linked = needsNetworkLink(profile);
+  if (linked && (options.network == nullptr || sb->audit_ == nullptr))
+    // Beyond loopback, only the eBPF connect policy keeps the sandbox from private ranges and
+    // the metadata service: no link without it.
+    return fail(ctx("network: profile '") + profile.name + "' has network.mode = '" +
+                profile.network.mode + "' but this caller gives no network host or no audit");
 
   auto configure = configureFor(profile, sb->backend_->extraSyscalls());
   if (!configure) return Unexpected(std::move(configure.error()).wrap(ctx("configure")));
@@ -246,7 +275,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   spec.agent_exe_fd = agent_exe.get();
   spec.agent_channel_fd = theirs.get();
   spec.agent_argv = agent_argv;
-  spec.network_mode = 0;
+  const std::string resolv_conf = linked ? options.network->resolvConf() : "";
+  spec.network_mode = linked ? AIRLOCK_NETWORK_LINKED : AIRLOCK_NETWORK_LOOPBACK;
+  spec.resolv_conf = linked ? resolv_conf.c_str() : nullptr;
 
   auto started = sb->backend_->start(spec);
   if (!started) return Unexpected(std::move(started.error()).wrap(ctx("start")));
@@ -254,6 +285,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   sb->started_ = true;
   theirs.reset();
   lap("backend_start");
+
+  if (linked) {
+    if (auto r = sb->attachNetwork(options.network); !r)
+      return Unexpected(std::move(r.error()).wrap(ctx("network")));
+    lap("network_attach");
+  }
 
   sb->agent_ = std::make_unique<AgentClient>(std::move(ours));
   auto hello = sb->agent_->handshake(sb->configure_, Clock::now() + kHandshakeTimeout);
@@ -298,6 +335,11 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
   sb->cgroup_.emplace(std::move(*cg));
   if (auto r = sb->attachAudit(profile, options.audit, options.tenant); !r)
     return Unexpected(std::move(r.error()).wrap(ctx("audit")));
+  if (needsNetworkLink(profile)) {
+    if (options.network == nullptr) return fail(ctx("network: no network host given"));
+    AIRLOCK_TRY_CTX(link, net::SandboxNetwork::adopt(options.network, sb->id_), ctx("network"));
+    sb->network_ = std::move(link);
+  }
 
   // The pid must still be the agent that was journaled, not a process that reused its number.
   // (Checked after pidfd_open: from then on the number cannot be reused under us.)
@@ -396,6 +438,10 @@ Result<> Sandbox::destroy() {
     }
     backend_->release(sandbox_);
     started_ = false;
+  }
+  if (network_) {
+    note(network_->detach(), "remove network link");
+    network_.reset();
   }
   agent_.reset();
   audit_.reset();  // detached before its cgroup goes

@@ -3,10 +3,11 @@
 // Creation order (each step is undone, in reverse, if a later one fails):
 //   id range lease → cgroup (limits) → eBPF audit attach (so PID 1's first exec is seen) →
 //   agent channel → isolation backend start (clone, maps,
-//   mounts, agent exec) → handshake (Configure: credentials, rlimits, Landlock, seccomp).
+//   mounts, agent exec) → network link when the profile allows more than loopback
+//   (docs/network.md) → handshake (Configure: credentials, rlimits, Landlock, seccomp).
 // Teardown: ask the agent to stop, kill the whole cgroup, reap PID 1, let the backend release
-// its state, detach the audit, remove the cgroup, return the id range. Nothing outlives the Sandbox
-// object.
+// its state, remove the network link, detach the audit, remove the cgroup, return the id range.
+// Nothing outlives the Sandbox object.
 #pragma once
 
 #include <memory>
@@ -19,6 +20,7 @@
 #include "airlock/protocol/messages.h"
 #include "airlock/result.h"
 #include "supervisor/audit/engine.h"
+#include "supervisor/net/sandbox_network.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/sandbox/agent_client.h"
 #include "supervisor/sandbox/id_range.h"
@@ -38,10 +40,19 @@ struct AuditContext {
   audit::AuditLog* log = nullptr;              // the [audit] log (borrowed), or null
 };
 
-// Whether a profile needs the audit engine: it audits something or has network rules.
+// Whether a profile needs the audit engine: it audits something, has network rules, or lets
+// the sandbox out of loopback (only the eBPF connect policy keeps it from private ranges then).
 bool needsAudit(const policy::Profile& profile);
+// Whether a profile's sandboxes get a routed link (network.mode allowlist or open).
+bool needsNetworkLink(const policy::Profile& profile);
 // The profile's network section as the eBPF programs enforce it (validated profiles only).
 Result<audit::NetPolicy> netPolicyFor(const policy::Network& network);
+
+// The host side of sandbox networks for this policy ([egress]). The nft table, the link names
+// and the address ranges are host-wide names, so every airlock process on the host (whatever its
+// state dir) coordinates through lock files in one host-wide directory.
+inline constexpr const char* kNetworkLockDir = "/run/lock/airlock-network";
+net::NetworkOptions networkOptionsFor(const policy::Policy& policy);
 
 struct SandboxOptions {
   std::string id;  // [a-z0-9-]{1,63}; generated when empty
@@ -61,6 +72,8 @@ struct SandboxOptions {
   // fails (closed) when the engine did not load.
   std::shared_ptr<const AuditContext> audit;
   std::string tenant;  // for audit records; "" when not known yet (setAuditTenant)
+  // The host side of sandbox networks, one per process; required when needsNetworkLink().
+  std::shared_ptr<net::NetworkHost> network;
 };
 
 // What a new supervisor needs to take over a sandbox whose supervisor died (from the service's
@@ -75,6 +88,7 @@ struct AdoptOptions {
   std::string workspace_image;    // as in SandboxOptions
   std::shared_ptr<const AuditContext> audit;  // as in SandboxOptions
   std::string tenant;
+  std::shared_ptr<net::NetworkHost> network;  // as in SandboxOptions
 };
 
 // The kernel's start time of a process (clock ticks since boot; /proc/<pid>/stat field 22), or 0.
@@ -113,6 +127,8 @@ class Sandbox {
   // attachment lives until the last holder lets go).
   audit::SandboxAudit* audit() { return audit_.get(); }
   std::shared_ptr<audit::SandboxAudit> auditHandle() { return audit_; }
+  // The sandbox's routed link, or null when it has loopback only.
+  const net::SandboxNetwork* network() const { return network_.get(); }
 
   // Stops everything; idempotent. Reports the first cleanup step that failed.
   Result<> destroy();
@@ -123,6 +139,8 @@ class Sandbox {
   // Attaches the audit to the cgroup when the profile needs it (see SandboxOptions::audit).
   Result<> attachAudit(const policy::Profile& profile,
                        const std::shared_ptr<const AuditContext>& ctx, const std::string& tenant);
+  // Adds the routed link into PID 1's network namespace (never the supervisor's own).
+  Result<> attachNetwork(const std::shared_ptr<net::NetworkHost>& host);
 
   std::string id_;
   std::string state_dir_;
@@ -132,6 +150,7 @@ class Sandbox {
   // Declared after cgroup_ and reset before it is removed in destroy(): no attachment outlives
   // the cgroup.
   std::shared_ptr<audit::SandboxAudit> audit_;
+  std::unique_ptr<net::SandboxNetwork> network_;
   std::shared_ptr<plugin::IsolationBackend> backend_;
   airlock_sandbox_v1 sandbox_{sizeof(airlock_sandbox_v1), -1, -1, nullptr};
   bool started_ = false;

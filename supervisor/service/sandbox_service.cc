@@ -131,12 +131,14 @@ Result<std::unique_ptr<SandboxService>> SandboxService::start(ServiceOptions opt
   if (!hub) return Unexpected(hub.error());
   s->hub_ = std::move(*hub);
   if (auto r = s->startAudit(); !r) return Unexpected(r.error());
+  if (auto r = s->startNetwork(); !r) return Unexpected(r.error());
   // Sandboxes of a supervisor that died are adopted when their agent still waits, and cleaned
   // up otherwise, before new ones are made.
   s->buildChains(*s->policy_);
   s->adoptOrphans();
   if (auto r = sandbox::reclaimOrphans(s->options_.state_dir, sandbox::Reclaim::kAll); !r)
     std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
+  s->reclaimNetworkLeftovers();
   s->reaper_ = std::thread([p = s.get()] { p->reaperLoop(); });
   s->pool_thread_ = std::thread([p = s.get()] { p->poolLoop(); });
   return s;
@@ -170,6 +172,25 @@ Result<> SandboxService::startAudit() {
   }
   audit_ = std::move(ctx);
   return {};
+}
+
+Result<> SandboxService::startNetwork() {
+  auto host = net::NetworkHost::create(sandbox::networkOptionsFor(options_.policy));
+  // Validated with the policy; nothing on the host is touched until a sandbox needs a link.
+  if (!host) return Unexpected(std::move(host.error()).wrap("[egress]"));
+  network_ = std::move(*host);
+  return {};
+}
+
+void SandboxService::reclaimNetworkLeftovers() {
+  // Links of sandboxes no process holds any more (their supervisor died, and they were not
+  // adopted); live ones, of this or another airlock process, keep theirs.
+  auto report = network_->reclaimLeftovers(sandbox::liveSandboxes(options_.state_dir));
+  if (!report)
+    std::fprintf(stderr, "airlock: warning: %s\n", report.error().message().c_str());
+  else if (!report->links_removed.empty())
+    std::fprintf(stderr, "airlock: removed %zu sandbox network link(s) left by a dead supervisor\n",
+                 report->links_removed.size());
 }
 
 SandboxService::~SandboxService() {
@@ -514,6 +535,7 @@ void SandboxService::adoptOrphans() {
     o.workspace_image = rec->workspace_image;
     o.audit = audit_;
     o.tenant = rec->tenant;
+    o.network = network_;
     auto box = sandbox::Sandbox::adopt(registry_, o, std::move(lock));
     if (!box) {  // its lock is free again: reclaimOrphans removes it
       std::fprintf(stderr, "airlock: %s\n", box.error().message().c_str());
@@ -601,6 +623,7 @@ SResult<std::shared_ptr<LiveSandbox>> SandboxService::startBox(const policy::Pro
   opts.reattach_grace_ms = static_cast<int>(currentPolicy()->server.reattach_grace_s) * 1000;
   opts.audit = audit_;
   opts.tenant = tenant;
+  opts.network = network_;
   auto box = sandbox::Sandbox::create(registry_, opts);
   if (!box)
     return serviceError(ErrorCode::kInternal, "creating the sandbox: " + box.error().message());

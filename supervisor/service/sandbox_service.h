@@ -143,6 +143,9 @@ class SandboxService final : public Service {
                            const std::string& execution_id);
   // Loads the eBPF audit engine and opens the [audit] log (start()).
   Result<> startAudit();
+  // The host side of sandbox networks (docs/network.md), and what a dead supervisor left of it.
+  Result<> startNetwork();
+  void reclaimNetworkLeftovers();
   void journal(const LiveSandbox& s);
   // tenant: for the audit records of its creation; "" for warm sandboxes (told when claimed).
   SResult<std::shared_ptr<LiveSandbox>> startBox(const policy::Profile& profile,
@@ -158,6 +161,7 @@ class SandboxService final : public Service {
   // The [audit] log and engine, for the supervisor's life (the policy at start decides them).
   std::unique_ptr<audit::AuditLog> audit_log_;
   std::shared_ptr<const sandbox::AuditContext> audit_;
+  std::shared_ptr<net::NetworkHost> network_;
   WorkspaceStore workspaces_{options_.workspace_dir};
   review::ApprovalQueue approvals_;
   struct ReviewChain {

@@ -9,6 +9,7 @@ void planEtcFiles(const airlock_sandbox_spec_v1& spec, const RootLayout& layout,
   const std::string uid = std::to_string(spec.user_uid);
   const std::string gid = std::to_string(spec.user_gid);
   const std::string host = spec.hostname;
+  const bool linked = spec.network_mode == AIRLOCK_NETWORK_LINKED;
   std::string passwd = "root:x:0:0:root:/root:/bin/bash\n";
   std::string group = "root:x:0:\n";
   if (spec.user_uid != 0) passwd += "user:x:" + uid + ":" + gid + "::/home/user:/bin/bash\n";
@@ -24,10 +25,11 @@ void planEtcFiles(const airlock_sandbox_spec_v1& spec, const RootLayout& layout,
       {"group", std::move(group)},
       {"hosts", "127.0.0.1\tlocalhost " + host + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
       {"hostname", host + "\n"},
-      {"resolv.conf", ""},  // no network yet: nothing to resolve against
-      {"nsswitch.conf",
-       "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n"
-       "protocols: files\nservices: files\n"},
+      // Loopback only: nothing to resolve against, so names come from /etc/hosts alone.
+      {"resolv.conf", linked && spec.resolv_conf != nullptr ? spec.resolv_conf : ""},
+      {"nsswitch.conf", std::string("passwd: files\ngroup: files\nshadow: files\nhosts: files") +
+                            (linked ? " dns" : "") +
+                            "\nnetworks: files\nprotocols: files\nservices: files\n"},
   };
   for (const auto& f : files) {
     std::string path = std::string("/etc/") + f.name;

@@ -73,9 +73,9 @@ Result<void> validate(const airlock_sandbox_spec_v1& spec) {
   // tmpfs treats size=0 as unlimited: refuse instead of handing out the host's memory.
   if (spec.workspace_bytes == 0) return fail("workspace_bytes is 0");
   if (spec.tmp_bytes == 0) return fail("tmp_bytes is 0");
-  if (spec.network_mode != 0)
+  if (spec.network_mode != AIRLOCK_NETWORK_LOOPBACK && spec.network_mode != AIRLOCK_NETWORK_LINKED)
     return fail("network_mode " + std::to_string(spec.network_mode) +
-                " is not supported by this backend (only 0, loopback only)");
+                " is not supported by this backend (0 loopback only, 1 linked)");
   return {};
 }
 

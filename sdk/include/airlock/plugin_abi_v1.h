@@ -80,6 +80,14 @@ typedef struct airlock_mount_v1 {
 #define AIRLOCK_MOUNT_READONLY 1u
 #define AIRLOCK_MOUNT_OPTIONAL 2u /* skip silently when the source does not exist */
 
+/* network_mode. Both give the sandbox a private network namespace with loopback up. With LINKED
+ * the supervisor then adds a routed link ("eth0", docs/network.md) into the namespace of the
+ * returned pid (/proc/<pid>/ns/net) after start() and before the agent handshake, and the
+ * backend lets the sandbox's resolver use DNS (resolv_conf). A backend that cannot give the
+ * returned pid the sandbox's own namespace must refuse LINKED. */
+#define AIRLOCK_NETWORK_LOOPBACK 0
+#define AIRLOCK_NETWORK_LINKED 1
+
 typedef struct airlock_sandbox_spec_v1 {
   uint32_t struct_size;
   const char* sandbox_id; /* [a-z0-9-]{1,63}; borrowed */
@@ -110,7 +118,9 @@ typedef struct airlock_sandbox_spec_v1 {
   int agent_exe_fd;     /* O_PATH fd of the static airlock-agent binary */
   int agent_channel_fd; /* the sandbox's end of the channel; becomes the agent's fd 3 */
   const char* const* agent_argv; /* NULL-terminated; borrowed */
-  int network_mode;              /* 0 = private namespace with loopback only */
+  int network_mode;              /* AIRLOCK_NETWORK_* */
+  /* AIRLOCK_NETWORK_LINKED: the sandbox's /etc/resolv.conf text (borrowed; NULL = empty). */
+  const char* resolv_conf;
 } airlock_sandbox_spec_v1;
 
 /* A started sandbox. Filled by start(); the host owns pidfd afterwards and closes it. */
