@@ -6,3 +6,6 @@ pkg_check_modules(LIBNFTABLES_FOR_TESTS REQUIRED IMPORTED_TARGET libnftables)
 airlock_add_test(net_privileged_tests LABEL privileged TIMEOUT 180
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/net_test.cc
   LIBS airlock_core PkgConfig::LIBNFTABLES_FOR_TESTS)
+# The end-to-end cases run `airlock run` with a Python probe in the sandbox.
+add_dependencies(net_privileged_tests airlock airlock-agent airlock_isolation_namespaces
+  airlock_language_python)

@@ -28,7 +28,10 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "supervisor/net/sandbox_network.h"
 #include "test_support.h"
@@ -37,6 +40,7 @@ namespace airlock::net {
 namespace {
 
 using airlock::testing::runCommand;
+using Json = nlohmann::json;
 
 constexpr const char* kTable = "airlock_test";
 constexpr const char* kPrefix = "tn-";
@@ -330,6 +334,7 @@ class FakeInternet {
   }
   bool ok() const { return servers_ && servers_->ok(); }
   EchoServers& servers() { return *servers_; }
+  pid_t pid() const { return ns_.pid(); }
 
  private:
   NetnsChild ns_;
@@ -832,6 +837,138 @@ TEST(NetworkHostTest, OptionsAreValidatedAndLinkNamesFitTheKernelLimit) {
   std::string conf = (*dns)->resolvConf();
   EXPECT_NE(conf.find("nameserver 192.0.2.53\n"), std::string::npos) << conf;
   EXPECT_NE(conf.find("nameserver 2001:db8::53\n"), std::string::npos) << conf;
+}
+
+// ---- Sandboxes with a network: `airlock run` end to end -------------------------------------
+//
+// The real supervisor path (policy → eBPF connect policy → veth + NAT in airlock's own table)
+// against the fake internet, which also plays the cloud metadata service at 169.254.169.254 and
+// fd00:ec2::254 (addresses of the test namespace, routed from the host over the test link only).
+
+constexpr const char* kMetadataV4 = "169.254.169.254";
+constexpr const char* kMetadataV6 = "fd00:ec2::254";
+
+// Python run in the sandbox: one line of JSON, per target "ok <what the server saw>" or
+// "err <errno name>" ("err timeout" when nothing answered).
+std::string probeProgram(const std::vector<std::tuple<std::string, std::string, uint16_t>>& t) {
+  std::string targets;
+  for (const auto& [kind, host, port] : t)
+    targets += "('" + kind + "', '" + host + "', " + std::to_string(port) + "), ";
+  return "import errno, json, socket\n"
+         "def probe(kind, host, port):\n"
+         "    fam = socket.AF_INET6 if ':' in host else socket.AF_INET\n"
+         "    s = socket.socket(fam, socket.SOCK_STREAM if kind == 'tcp' else socket.SOCK_DGRAM)\n"
+         "    s.settimeout(3)\n"
+         "    try:\n"
+         "        s.connect((host, port))\n"
+         "        if kind == 'udp':\n"
+         "            s.send(b'?')\n"
+         "        return 'ok ' + s.recv(128).decode()\n"
+         "    except OSError as e:\n"
+         "        return 'err ' + (errno.errorcode.get(e.errno, str(e.errno)) if e.errno else "
+         "'timeout')\n"
+         "    finally:\n"
+         "        s.close()\n"
+         "print(json.dumps([probe(*t) for t in [" +
+         targets + "]]))\n";
+}
+
+class SandboxEgressTest : public SandboxNetworkTest {
+ protected:
+  void SetUp() override {
+    SandboxNetworkTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    // The metadata service lives in the fake internet; only the test link routes to it.
+    const std::string ip = tool("ip");
+    const std::string in = "--net=/proc/" + std::to_string(internet_->pid()) + "/ns/net";
+    mustRun(
+        {tool("nsenter"), in, ip, "addr", "add", std::string(kMetadataV4) + "/32", "dev", "eth0"});
+    mustRun({tool("nsenter"), in, ip, "addr", "add", std::string(kMetadataV6) + "/128", "dev",
+             "eth0", "nodad"});
+    mustRun({ip, "route", "add", std::string(kMetadataV4) + "/32", "dev", kInternetLink});
+    mustRun({ip, "-6", "route", "add", std::string(kMetadataV6) + "/128", "dev", kInternetLink});
+  }
+
+  // `airlock run --json` of the probe under a policy whose default profile has this [network].
+  Json run(const std::string& network_table, const std::string& program) {
+    airlock::testing::TempDir dir;
+    dir.write("policy.toml", "schema = 1\n[profiles.default.network]\n" + network_table);
+    auto r = airlock::testing::runAirlock(
+        {"run", "--policy", dir.file("policy.toml"), "--lang", "python", "--json", "-c", program},
+        "", 60);
+    EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+    auto doc = Json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(doc.is_discarded()) << r.out << r.err;
+    return doc;
+  }
+  static Json results(const Json& doc) {
+    auto j = Json::parse(doc.value("stdout", std::string()), nullptr, false);
+    return j.is_discarded() ? Json::array() : j;
+  }
+  // Nothing of the sandbox's network is left on the host after its run.
+  void expectNoSandboxNetworkLeft() {
+    auto links = runCommand({tool("ip"), "-o", "link", "show"}, "", 20);
+    EXPECT_EQ(links.out.find(": al-"), std::string::npos) << links.out;
+    EXPECT_FALSE(nftTableExists("airlock"));
+  }
+};
+
+TEST_F(SandboxEgressTest, OpenModeReachesTheInternetOverTcpUdpAndIpv6ButNeverTheMetadataService) {
+  auto& srv = internet_->servers();
+  // Positive control: from the host, the fake metadata service answers; the probe can see it.
+  auto control = exchange(SOCK_STREAM, kMetadataV4, srv.tcpPort());
+  ASSERT_EQ(control.error, 0) << "the metadata stand-in is not reachable even from the host";
+  ASSERT_EQ(exchange(SOCK_STREAM, kMetadataV6, srv.tcpPort()).error, 0);
+
+  auto doc = run("mode = \"open\"\n", probeProgram({{"tcp", kInternetV4, srv.tcpPort()},
+                                                    {"udp", kInternetV4, srv.udpPort()},
+                                                    {"tcp", kInternetV6, srv.tcpPort()},
+                                                    {"tcp", kMetadataV4, srv.tcpPort()},
+                                                    {"tcp", kMetadataV6, srv.tcpPort()}}));
+  auto got = results(doc);
+  ASSERT_EQ(got.size(), 5u) << doc.dump(2);
+  // Masqueraded: the internet sees the host's address on the uplink, not the sandbox's.
+  EXPECT_EQ(got[0], std::string("ok ") + kInternetHostV4) << doc.dump(2);
+  EXPECT_EQ(got[1], std::string("ok ") + kInternetHostV4);
+  EXPECT_EQ(got[2], std::string("ok ") + kInternetHostV6);
+  // Refused at connect() by the eBPF policy, at once, with the rule named in the result.
+  EXPECT_EQ(got[3], "err EPERM");
+  EXPECT_EQ(got[4], "err EPERM");
+  const Json& audit = doc["audit"];
+  EXPECT_EQ(audit["connections_denied"], 2) << audit.dump(2);
+  std::set<std::string> rules;
+  for (const auto& c : audit["connections"])
+    if (c.value("verdict", "") == "deny") rules.insert(c.value("rule", ""));
+  EXPECT_TRUE(rules.contains("protected:169.254.169.254/32")) << audit.dump(2);
+  EXPECT_TRUE(rules.contains("protected:fd00:ec2::254/128")) << audit.dump(2);
+  // The link was one step of creating the sandbox.
+  EXPECT_TRUE(doc["timing_ms"]["create_steps"].contains("network_attach")) << doc["timing_ms"];
+  expectNoSandboxNetworkLeft();
+}
+
+TEST_F(SandboxEgressTest, AllowlistReachesOnlyWhatARuleAllows) {
+  auto& srv = internet_->servers();
+  auto doc = run("mode = \"allowlist\"\nrules = [\"allow tcp " + std::string(kInternetV4) + "/32 " +
+                     std::to_string(srv.tcpPort()) + "\"]\n",
+                 probeProgram({{"tcp", kInternetV4, srv.tcpPort()},
+                               {"udp", kInternetV4, srv.udpPort()},
+                               {"tcp", kInternetV6, srv.tcpPort()}}));
+  auto got = results(doc);
+  ASSERT_EQ(got.size(), 3u) << doc.dump(2);
+  EXPECT_EQ(got[0], std::string("ok ") + kInternetHostV4) << doc.dump(2);
+  EXPECT_EQ(got[1], "err EPERM") << "udp is not in the rule";
+  EXPECT_EQ(got[2], "err EPERM") << "nor is the IPv6 address";
+  EXPECT_EQ(doc["audit"]["connections_denied"], 2) << doc["audit"].dump(2);
+  expectNoSandboxNetworkLeft();
+}
+
+TEST_F(SandboxEgressTest, ModeNoneHasNoWayOut) {
+  auto& srv = internet_->servers();
+  auto doc = run("mode = \"none\"\n", probeProgram({{"tcp", kInternetV4, srv.tcpPort()}}));
+  auto got = results(doc);
+  ASSERT_EQ(got.size(), 1u) << doc.dump(2);
+  EXPECT_EQ(got[0], "err EPERM") << doc.dump(2);
+  EXPECT_FALSE(doc["timing_ms"]["create_steps"].contains("network_attach"));
 }
 
 }  // namespace
