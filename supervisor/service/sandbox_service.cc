@@ -810,10 +810,21 @@ void SandboxService::destroyLive(const std::shared_ptr<LiveSandbox>& s, const ch
 
 namespace {
 
-Json networkJson(const audit::NetPolicy& policy) {
+// The rules the kernel enforces and, for a sandbox with a routed link, its addresses (null with
+// loopback only).
+Json networkJson(const audit::NetPolicy& policy, const net::SandboxNetwork* link) {
   Json rules = Json::array();
   for (const auto& r : policy.rules) rules.push_back(r.toString());
-  return {{"mode", audit::netModeName(policy.mode)}, {"rules", rules}};
+  Json out = {{"mode", audit::netModeName(policy.mode)}, {"rules", rules}, {"link", nullptr}};
+  if (link != nullptr) {
+    const auto& a = link->addresses();
+    out["link"] = {{"host_link", link->hostLink()},
+                   {"address_v4", a.sandbox_v4},
+                   {"gateway_v4", a.host_v4},
+                   {"address_v6", a.sandbox_v6.empty() ? Json(nullptr) : Json(a.sandbox_v6)},
+                   {"gateway_v6", a.host_v6.empty() ? Json(nullptr) : Json(a.host_v6)}};
+  }
+  return out;
 }
 
 }  // namespace
@@ -827,7 +838,7 @@ SResult<Json> SandboxService::getNetwork(const Caller& caller, const std::string
                         "sandbox '" + sb +
                             "' has no kernel-enforced network rules (its profile audits nothing "
                             "and has no network.rules, or the eBPF engine is not loaded)");
-  return networkJson(audit->network());
+  return networkJson(audit->network(), (*s)->box->network());
 }
 
 SResult<Json> SandboxService::setNetwork(const Caller& caller, const std::string& sb,
@@ -853,7 +864,7 @@ SResult<Json> SandboxService::setNetwork(const Caller& caller, const std::string
   if (auto r = audit->updateNetwork(policy); !r)
     return serviceError(ErrorCode::kBadRequest, "rules: " + r.error().message());
   (*s)->last_active_at = nowMs();
-  return networkJson(audit->network());
+  return networkJson(audit->network(), (*s)->box->network());
 }
 
 SResult<SandboxInfo> SandboxService::keepAlive(const Caller& caller, const std::string& sb,

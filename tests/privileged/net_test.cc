@@ -33,7 +33,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "airlock/policy/policy.h"
 #include "supervisor/net/sandbox_network.h"
+#include "supervisor/service/sandbox_service.h"
 #include "test_support.h"
 
 namespace airlock::net {
@@ -969,6 +971,47 @@ TEST_F(SandboxEgressTest, ModeNoneHasNoWayOut) {
   ASSERT_EQ(got.size(), 1u) << doc.dump(2);
   EXPECT_EQ(got[0], "err EPERM") << doc.dump(2);
   EXPECT_FALSE(doc["timing_ms"]["create_steps"].contains("network_attach"));
+}
+
+// `airlock serve`'s path, in process: the link lives as long as the sandbox, across executions,
+// the API shows it, and destroying the sandbox removes it.
+TEST_F(SandboxEgressTest, ServiceSandboxKeepsItsLinkAcrossExecutionsAndShowsIt) {
+  auto& srv = internet_->servers();
+  airlock::testing::TempDir dir;
+  auto pol = policy::parse("schema = 1\n[profiles.default.network]\nmode = \"open\"\n", "t.toml");
+  ASSERT_TRUE(pol) << pol.error().message();
+  service::ServiceOptions o;
+  o.policy = std::move(*pol);
+  o.plugin_dir = airlock::testing::pluginDir();
+  o.agent_path = airlock::testing::agentBinary();
+  o.workspace_dir = dir.path() + "/workspaces";
+  auto svc = service::SandboxService::start(std::move(o));
+  ASSERT_TRUE(svc) << svc.error().message();
+  auto sb = (*svc)->createSandbox({}, {});
+  ASSERT_TRUE(sb) << sb.error().message;
+  auto shown = (*svc)->getNetwork({}, sb->id);
+  ASSERT_TRUE(shown) << shown.error().message;
+  ASSERT_TRUE((*shown)["link"].is_object()) << shown->dump(2);
+  const std::string link = (*shown)["link"]["host_link"];
+  EXPECT_TRUE(linkExists(link)) << link;
+  EXPECT_TRUE((*shown)["link"]["address_v4"].get<std::string>().starts_with("10.200."));
+
+  for (int round = 0; round < 2; ++round) {
+    service::CommandSpec c;
+    c.cmd = "python3 - <<'EOF'\n" + probeProgram({{"tcp", kInternetV4, srv.tcpPort()}}) + "EOF\n";
+    auto stream = (*svc)->runCommand({}, sb->id, c);
+    ASSERT_TRUE(stream) << stream.error().message;
+    std::string out;
+    auto deadline = service::Clock::now() + std::chrono::seconds(30);
+    while (!(*stream)->done() && service::Clock::now() < deadline)
+      if (auto e = (*stream)->next(deadline); e && (*e)["type"] == "stdout")
+        out += (*e)["data"].template get<std::string>();
+    EXPECT_EQ(out, "[\"ok " + std::string(kInternetHostV4) + "\"]\n") << "round " << round;
+  }
+  ASSERT_TRUE((*svc)->destroySandbox({}, sb->id));
+  EXPECT_FALSE(linkExists(link));
+  svc->reset();
+  EXPECT_FALSE(nftTableExists("airlock"));
 }
 
 }  // namespace
