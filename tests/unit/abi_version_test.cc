@@ -45,7 +45,7 @@ AIRLOCK_ABI_FIELD(airlock_mount_v1, source, 0);
 AIRLOCK_ABI_FIELD(airlock_mount_v1, target, 8);
 AIRLOCK_ABI_FIELD(airlock_mount_v1, flags, 16);
 
-AIRLOCK_ABI_LAYOUT(airlock_sandbox_spec_v1, 144);
+AIRLOCK_ABI_LAYOUT(airlock_sandbox_spec_v1, 152);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, struct_size, 0);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, sandbox_id, 8);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, hostname, 16);
@@ -67,6 +67,7 @@ AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, agent_exe_fd, 120);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, agent_channel_fd, 124);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, agent_argv, 128);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, network_mode, 136);
+AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, resolv_conf, 144);
 
 AIRLOCK_ABI_LAYOUT(airlock_sandbox_v1, 24);
 AIRLOCK_ABI_FIELD(airlock_sandbox_v1, struct_size, 0);
@@ -119,6 +120,7 @@ static_assert(AIRLOCK_PLUGIN_ISOLATION == 1 && AIRLOCK_PLUGIN_LANGUAGE == 2 &&
               AIRLOCK_PLUGIN_TRANSFER == 3 && AIRLOCK_PLUGIN_REVIEW == 4);
 static_assert(AIRLOCK_CODE_INLINE == 1 && AIRLOCK_CODE_FILE == 2 && AIRLOCK_CODE_SESSION == 3);
 static_assert(AIRLOCK_MOUNT_READONLY == 1u && AIRLOCK_MOUNT_OPTIONAL == 2u);
+static_assert(AIRLOCK_NETWORK_LOOPBACK == 0 && AIRLOCK_NETWORK_LINKED == 1);
 
 TEST(PluginAbi, EntrySymbolName) {
   EXPECT_STREQ(AIRLOCK_PLUGIN_ENTRY_SYMBOL, "airlock_plugin_entry_v1");

@@ -1,5 +1,6 @@
 #include "etc_files.h"
 
+#include <cstddef>
 #include <string>
 
 namespace airlock::isolation {
@@ -10,6 +11,10 @@ void planEtcFiles(const airlock_sandbox_spec_v1& spec, const RootLayout& layout,
   const std::string gid = std::to_string(spec.user_gid);
   const std::string host = spec.hostname;
   const bool linked = spec.network_mode == AIRLOCK_NETWORK_LINKED;
+  // A host older than ABI 1.3 has no resolv_conf field (and never asks for LINKED).
+  const bool has_resolv =
+      spec.struct_size >= offsetof(airlock_sandbox_spec_v1, resolv_conf) + sizeof spec.resolv_conf;
+  const char* resolv = linked && has_resolv ? spec.resolv_conf : nullptr;
   std::string passwd = "root:x:0:0:root:/root:/bin/bash\n";
   std::string group = "root:x:0:\n";
   if (spec.user_uid != 0) passwd += "user:x:" + uid + ":" + gid + "::/home/user:/bin/bash\n";
@@ -26,7 +31,7 @@ void planEtcFiles(const airlock_sandbox_spec_v1& spec, const RootLayout& layout,
       {"hosts", "127.0.0.1\tlocalhost " + host + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
       {"hostname", host + "\n"},
       // Loopback only: nothing to resolve against, so names come from /etc/hosts alone.
-      {"resolv.conf", linked && spec.resolv_conf != nullptr ? spec.resolv_conf : ""},
+      {"resolv.conf", resolv != nullptr ? resolv : ""},
       {"nsswitch.conf", std::string("passwd: files\ngroup: files\nshadow: files\nhosts: files") +
                             (linked ? " dns" : "") +
                             "\nnetworks: files\nprotocols: files\nservices: files\n"},

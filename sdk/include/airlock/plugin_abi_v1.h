@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AIRLOCK_PLUGIN_ABI_MAJOR 1
-#define AIRLOCK_PLUGIN_ABI_MINOR 2
+#define AIRLOCK_PLUGIN_ABI_MINOR 3
 #define AIRLOCK_PLUGIN_ENTRY_SYMBOL "airlock_plugin_entry_v1"
 
 /* A borrowed byte string; not NUL-terminated. */
@@ -118,8 +118,9 @@ typedef struct airlock_sandbox_spec_v1 {
   int agent_exe_fd;     /* O_PATH fd of the static airlock-agent binary */
   int agent_channel_fd; /* the sandbox's end of the channel; becomes the agent's fd 3 */
   const char* const* agent_argv; /* NULL-terminated; borrowed */
-  int network_mode;              /* AIRLOCK_NETWORK_* */
-  /* AIRLOCK_NETWORK_LINKED: the sandbox's /etc/resolv.conf text (borrowed; NULL = empty). */
+  int network_mode;              /* AIRLOCK_NETWORK_* (LINKED since 1.3) */
+  /* Since 1.3 (struct_size): with AIRLOCK_NETWORK_LINKED, the sandbox's /etc/resolv.conf text
+   * (borrowed; NULL = empty). */
   const char* resolv_conf;
 } airlock_sandbox_spec_v1;
 
