@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails when airlock left anything on this host: mounts, cgroups, lock files of live sandboxes,
-# or processes running as a sandbox uid (>= 2^28). CI runs it after the test suite.
+# sandbox network links or airlock's nftables table, or processes running as a sandbox uid
+# (>= 2^28). CI runs it after the test suite.
 set -uo pipefail
 problems=()
 m=$(grep -c -i airlock /proc/self/mountinfo)
@@ -9,6 +10,12 @@ c=$(find /sys/fs/cgroup -maxdepth 3 -path '*/airlock*' -type d 2>/dev/null | wc 
 [ "$c" -eq 0 ] || problems+=("$c cgroup directories under */airlock (sandboxes or their parent)")
 l=$(find /run/airlock/sandboxes -name '*.lock' 2>/dev/null | wc -l)
 [ "$l" -eq 0 ] || problems+=("$l sandbox lock files in /run/airlock/sandboxes")
+# Sandbox networks (docs/network.md): host ends of veth pairs and airlock's nftables table.
+n=$(ip -o link show 2>/dev/null | grep -c ': al-')
+[ "$n" -eq 0 ] || problems+=("$n sandbox network links (al-*)")
+if command -v nft >/dev/null && nft list table inet airlock >/dev/null 2>&1; then
+  problems+=("the nftables table inet airlock")
+fi
 # The host's init may take a moment to reap the zombies of killed test runs.
 for _ in 1 2 3 4 5 6 7 8 9 10; do
   p=$(ps -eo uid= | awk '$1 >= 268435456' | wc -l)
@@ -20,4 +27,4 @@ if [ "${#problems[@]}" -gt 0 ]; then
   printf 'check-host-clean: left behind: %s\n' "${problems[@]}" >&2
   exit 1
 fi
-echo "check-host-clean: no mounts, cgroups, lock files or sandbox processes left"
+echo "check-host-clean: no mounts, cgroups, lock files, sandbox networks or sandbox processes left"

@@ -17,7 +17,7 @@ packages=(
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
   libseccomp-dev libtomlplusplus-dev nlohmann-json3-dev libcap-dev libssl-dev libre2-dev
   # sandbox networks beyond loopback: veth and addresses (rtnetlink), NAT table (supervisor/net/)
-  libnl-route-3-dev libnftables-dev
+  libnl-route-3-dev libnftables-dev nftables
   # eBPF toolchain and what a static libbpf links (bpf/, supervisor/audit/)
   libbpf-dev bpftool libelf-dev zlib1g-dev
   # tests

@@ -28,6 +28,8 @@
 
 #include "airlock/unique_fd.h"
 #include "supervisor/audit/hook_probe.h"
+#include "supervisor/net/forwarding.h"
+#include "supervisor/net/sandbox_network.h"
 #include "supervisor/sys/cgroup.h"
 
 namespace airlock::doctor {
@@ -285,6 +287,21 @@ Result<std::vector<Check>> probeHost() {
         enforce ? "cgroup connect4/6 and sendmsg4/6 decide in the kernel"
                 : "cgroup connect/sendmsg hooks are missing (see above)",
         enforce ? "" : "only network mode none (no network namespace route) is safe here");
+  }
+
+  // Sandbox networks beyond loopback (docs/network.md): veth pairs, NAT, forwarding.
+  {
+    auto support = net::probeNetworkSupport();
+    add("sandbox networks (veth + NAT)", support.has_value(),
+        support ? "rtnetlink and libnftables work" : support.error().message(),
+        support ? "" : "profiles with network.mode allowlist or open cannot create sandboxes");
+    std::string v4 = net::ipv4ForwardingProblem();
+    add("IPv4 forwarding", v4.empty(), v4.empty() ? "net.ipv4.ip_forward = 1" : v4,
+        v4.empty() ? "" : "sandboxes with a network get no replies");
+    std::string v6 = net::ipv6ForwardingProblem();
+    add("IPv6 forwarding", v6.empty(),
+        v6.empty() ? "per-link force_forwarding or net.ipv6.conf.all.forwarding" : v6,
+        v6.empty() ? "" : "set [egress] ipv6_range = \"\" or enable it");
   }
 
   // Virtualisation and other backends.

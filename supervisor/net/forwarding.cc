@@ -31,6 +31,13 @@ bool hasForceForwarding() {
 
 }  // namespace
 
+std::string ipv4ForwardingProblem() {
+  if (readSysctlFlag("/proc/sys/net/ipv4/ip_forward") == '1') return {};
+  return "net.ipv4.ip_forward is 0: replies to sandboxes arrive on the uplink and are not "
+         "forwarded, so their connections time out; airlock does not switch on host-wide "
+         "forwarding: set it (sysctl -w net.ipv4.ip_forward=1)";
+}
+
 std::string ipv6ForwardingProblem() {
   if (hasForceForwarding()) return {};
   if (readSysctlFlag("/proc/sys/net/ipv6/conf/all/forwarding") == '1') return {};

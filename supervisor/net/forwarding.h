@@ -15,6 +15,10 @@ namespace airlock::net {
 // otherwise the error says so.
 Result<> enableLinkForwarding(const std::string& link, bool ipv6);
 
+// Whether replies to IPv4 sandbox traffic, which arrive on the uplink, are forwarded: "" when
+// net.ipv4.ip_forward is on, else why sandboxes would get no answers (for `airlock doctor`).
+std::string ipv4ForwardingProblem();
+
 // Whether IPv6 packets from a sandbox link can be forwarded on this kernel and host: "" when
 // yes, else why not (for `airlock doctor` and for the attach error).
 std::string ipv6ForwardingProblem();

@@ -330,6 +330,12 @@ std::string NetworkHost::resolvConf() const {
   return out;
 }
 
+Result<> probeNetworkSupport() {
+  AIRLOCK_TRY_CTX(sock, RouteSocket::open(), "rtnetlink");
+  AIRLOCK_TRY_CTX(nft, NftTable::open("airlock", "al-"), "nftables");
+  return {};
+}
+
 Result<UniqueFd> openNetns(pid_t pid) {
   std::string path = "/proc/" + std::to_string(pid) + "/ns/net";
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

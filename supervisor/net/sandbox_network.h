@@ -145,6 +145,10 @@ class SandboxNetwork {
   bool elements_added_ = false;
 };
 
+// Whether this host can build sandbox networks: rtnetlink opens and libnftables loads. Changes
+// nothing (for `airlock doctor`).
+Result<> probeNetworkSupport();
+
 // Opens the network namespace of a process (/proc/<pid>/ns/net) for attach().
 Result<UniqueFd> openNetns(pid_t pid);
 
