@@ -338,7 +338,7 @@ TEST_F(AuditService, NetworkRulesChangeAtRuntime) {
   auto sb = create();
   auto shown = svc_->getNetwork({}, sb);
   ASSERT_TRUE(shown) << shown.error().message;
-  EXPECT_EQ(*shown, (Json{{"mode", "none"}, {"rules", Json::array()}}));
+  EXPECT_EQ(*shown, (Json{{"mode", "none"}, {"rules", Json::array()}, {"link", nullptr}}));
 
   auto bad = svc_->setNetwork({}, sb, {"deny tcp 192.0.2.0/24 443", "allow tcp 10.0.0.1/8 80"});
   ASSERT_FALSE(bad);
@@ -498,7 +498,7 @@ TEST_F(AuditServe, NetworkRoutesAnswer400409AndTheLogIsQueried) {
   const std::string net = "/v1/sandboxes/" + sb + "/network";
   auto shown = http(sock_, "GET", net);
   EXPECT_EQ(shown.status, 200);
-  EXPECT_EQ(shown.body, (Json{{"mode", "none"}, {"rules", Json::array()}}));
+  EXPECT_EQ(shown.body, (Json{{"mode", "none"}, {"rules", Json::array()}, {"link", nullptr}}));
 
   auto bad =
       http(sock_, "PUT", net, R"({"rules": ["deny udp ::/0 53", "allow tcp 10.0.0.1/8 80"]})");
