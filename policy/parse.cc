@@ -681,6 +681,17 @@ Result<Policy> parseTable(const toml::table& doc, std::string_view text,
                  top_where, diags);
       continue;
     }
+    if (key == "egress") {
+      const auto* table = v.as_table();
+      if (table == nullptr) {
+        typeError(diags, v, "", "egress", "a table ([egress])");
+        continue;
+      }
+      top_where["egress"] = v.source();
+      readFields(*table, detail::egressFields(), policy.egress, "[egress]", "egress.", "egress.",
+                 top_where, diags);
+      continue;
+    }
     if (key == "tenants") {
       const auto* tenants = v.as_table();
       if (tenants == nullptr) {
@@ -915,6 +926,12 @@ std::string auditSettingsToToml(const AuditSettings& audit) {
 }
 
 std::vector<std::string> auditKeys() { return keysOf(detail::auditFields()); }
+
+std::string egressSettingsToToml(const EgressSettings& egress) {
+  return tableToToml(egress, detail::egressFields(), "egress");
+}
+
+std::vector<std::string> egressKeys() { return keysOf(detail::egressFields()); }
 
 std::vector<std::string> tenantKeys() { return keysOf(detail::tenantFields()); }
 

@@ -112,8 +112,20 @@ const std::array kAuditFields = {
     AIRLOCK_AUDIT_FIELD("ring_kb", ring_kb),
 };
 
+#define AIRLOCK_EGRESS_FIELD(key, member)                 \
+  EgressField {                                           \
+    "", key, +[](EgressSettings& e) { return &e.member; } \
+  }
+const std::array kEgressFields = {
+    AIRLOCK_EGRESS_FIELD("ipv4_range", ipv4_range),
+    AIRLOCK_EGRESS_FIELD("ipv6_range", ipv6_range),
+    AIRLOCK_EGRESS_FIELD("nameservers", nameservers),
+    AIRLOCK_EGRESS_FIELD("mtu", mtu),
+};
+
 #undef AIRLOCK_TENANT_FIELD
 #undef AIRLOCK_AUDIT_FIELD
+#undef AIRLOCK_EGRESS_FIELD
 
 constexpr std::array<std::string_view, 6> kSubTables = {"limits",  "lifetime", "filesystem",
                                                         "network", "seccomp",  "audit"};
@@ -133,6 +145,8 @@ std::span<const ServerField> serverFields() { return kServerFields; }
 std::span<const TenantField> tenantFields() { return kTenantFields; }
 
 std::span<const AuditField> auditFields() { return kAuditFields; }
+
+std::span<const EgressField> egressFields() { return kEgressFields; }
 
 std::span<const std::string_view> subTables() { return kSubTables; }
 

@@ -42,6 +42,7 @@ using FieldRef = FieldRefOf<Profile>;
 using ServerField = FieldOf<Server>;
 using TenantField = FieldOf<Tenant>;
 using AuditField = FieldOf<AuditSettings>;
+using EgressField = FieldOf<EgressSettings>;
 
 // Every field of Profile except `name`, in reference.toml order.
 std::span<const Field> fields();
@@ -58,6 +59,8 @@ std::span<const ServerField> serverFields();
 std::span<const TenantField> tenantFields();
 // Every key of the top-level [audit] table, in reference.toml order.
 std::span<const AuditField> auditFields();
+// Every key of the top-level [egress] table, in reference.toml order.
+std::span<const EgressField> egressFields();
 
 template <typename S>
 const FieldOf<S>* findIn(std::span<const FieldOf<S>> fields, std::string_view key) {
@@ -70,8 +73,8 @@ const FieldOf<S>* findIn(std::span<const FieldOf<S>> fields, std::string_view ke
 inline constexpr std::string_view kExtendsKey = "extends";
 
 // Top-level keys of a policy file.
-inline constexpr std::string_view kTopLevelKeys[] = {"schema", "default_profile", "profiles",
-                                                     "server", "audit",           "tenants"};
+inline constexpr std::string_view kTopLevelKeys[] = {
+    "schema", "default_profile", "profiles", "server", "audit", "egress", "tenants"};
 
 // Optimal-string-alignment distance (Levenshtein plus adjacent transposition), for "did you mean".
 size_t editDistance(std::string_view a, std::string_view b);

@@ -291,19 +291,10 @@ Check checkFilesystem(const Filesystem& fs) {
 }
 
 Check checkNetwork(const Network& n) {
-  if (n.mode == "allowlist" || n.mode == "open") {
-    // The kernel side (cgroup connect/sendmsg rules) exists; the way out does not: without a
-    // veth pair and NAT the sandbox's namespace has no route, so the mode would be a lie.
-    return Problem{"network.mode",
-                   "network.mode = " + q(n.mode) +
-                       ": not available yet: it needs a veth pair and NAT for the sandbox's "
-                       "network namespace, which airlock does not set up yet, so nothing could "
-                       "leave the sandbox; use 'none' (loopback only)"};
-  }
-  if (n.mode != "none") {
+  if (n.mode != "none" && n.mode != "allowlist" && n.mode != "open") {
     return Problem{"network.mode", "network.mode = " + q(n.mode) +
-                                       ": must be 'none' ('allowlist' and 'open' are not "
-                                       "available yet)"};
+                                       ": must be 'none' (loopback only), 'allowlist' (only what "
+                                       "a rule allows) or 'open' (all but protected ranges)"};
   }
   if (n.rules.size() > kMaxNetRules) {
     return Problem{"network.rules", "network.rules: " + std::to_string(n.rules.size()) +
@@ -407,6 +398,42 @@ Check checkAuditSettings(const AuditSettings& a) {
   return std::nullopt;
 }
 
+// A range of sandbox link addresses: an exact prefix (host bits zero) with room for one slot,
+// clear of the loopback and the protected ::1.
+Check checkRange(const std::string& key, const std::string& text, int family, int max_prefix) {
+  auto cidr = audit::Cidr::parse(text);
+  if (!cidr) return Problem{key, key + " = " + q(text) + ": " + cidr.error().message()};
+  if (cidr->family != family)
+    return Problem{key,
+                   key + " = " + q(text) + ": must be an IPv" + std::to_string(family) + " range"};
+  if (cidr->prefix > max_prefix)
+    return Problem{key, key + " = " + q(text) + ": /" + std::to_string(cidr->prefix) +
+                            " is too small: each sandbox takes a /" + std::to_string(max_prefix)};
+  for (const char* reserved : {"127.0.0.0/8", "::1/128", "0.0.0.0/8", "::/128"}) {
+    auto r = audit::Cidr::parse(reserved);
+    if (r && r->family == cidr->family && (r->contains(*cidr) || cidr->contains(*r)))
+      return Problem{key, key + " = " + q(text) + ": overlaps " + reserved};
+  }
+  return std::nullopt;
+}
+
+Check checkEgressSettings(const EgressSettings& e) {
+  if (auto c = checkRange("egress.ipv4_range", e.ipv4_range, 4, 30)) return c;
+  if (!e.ipv6_range.empty())
+    if (auto c = checkRange("egress.ipv6_range", e.ipv6_range, 6, 64)) return c;
+  if (e.nameservers.size() > 3)
+    return Problem{"egress.nameservers",
+                   "egress.nameservers: " + std::to_string(e.nameservers.size()) +
+                       " servers; the resolver reads at most 3"};
+  for (size_t i = 0; i < e.nameservers.size(); ++i) {
+    const std::string key = "egress.nameservers[" + std::to_string(i) + "]";
+    auto a = audit::Cidr::parse(e.nameservers[i]);
+    if (!a || e.nameservers[i].find('/') != std::string::npos)
+      return Problem{key, key + " = " + q(e.nameservers[i]) + ": must be an IP address"};
+  }
+  return range("egress.mtu", e.mtu, 1280, 65535);
+}
+
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -481,6 +508,7 @@ std::vector<Problem> checkPolicy(const Policy& policy) {
   std::vector<Problem> out;
   if (Check c = checkServer(policy.server)) out.push_back(*c);
   if (Check c = checkAuditSettings(policy.audit)) out.push_back(*c);
+  if (Check c = checkEgressSettings(policy.egress)) out.push_back(*c);
   std::map<std::string_view, std::string_view> token_owner;
   bool any_token = false;
   for (const auto& [name, tenant] : policy.tenants) {

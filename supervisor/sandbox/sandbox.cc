@@ -105,8 +105,12 @@ bool needsAudit(const policy::Profile& profile) {
 
 bool needsNetworkLink(const policy::Profile& profile) { return profile.network.mode != "none"; }
 
-net::NetworkOptions networkOptionsFor(const policy::Policy& /*policy*/) {
+net::NetworkOptions networkOptionsFor(const policy::Policy& policy) {
   net::NetworkOptions o;
+  o.ipv4_range = policy.egress.ipv4_range;
+  o.ipv6_range = policy.egress.ipv6_range;
+  o.nameservers = policy.egress.nameservers;
+  o.mtu = static_cast<int>(policy.egress.mtu);
   o.lock_dir = kNetworkLockDir;
   return o;
 }

@@ -65,6 +65,14 @@ TEST(PolicyReference, ListsEveryServerAndTenantKeyAndNoOther) {
   EXPECT_EQ(in_audit, std::set<std::string>(audit_keys.begin(), audit_keys.end()));
   EXPECT_EQ(audit_keys.size(), in_audit.size());
 
+  const toml::table* egress = doc["egress"].as_table();
+  ASSERT_NE(egress, nullptr);
+  std::set<std::string> in_egress;
+  collectKeys(*egress, "", in_egress);
+  const auto egress_keys = egressKeys();
+  EXPECT_EQ(in_egress, std::set<std::string>(egress_keys.begin(), egress_keys.end()));
+  EXPECT_EQ(egress_keys.size(), in_egress.size());
+
   const toml::table* tenant = doc["tenants"]["default"].as_table();
   ASSERT_NE(tenant, nullptr);
   std::set<std::string> in_tenant;
@@ -84,6 +92,7 @@ TEST(PolicyReference, DefaultProfileHoldsTheStructDefaults) {
   EXPECT_EQ(p->profiles.at("quick").limits.timeout_s, 5u);
   EXPECT_EQ(serverToToml(p->server), serverToToml(Server{}));
   EXPECT_EQ(auditSettingsToToml(p->audit), auditSettingsToToml(AuditSettings{}));
+  EXPECT_EQ(egressSettingsToToml(p->egress), egressSettingsToToml(EgressSettings{}));
   ASSERT_EQ(p->tenants.size(), 1u);
   Tenant tenant_defaults;
   tenant_defaults.name = "default";
@@ -99,15 +108,17 @@ TEST(PolicyReference, EveryKeyLineHasAComment) {
   while (std::getline(in, line)) {
     if (line.starts_with("[")) {
       in_default = line.starts_with("[profiles.default") || line.starts_with("[server]") ||
-                   line.starts_with("[audit]") || line.starts_with("[tenants.default]");
+                   line.starts_with("[audit]") || line.starts_with("[egress]") ||
+                   line.starts_with("[tenants.default]");
     }
     if (!in_default || line.empty() || line.starts_with("#") || line.starts_with("[")) continue;
     ++key_lines;
     EXPECT_NE(line.find('#'), std::string::npos) << "no unit comment on: " << line;
   }
-  // Profile keys minus env and extends, then every server, audit and tenant key.
-  EXPECT_EQ(key_lines, static_cast<int>(profileKeys().size() - 2 + serverKeys().size() +
-                                        auditKeys().size() + tenantKeys().size()));
+  // Profile keys minus env and extends, then every server, audit, egress and tenant key.
+  EXPECT_EQ(key_lines,
+            static_cast<int>(profileKeys().size() - 2 + serverKeys().size() + auditKeys().size() +
+                             egressKeys().size() + tenantKeys().size()));
 }
 
 // Structured bindings only compile with the exact member count: a field added to policy.h
@@ -119,6 +130,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [n1, n2] = Network{};
   [[maybe_unused]] auto [a1, a2, a3, a4] = Audit{};
   [[maybe_unused]] auto [g1, g2, g3, g4] = AuditSettings{};
+  [[maybe_unused]] auto [x1, x2, x3, x4] = EgressSettings{};
   [[maybe_unused]] auto [s1, s2] = Seccomp{};
   [[maybe_unused]] auto [t1, t2, t3, t4, t5] = Lifetime{};
   [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16] =
@@ -126,13 +138,14 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11] = Review{};
   [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11] = Server{};
   [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
-  [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8] = Policy{};
+  [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8, y9] = Policy{};
   // Profile: 16 members minus name, minus the 7 sub-tables, plus their 9 + 5 + 2 + 2 + 2 + 4
   // keys, plus `extends`, plus review's 5 own keys and its reviewers' 3 + 2 + 5 + 2 + 2 + 3.
   EXPECT_EQ(profileKeys().size(),
             16u - 1 - 7 + 9 + 5 + 2 + 2 + 2 + 4 + 1 + 5 + 3 + 2 + 5 + 2 + 2 + 3);
   EXPECT_EQ(serverKeys().size(), 11u);
   EXPECT_EQ(auditKeys().size(), 4u);
+  EXPECT_EQ(egressKeys().size(), 4u);
   EXPECT_EQ(tenantKeys().size(), 5u - 1);  // minus name
 }
 
@@ -149,6 +162,12 @@ const std::map<std::string, std::string> kAuditValues = {
     {"max_mb", "7"},
     {"keep", "7"},
     {"ring_kb", "64"},
+};
+const std::map<std::string, std::string> kEgressValues = {
+    {"ipv4_range", "\"10.77.0.0/16\""},
+    {"ipv6_range", "\"\""},
+    {"nameservers", "[\"192.0.2.53\"]"},
+    {"mtu", "1400"},
 };
 const std::string kHashA(64, 'a');
 const std::map<std::string, std::string> kTenantValues = {
@@ -190,6 +209,15 @@ TEST(PolicyReference, EveryServerAndTenantKeyWritesItsOwnField) {
         changedLines(auditSettingsToToml(AuditSettings{}), auditSettingsToToml(p->audit));
     ASSERT_EQ(changed.size(), 1u) << key;
     EXPECT_EQ(changed[0], key + " = " + kAuditValues.at(key)) << key;
+  }
+  for (const std::string& key : egressKeys()) {
+    ASSERT_TRUE(kEgressValues.contains(key)) << "give " << key << " a value in kEgressValues";
+    auto p = parse("schema = 1\n[egress]\n" + key + " = " + kEgressValues.at(key) + "\n", "k.toml");
+    ASSERT_TRUE(p.has_value()) << key << ": " << p.error().message();
+    auto changed =
+        changedLines(egressSettingsToToml(EgressSettings{}), egressSettingsToToml(p->egress));
+    ASSERT_EQ(changed.size(), 1u) << key;
+    EXPECT_EQ(changed[0], key + " = " + kEgressValues.at(key)) << key;
   }
   Tenant defaults;
   defaults.name = "default";
@@ -292,12 +320,13 @@ TEST(PolicyDocs, OperatorGuideMentionsEveryKey) {
   for (const auto& k : serverKeys()) keys.push_back("server." + k);
   for (const auto& k : tenantKeys()) keys.push_back("tenants." + k);
   for (const auto& k : auditKeys()) keys.push_back("audit." + k);
+  for (const auto& k : egressKeys()) keys.push_back("egress." + k);
   for (const std::string& key : keys) {
     const std::string leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(doc.find("`" + leaf + "`"), std::string::npos) << "docs/policy.md misses " << key;
   }
-  for (const char* table : {"[server]", "[audit]", "[tenants.<name>]", "[profiles.<name>.lifetime]",
-                            "[profiles.<name>.audit]"}) {
+  for (const char* table : {"[server]", "[audit]", "[egress]", "[tenants.<name>]",
+                            "[profiles.<name>.lifetime]", "[profiles.<name>.audit]"}) {
     EXPECT_NE(doc.find(std::string("`") + table + "`"), std::string::npos)
         << "docs/policy.md has no section for " << table;
   }

@@ -20,6 +20,8 @@ std::vector<std::string> serverKeys();
 std::vector<std::string> tenantKeys();
 // Every key of the top-level [audit] table, in reference.toml order.
 std::vector<std::string> auditKeys();
+// Every key of the top-level [egress] table, in reference.toml order.
+std::vector<std::string> egressKeys();
 
 // The profile as a complete `[profiles.<name>]` TOML table (every key, sub-tables included),
 // which parse() reads back into an equal profile.
@@ -28,6 +30,7 @@ std::string profileToToml(const Profile& profile);
 std::string serverToToml(const Server& server);
 std::string tenantToToml(const Tenant& tenant);
 std::string auditSettingsToToml(const AuditSettings& audit);
+std::string egressSettingsToToml(const EgressSettings& egress);
 
 // What `airlock policy explain` prints: the policy's source and hash, the profile's effective
 // values and relaxations, then [server] and the tenants (only `tenant` when it is not null).

@@ -136,6 +136,17 @@ struct AuditSettings {
   uint32_t ring_kb = 4096;
 };
 
+// How sandboxes with a network beyond loopback reach out ([egress], docs/network.md): one per
+// host, for every profile whose network.mode is allowlist or open.
+struct EgressSettings {
+  std::string ipv4_range = "10.200.0.0/16";        // each networked sandbox takes a /30 of it
+  std::string ipv6_range = "fd61:6972:6c6b::/48";  // each a /64; "" = IPv4 only
+  // DNS servers in the sandboxes' /etc/resolv.conf (IP addresses, at most 3); []: no resolver.
+  // Reached through NAT like any destination: in allowlist mode a rule must allow port 53.
+  std::vector<std::string> nameservers;
+  uint32_t mtu = 1500;  // of the sandbox links; lower it to the uplink's when that is smaller
+};
+
 // Who may use the API and how much of the host they get ([tenants.<name>]).
 struct Tenant {
   std::string name;
@@ -160,6 +171,7 @@ struct Policy {
                                             // the file names another)
   Server server;
   AuditSettings audit;
+  EgressSettings egress;
   std::map<std::string, Tenant> tenants;  // always contains "default" (with the defaults above
                                           // when the file has no [tenants.default])
   std::string source;                     // file path, or "<built-in>"
