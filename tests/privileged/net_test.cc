@@ -305,6 +305,87 @@ class EchoServers {
   std::thread thread_;
 };
 
+// A DNS server on UDP port 53 inside `netns_fd` that knows one name: A queries for it get
+// `address`; anything else gets an empty NOERROR answer. Enough for glibc's getaddrinfo.
+class MiniDns {
+ public:
+  MiniDns(int netns_fd, std::string name, std::string address)
+      : name_(std::move(name)), address_(std::move(address)) {
+    sock_ = inNetns(netns_fd, [] {
+      int s = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      int zero = 0;
+      ::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      sockaddr_in6 a{};
+      a.sin6_family = AF_INET6;
+      a.sin6_port = htons(53);
+      if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        ::close(s);
+        return -1;
+      }
+      return s;
+    });
+    if (sock_ >= 0) thread_ = std::thread([this] { serve(); });
+  }
+  ~MiniDns() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (sock_ >= 0) ::close(sock_);
+  }
+  bool ok() const { return sock_ >= 0; }
+  int queries() const { return queries_; }
+
+ private:
+  // The question's name as dotted text, and where the question ends; npos when malformed.
+  static std::pair<std::string, size_t> question(const unsigned char* q, size_t n) {
+    std::string name;
+    size_t at = 12;
+    while (at < n && q[at] != 0) {
+      size_t len = q[at];
+      if (len > 63 || at + 1 + len > n) return {{}, std::string::npos};
+      if (!name.empty()) name += '.';
+      name.append(reinterpret_cast<const char*>(q + at + 1), len);
+      at += 1 + len;
+    }
+    if (at + 5 > n) return {{}, std::string::npos};
+    return {name, at + 5};  // the 0 label, then type and class
+  }
+  void serve() {
+    while (!stop_) {
+      pollfd p{sock_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      unsigned char q[512];
+      sockaddr_storage peer{};
+      socklen_t len = sizeof peer;
+      ssize_t n = ::recvfrom(sock_, q, sizeof q, 0, reinterpret_cast<sockaddr*>(&peer), &len);
+      if (n < 12) continue;
+      auto [name, end] = question(q, static_cast<size_t>(n));
+      if (end == std::string::npos) continue;
+      ++queries_;
+      const bool type_a = q[end - 4] == 0 && q[end - 3] == 1;
+      const bool answer = type_a && name == name_;
+      std::string r(reinterpret_cast<const char*>(q), end);
+      r[2] = static_cast<char>(0x81);  // QR, RD
+      r[3] = static_cast<char>(0x80);  // RA, NOERROR
+      r[6] = 0;
+      r[7] = answer ? 1 : 0;  // ANCOUNT
+      r[8] = r[9] = r[10] = r[11] = 0;
+      if (answer) {
+        in_addr a{};
+        ::inet_pton(AF_INET, address_.c_str(), &a);
+        const unsigned char rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4};
+        r.append(reinterpret_cast<const char*>(rr), sizeof rr);
+        r.append(reinterpret_cast<const char*>(&a), 4);
+      }
+      ::sendto(sock_, r.data(), r.size(), 0, reinterpret_cast<sockaddr*>(&peer), len);
+    }
+  }
+  std::string name_, address_;
+  int sock_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> queries_{0};
+  std::thread thread_;
+};
+
 // The fake internet: a namespace behind the host's test link kInternetLink, with echo servers.
 class FakeInternet {
  public:
@@ -337,6 +418,7 @@ class FakeInternet {
   bool ok() const { return servers_ && servers_->ok(); }
   EchoServers& servers() { return *servers_; }
   pid_t pid() const { return ns_.pid(); }
+  int netns() const { return ns_.netns(); }
 
  private:
   NetnsChild ns_;
@@ -1012,6 +1094,28 @@ TEST_F(SandboxEgressTest, ServiceSandboxKeepsItsLinkAcrossExecutionsAndShowsIt) 
   EXPECT_FALSE(linkExists(link));
   svc->reset();
   EXPECT_FALSE(nftTableExists("airlock"));
+}
+
+// [egress] nameservers: the sandbox's resolver asks them through its NAT, so code can use names.
+TEST_F(SandboxEgressTest, SandboxResolvesNamesThroughTheConfiguredNameserver) {
+  auto& srv = internet_->servers();
+  MiniDns dns(internet_->netns(), "files.example.test", kInternetV4);
+  ASSERT_TRUE(dns.ok());
+  const std::string program =
+      "import socket\n"
+      "print(open('/etc/resolv.conf').read().strip().splitlines()[-1])\n"
+      "addr = socket.getaddrinfo('files.example.test', " +
+      std::to_string(srv.tcpPort()) +
+      ", socket.AF_INET, socket.SOCK_STREAM)[0][4]\n"
+      "s = socket.create_connection(addr, timeout=3)\n"
+      "print(addr[0], s.recv(128).decode())\n";
+  auto doc = run(
+      "mode = \"open\"\n[egress]\nnameservers = [\"" + std::string(kInternetV4) + "\"]\n", program);
+  EXPECT_EQ(doc.value("stdout", ""), "nameserver " + std::string(kInternetV4) + "\n" + kInternetV4 +
+                                         " " + kInternetHostV4 + "\n")
+      << doc.dump(2);
+  EXPECT_GE(dns.queries(), 1) << "the sandbox never asked the nameserver";
+  expectNoSandboxNetworkLeft();
 }
 
 }  // namespace
