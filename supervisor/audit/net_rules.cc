@@ -2,8 +2,10 @@
 #include "supervisor/audit/net_rules.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <map>
@@ -119,6 +121,40 @@ bool Cidr::contains(const Cidr& inner) const {
   return true;
 }
 
+namespace {
+
+// An RFC 1123 host name: dot-separated labels of letters, digits and '-' (not at either end),
+// 1-63 characters each, 253 in all, with a letter somewhere so that a mistyped address
+// ("10.0.0.256", "10.0.0") is reported as an address error rather than looked up.
+bool isHostName(std::string_view s) {
+  if (s.empty() || s.size() > 253 || s.back() == '.') return false;
+  bool letter = false;
+  size_t label = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '.') {
+      if (label == 0 || s[i - 1] == '-') return false;
+      label = 0;
+      continue;
+    }
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alpha && !(c >= '0' && c <= '9') && c != '-') return false;
+    if (c == '-' && label == 0) return false;
+    if (++label > 63) return false;
+    letter = letter || alpha;
+  }
+  return letter && s.back() != '-';
+}
+
+std::string toLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+}  // namespace
+
 Result<NetRule> NetRule::parse(std::string_view text) {
   std::string whole(text);
   auto w = words(text);
@@ -144,9 +180,13 @@ Result<NetRule> NetRule::parse(std::string_view text) {
     return fail("network rule: protocol must be tcp, udp or any, not '" + std::string(w[1]) + "'",
                 whole);
   }
-  auto cidr = Cidr::parse(w[2]);
-  if (!cidr) return Unexpected(std::move(cidr.error()).wrap("network rule '" + whole + "'"));
-  r.cidr = *cidr;
+  if (isHostName(w[2])) {
+    r.host = toLower(w[2]);
+  } else {
+    auto cidr = Cidr::parse(w[2]);
+    if (!cidr) return Unexpected(std::move(cidr.error()).wrap("network rule '" + whole + "'"));
+    r.cidr = *cidr;
+  }
   if (w.size() == 4 && w[3] != "*") {
     std::string_view ports = w[3];
     auto dash = ports.find('-');
@@ -166,7 +206,7 @@ Result<NetRule> NetRule::parse(std::string_view text) {
 std::string NetRule::toString() const {
   std::string s = allow ? "allow " : "deny ";
   s += protocol == IPPROTO_TCP ? "tcp " : protocol == IPPROTO_UDP ? "udp " : "any ";
-  s += cidr.toString();
+  s += needsResolving() ? host : cidr.toString();
   if (port_lo == 0 && port_hi == 65535) return s + " *";
   s += " " + std::to_string(port_lo);
   if (port_hi != port_lo) s += "-" + std::to_string(port_hi);
@@ -218,7 +258,10 @@ std::string ruleId(uint32_t rule) {
 std::string describeRule(uint32_t rule, const NetPolicy& policy) {
   if (rule < AIRLOCK_MAX_RULES) {
     std::string s = "rule " + std::to_string(rule);
-    if (rule < policy.rules.size()) s += " (" + policy.rules[rule].toString() + ")";
+    if (rule < policy.rules.size()) {
+      const NetRule& r = policy.rules[rule];
+      s += " (" + r.toString() + (r.resolved ? ", an address of " + r.host : "") + ")";
+    }
     return s;
   }
   switch (rule) {
@@ -244,7 +287,64 @@ std::string describeRule(uint32_t rule, const NetPolicy& policy) {
   return "unknown rule " + std::to_string(rule);
 }
 
+Resolver systemResolver() {
+  return [](const std::string& host) -> Result<std::vector<Cidr>> {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;  // one entry per address, not one per socket type
+    addrinfo* list = nullptr;
+    int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &list);
+    if (rc != 0) return fail(std::string("cannot resolve host name: ") + ::gai_strerror(rc), host);
+    std::vector<Cidr> out;
+    for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
+      Cidr c;
+      if (a->ai_family == AF_INET) {
+        c.family = 4;
+        c.prefix = 32;
+        std::memcpy(c.addr.data(), &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, 4);
+      } else if (a->ai_family == AF_INET6) {
+        c.family = 6;
+        c.prefix = 128;
+        std::memcpy(c.addr.data(), &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, 16);
+      } else {
+        continue;
+      }
+      if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+    }
+    ::freeaddrinfo(list);
+    if (out.empty()) return fail("host name has no IPv4 or IPv6 address", host);
+    return out;
+  };
+}
+
+Result<NetPolicy> resolveHosts(const NetPolicy& policy, const Resolver& resolve) {
+  NetPolicy out;
+  out.mode = policy.mode;
+  for (size_t i = 0; i < policy.rules.size(); ++i) {
+    const NetRule& rule = policy.rules[i];
+    if (!rule.needsResolving()) {
+      out.rules.push_back(rule);
+      continue;
+    }
+    auto addresses = resolve(rule.host);
+    if (!addresses)
+      return Unexpected(
+          std::move(addresses.error())
+              .wrap("network rule " + std::to_string(i) + " '" + rule.toString() + "'"));
+    for (const Cidr& address : *addresses) {
+      NetRule one = rule;
+      one.cidr = address;
+      one.resolved = true;
+      out.rules.push_back(std::move(one));
+    }
+  }
+  return out;
+}
+
 Result<CompiledRules> compileRules(const NetPolicy& policy, uint32_t slot, uint32_t generation) {
+  for (const auto& r : policy.rules)
+    if (r.needsResolving())
+      return fail("network rule '" + r.toString() + "' names a host that was not resolved");
   if (policy.rules.size() > AIRLOCK_MAX_RULES) {
     return fail("network policy has " + std::to_string(policy.rules.size()) + " rules; at most " +
                 std::to_string(AIRLOCK_MAX_RULES) + " are supported");

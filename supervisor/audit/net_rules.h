@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,20 +45,39 @@ std::string addressText(int family, const uint8_t* addr);
 struct NetRule {
   bool allow = true;
   Cidr cidr;
-  uint8_t protocol = 0;  // 0 any, 6 tcp, 17 udp
+  // A DNS name in the rule ("allow tcp pypi.org 443"). The supervisor resolves it when the
+  // sandbox is created or its rules change (resolveHosts): one rule per address, each keeping
+  // the name. Until then `cidr` is unset and the rule cannot be compiled.
+  std::string host;
+  bool resolved = false;  // cidr holds one of host's addresses
+  uint8_t protocol = 0;   // 0 any, 6 tcp, 17 udp
   uint16_t port_lo = 0;
   uint16_t port_hi = 65535;
 
   // "allow tcp 10.0.0.0/8 443", "deny udp ::/0 53", "allow any 192.0.2.7 8000-8100",
-  // "allow tcp 203.0.113.0/24 *". The form docs/audit.md documents and the policy can embed.
+  // "allow tcp 203.0.113.0/24 *", "allow tcp api.example.com 443". The form docs/audit.md
+  // documents and the policy can embed.
   static Result<NetRule> parse(std::string_view text);
+  // The rule as written; a resolved host rule reads "allow tcp 93.184.216.34/32 443", which
+  // parses back to the same destination.
   std::string toString() const;
+  bool needsResolving() const { return !host.empty() && !resolved; }
 };
 
 struct NetPolicy {
   NetMode mode = NetMode::kNone;
   std::vector<NetRule> rules;  // first match wins; indices are what events report
 };
+
+// Resolves a host name to its addresses (each a /32 or /128), or fails naming the host.
+using Resolver = std::function<Result<std::vector<Cidr>>(const std::string& host)>;
+// getaddrinfo() on the supervisor's host (its /etc/hosts and DNS), deduplicated, in the order
+// the resolver returned them.
+Resolver systemResolver();
+// Every host rule replaced, in place, by one rule per address of its host (in order, so
+// first-match-wins is unchanged); other rules are kept as they are. Fails naming the rule and
+// host that did not resolve.
+Result<NetPolicy> resolveHosts(const NetPolicy& policy, const Resolver& resolve);
 
 // What the programs refuse in every mode unless a rule allows it: private, link-local, shared
 // (CGNAT) and cloud metadata ranges, and the loopback of the supervisor's own network namespace

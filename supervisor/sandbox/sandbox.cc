@@ -124,7 +124,9 @@ Result<audit::NetPolicy> netPolicyFor(const policy::Network& network) {
                     "network.rules[" + std::to_string(i) + "]");
     out.rules.push_back(std::move(rule));
   }
-  return out;
+  // Names are resolved now, by the supervisor: the sandbox's rules hold addresses, fixed for its
+  // life (or until its rules are replaced through the API).
+  return audit::resolveHosts(out, audit::systemResolver());
 }
 
 Result<> Sandbox::attachAudit(const policy::Profile& profile,

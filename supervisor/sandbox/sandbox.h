@@ -45,7 +45,8 @@ struct AuditContext {
 bool needsAudit(const policy::Profile& profile);
 // Whether a profile's sandboxes get a routed link (network.mode allowlist or open).
 bool needsNetworkLink(const policy::Profile& profile);
-// The profile's network section as the eBPF programs enforce it (validated profiles only).
+// The profile's network section as the eBPF programs enforce it (validated profiles only), with
+// host names in rules resolved by this process (a name that does not resolve is an error).
 Result<audit::NetPolicy> netPolicyFor(const policy::Network& network);
 
 // The host side of sandbox networks for this policy ([egress]). The nft table, the link names

@@ -860,6 +860,10 @@ SResult<Json> SandboxService::setNetwork(const Caller& caller, const std::string
                           "rules[" + std::to_string(i) + "]: " + rule.error().message());
     policy.rules.push_back(std::move(*rule));
   }
+  auto resolved = audit::resolveHosts(policy, audit::systemResolver());
+  if (!resolved)
+    return serviceError(ErrorCode::kBadRequest, "rules: " + resolved.error().message());
+  policy = std::move(*resolved);
   // compileRules refuses too many rules or overlaps, naming the rule.
   if (auto r = audit->updateNetwork(policy); !r)
     return serviceError(ErrorCode::kBadRequest, "rules: " + r.error().message());

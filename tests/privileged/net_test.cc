@@ -1118,5 +1118,39 @@ TEST_F(SandboxEgressTest, SandboxResolvesNamesThroughTheConfiguredNameserver) {
   expectNoSandboxNetworkLeft();
 }
 
+// Host names in rules are resolved by the supervisor when the sandbox is created. The supervisor
+// runs in a private mount namespace whose /etc/hosts names the fake internet, so the test needs
+// no DNS and changes nothing of the host.
+TEST_F(SandboxEgressTest, AllowlistRuleByHostNameIsResolvedByTheSupervisor) {
+  auto& srv = internet_->servers();
+  airlock::testing::TempDir dir;
+  dir.write("hosts", std::string("127.0.0.1 localhost\n") + kInternetV4 + " api.example.test\n");
+  dir.write("policy.toml",
+            "schema = 1\n[profiles.default.network]\nmode = \"allowlist\"\n"
+            "rules = [\"allow tcp api.example.test " +
+                std::to_string(srv.tcpPort()) + "\"]\n");
+  dir.write("probe.py", probeProgram({{"tcp", kInternetV4, srv.tcpPort()},
+                                      {"tcp", kInternetV4, srv.udpPort()}}));
+  auto r = runCommand({tool("unshare"), "--mount", "--propagation", "private", "sh", "-c",
+                       "mount --bind \"$1\" /etc/hosts && exec \"$2\" run --policy \"$3\" --lang "
+                       "python --json \"$4\"",
+                       "sh", dir.file("hosts"), airlock::testing::airlockBinary(),
+                       dir.file("policy.toml"), dir.file("probe.py")},
+                      "", 60);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto doc = Json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << r.out;
+  auto got = results(doc);
+  ASSERT_EQ(got.size(), 2u) << doc.dump(2);
+  EXPECT_EQ(got[0], std::string("ok ") + kInternetHostV4) << "the named host is allowed";
+  EXPECT_EQ(got[1], "err EPERM") << "only on the rule's port";
+  // The result names the rule by the host it came from.
+  bool named = false;
+  for (const auto& c : doc["audit"]["connections"])
+    named = named || c.value("rule_text", "").find("api.example.test") != std::string::npos;
+  EXPECT_TRUE(named) << doc["audit"].dump(2);
+  expectNoSandboxNetworkLeft();
+}
+
 }  // namespace
 }  // namespace airlock::net

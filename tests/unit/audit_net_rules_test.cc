@@ -79,6 +79,12 @@ TEST(AuditNetRule, BadRulesSayWhatIsWrong) {
       {"allow tcp 10.0.0.0/8 90-80", "runs backwards"},
       {"allow tcp", "must read"},
       {"allow tcp 10.0.0.1/8", "bits set past the prefix"},
+      // Not host names: all digits, or characters a name cannot have.
+      {"allow tcp 10.0.0.256 80", "10.0.0.256"},
+      {"allow tcp 10.0.0 80", "10.0.0"},
+      {"allow tcp -bad.example 80", "-bad.example"},
+      {"allow tcp bad_name.example 80", "bad_name.example"},
+      {"allow tcp example.com. 80", "example.com."},
   };
   for (const auto& c : cases) {
     auto r = NetRule::parse(c.text);
@@ -86,6 +92,63 @@ TEST(AuditNetRule, BadRulesSayWhatIsWrong) {
     EXPECT_NE(r.error().message().find(c.says), std::string::npos)
         << c.text << " → " << r.error().message();
   }
+}
+
+TEST(AuditNetRule, HostNamesParseAndResolveInPlace) {
+  auto r = NetRule::parse("allow tcp API.Example.com 443");
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->host, "api.example.com");
+  EXPECT_TRUE(r->needsResolving());
+  EXPECT_EQ(r->toString(), "allow tcp api.example.com 443");
+
+  NetPolicy policy;
+  policy.mode = NetMode::kAllowlist;
+  policy.rules = {*NetRule::parse("deny tcp 192.0.2.0/24 *"), *r,
+                  *NetRule::parse("allow udp 198.51.100.53 53")};
+  // Unresolved rules never reach the kernel.
+  auto early = compileRules(policy, 1, 1);
+  ASSERT_FALSE(early);
+  EXPECT_NE(early.error().message().find("api.example.com"), std::string::npos);
+
+  std::vector<std::string> asked;
+  Resolver fake = [&](const std::string& host) -> Result<std::vector<Cidr>> {
+    asked.push_back(host);
+    return std::vector<Cidr>{*Cidr::parse("203.0.113.10"), *Cidr::parse("2001:db8::10")};
+  };
+  auto resolved = resolveHosts(policy, fake);
+  ASSERT_TRUE(resolved) << resolved.error().message();
+  EXPECT_EQ(asked, std::vector<std::string>{"api.example.com"});
+  ASSERT_EQ(resolved->rules.size(), 4u);
+  // In place and in order: first match still wins as written.
+  EXPECT_EQ(resolved->rules[0].toString(), "deny tcp 192.0.2.0/24 *");
+  EXPECT_EQ(resolved->rules[1].toString(), "allow tcp 203.0.113.10/32 443");
+  EXPECT_EQ(resolved->rules[2].toString(), "allow tcp 2001:db8::10/128 443");
+  EXPECT_EQ(resolved->rules[3].toString(), "allow udp 198.51.100.53/32 53");
+  EXPECT_EQ(describeRule(2, *resolved),
+            "rule 2 (allow tcp 2001:db8::10/128 443, an address of api.example.com)");
+  EXPECT_TRUE(compileRules(*resolved, 1, 1));
+  // The resolved text parses back to the same destination (GET, then PUT, keeps the rules).
+  EXPECT_EQ(NetRule::parse(resolved->rules[1].toString())->cidr, resolved->rules[1].cidr);
+
+  Resolver broken = [](const std::string& host) -> Result<std::vector<Cidr>> {
+    return fail("cannot resolve host name: Name or service not known", host);
+  };
+  auto failed = resolveHosts(policy, broken);
+  ASSERT_FALSE(failed);
+  EXPECT_NE(failed.error().message().find("network rule 1 'allow tcp api.example.com 443'"),
+            std::string::npos)
+      << failed.error().message();
+}
+
+TEST(AuditNetRule, SystemResolverReadsTheHostsFile) {
+  // localhost is in every /etc/hosts; no DNS traffic is needed.
+  auto addresses = systemResolver()("localhost");
+  ASSERT_TRUE(addresses) << addresses.error().message();
+  bool loopback = false;
+  for (const auto& a : *addresses)
+    loopback = loopback || a.toString() == "127.0.0.1/32" || a.toString() == "::1/128";
+  EXPECT_TRUE(loopback);
+  EXPECT_FALSE(systemResolver()("no-such-host.invalid"));  // RFC 6761: never resolves
 }
 
 TEST(AuditNetRule, ModesParse) {
