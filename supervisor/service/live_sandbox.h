@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "airlock/policy/policy.h"
@@ -27,7 +28,10 @@ struct LiveSandbox {
   std::map<std::string, std::string> metadata;
   bool persistent = false;
   std::string workspace_image;  // persistent: the image at /home/user
-  int64_t created_at = 0;       // Unix ms
+  // Network rules set through the API (resolved), replacing the profile's; journaled so that an
+  // adopted sandbox keeps them. nullopt: the profile's rules.
+  std::optional<std::vector<std::string>> network_rules;
+  int64_t created_at = 0;  // Unix ms
   std::atomic<int64_t> last_active_at{0};
   std::atomic<int64_t> keep_alive_s{0};
   std::atomic<int64_t> ends_at{0};

@@ -39,7 +39,8 @@ Result<> writeJournal(const std::string& state_dir, const JournalRecord& r) {
             {"ends_at", r.ends_at},
             {"id_slot", r.id_slot},
             {"agent_pid", r.agent_pid},
-            {"agent_start_time", r.agent_start_time}};
+            {"agent_start_time", r.agent_start_time},
+            {"network_rules", r.network_rules ? Json(*r.network_rules) : Json(nullptr)}};
   std::string text = j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
   std::string path = dirOf(state_dir) + "/" + r.id + ".json";
   std::string tmp = dirOf(state_dir) + "/." + r.id + ".json.new";
@@ -87,6 +88,9 @@ std::vector<Result<JournalRecord>> readJournals(const std::string& state_dir) {
       r.id_slot = j.at("id_slot").get<uint32_t>();
       r.agent_pid = j.at("agent_pid").get<int64_t>();
       r.agent_start_time = j.at("agent_start_time").get<uint64_t>();
+      // Absent in journals of older supervisors: the profile's rules.
+      if (auto rules = j.find("network_rules"); rules != j.end() && !rules->is_null())
+        r.network_rules = rules->get<std::vector<std::string>>();
       if (r.id + ".json" != file) {
         out.push_back(fail("sandbox journal names another sandbox", path));
         continue;

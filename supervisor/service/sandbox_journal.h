@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,9 @@ struct JournalRecord {
   std::map<std::string, std::string> metadata;
   bool persistent = false;
   std::string workspace_image;  // persistent: the image mounted at /home/user
-  int64_t created_at = 0;       // Unix ms
+  // Network rules replaced through the API (LiveSandbox::network_rules); absent: the profile's.
+  std::optional<std::vector<std::string>> network_rules;
+  int64_t created_at = 0;  // Unix ms
   int64_t keep_alive_s = 0;
   int64_t lifetime_s = 0;
   int64_t ends_at = 0;  // Unix ms

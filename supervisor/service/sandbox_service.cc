@@ -395,6 +395,33 @@ SResult<SandboxInfo> SandboxService::createSandbox(const Caller& caller, const S
   return infoOf(*s);
 }
 
+void SandboxService::restoreNetworkRules(LiveSandbox& s, const std::vector<std::string>& rules) {
+  auto audit = s.box->auditHandle();
+  if (audit == nullptr) return;
+  audit::NetPolicy policy = audit->network();
+  policy.rules.clear();
+  for (const auto& text : rules) {
+    auto rule = audit::NetRule::parse(text);
+    if (!rule) {
+      std::fprintf(stderr,
+                   "airlock: sandbox %s: journaled network rule '%s': %s; keeping the "
+                   "profile's rules\n",
+                   s.id.c_str(), text.c_str(), rule.error().message().c_str());
+      return;
+    }
+    policy.rules.push_back(std::move(*rule));
+  }
+  // Already resolved when they were set: the same addresses as before the restart.
+  if (auto r = audit->updateNetwork(policy); !r) {
+    std::fprintf(stderr,
+                 "airlock: sandbox %s: journaled network rules: %s; keeping the "
+                 "profile's rules\n",
+                 s.id.c_str(), r.error().message().c_str());
+    return;
+  }
+  s.network_rules = rules;
+}
+
 void SandboxService::journal(const LiveSandbox& s) {
   JournalRecord r;
   r.id = s.id;
@@ -413,6 +440,7 @@ void SandboxService::journal(const LiveSandbox& s) {
   r.id_slot = s.box->idSlot();
   r.agent_pid = s.box->pid();
   r.agent_start_time = sandbox::processStartTime(s.box->pid());
+  r.network_rules = s.network_rules;
   // Without a record the sandbox still works; it just ends with this supervisor.
   if (auto w = writeJournal(options_.state_dir, r); !w)
     std::fprintf(stderr, "airlock: sandbox %s: journal: %s\n", s.id.c_str(),
@@ -567,6 +595,7 @@ void SandboxService::adoptOrphans() {
     s->metadata = rec->metadata;
     s->persistent = rec->persistent;
     s->workspace_image = rec->workspace_image;
+    if (rec->network_rules) restoreNetworkRules(*s, *rec->network_rules);
     s->created_at = rec->created_at;
     s->last_active_at = nowMs();  // the downtime does not count as idleness
     s->keep_alive_s = rec->keep_alive_s;
@@ -868,6 +897,10 @@ SResult<Json> SandboxService::setNetwork(const Caller& caller, const std::string
   if (auto r = audit->updateNetwork(policy); !r)
     return serviceError(ErrorCode::kBadRequest, "rules: " + r.error().message());
   (*s)->last_active_at = nowMs();
+  std::vector<std::string> applied;
+  for (const auto& rule : policy.rules) applied.push_back(rule.toString());
+  (*s)->network_rules = std::move(applied);
+  journal(**s);
   return networkJson(audit->network(), (*s)->box->network());
 }
 

@@ -146,6 +146,8 @@ class SandboxService final : public Service {
   // The host side of sandbox networks (docs/network.md), and what a dead supervisor left of it.
   Result<> startNetwork();
   void reclaimNetworkLeftovers();
+  // Puts the network rules an adopted sandbox had been given through the API back in force.
+  void restoreNetworkRules(LiveSandbox& s, const std::vector<std::string>& rules);
   void journal(const LiveSandbox& s);
   // tenant: for the audit records of its creation; "" for warm sandboxes (told when claimed).
   SResult<std::shared_ptr<LiveSandbox>> startBox(const policy::Profile& profile,

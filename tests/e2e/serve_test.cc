@@ -1,6 +1,7 @@
 // `airlock serve` as an operator runs it, driven over its Unix socket the way clients do:
 // the API contract end to end, the CLI client, SIGTERM draining, and kill -9 recovery.
 #include <fcntl.h>
+#include <net/if.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -314,6 +315,48 @@ TEST_F(ServeTest, KillNineThenRestartAdoptsLiveSandboxes) {
     after = snapshotHostResources();
   }
   EXPECT_EQ(after, before_);
+}
+
+// A sandbox with a network link and rules set through the API survives a kill -9 of its
+// supervisor with both: the next one adopts the link (same host end) and puts the rules back.
+TEST_F(ServeTest, KillNineKeepsANetworkedSandboxsLinkAndRuntimeRules) {
+  auto serve = std::make_unique<Serve>(dir_, "[profiles.default.network]\nmode = \"open\"\n");
+  auto created = http(serve->sock(), "POST", "/v1/sandboxes", R"({"name": "online"})");
+  ASSERT_EQ(created.status, 201) << created.body;
+  auto put = http(serve->sock(), "PUT", "/v1/sandboxes/online/network",
+                  R"({"rules": ["deny tcp 192.0.2.0/24 *"]})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  auto before = Json::parse(put.body);
+  ASSERT_TRUE(before["link"].is_object()) << put.body;
+  const std::string link = before["link"]["host_link"];
+  ASSERT_NE(if_nametoindex(link.c_str()), 0u) << link;
+
+  serve->stop(SIGKILL);
+  serve->start();
+  auto shown = http(serve->sock(), "GET", "/v1/sandboxes/online/network");
+  ASSERT_EQ(shown.status, 200) << "not adopted: " << shown.body;
+  auto after = Json::parse(shown.body);
+  EXPECT_EQ(after["rules"], before["rules"]) << "the API's rules were lost in the restart";
+  EXPECT_EQ(after["link"], before["link"]);
+  EXPECT_NE(if_nametoindex(link.c_str()), 0u) << "the link of an adopted sandbox was removed";
+  // Enforced, not only shown: the journaled deny rule refuses at once.
+  auto ran = http(
+      serve->sock(), "POST", "/v1/sandboxes/online/commands",
+      R"({"cmd": "python3 -c \"import socket,errno\ntry:\n socket.create_connection(('192.0.2.1', 80), 3)\nexcept OSError as e:\n print(errno.errorcode.get(e.errno, e))\"", "stream": false})");
+  ASSERT_EQ(ran.status, 200) << ran.body;
+  auto result = Json::parse(ran.body);
+  EXPECT_EQ(result["stdout"], "EPERM\n") << ran.body;
+  EXPECT_EQ(result["audit"]["connections"][0]["rule"], "rule:0") << ran.body;
+
+  ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/online").status, 204);
+  EXPECT_EQ(if_nametoindex(link.c_str()), 0u);
+  serve.reset();
+  auto left = snapshotHostResources();
+  for (int i = 0; i < 100 && !(left == before_); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = snapshotHostResources();
+  }
+  EXPECT_EQ(left, before_);
 }
 
 // With server.reattach_grace_s = 0 sandboxes end with their supervisor: after a kill -9 the next
