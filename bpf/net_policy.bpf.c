@@ -78,20 +78,37 @@ struct decision {
   __u8 verdict;
 };
 
-/* The first rule of `set` that matches protocol and port, if any. */
+/* The first rule of `set` that matches protocol and port, if any. The scan runs in bpf_loop():
+ * its callback is verified once, where an unrolled loop of AIRLOCK_RULES_PER_PREFIX branching
+ * iterations, inlined at each of a program's decisions, made the verifier explore every path and
+ * cost most of the engine's load time (which `airlock run` pays on every run). */
+struct rule_scan {
+  const struct airlock_rule_set* set;
+  struct decision* d;
+  __u32 count;
+  __u16 port;
+  __u8 protocol;
+  __u8 found;
+};
+
+static long scan_one(__u64 i, void* arg) {
+  struct rule_scan* s = arg;
+  if (i >= s->count || i >= AIRLOCK_RULES_PER_PREFIX) return 1;
+  const struct airlock_rule_entry* r = &s->set->rules[i];
+  if (r->protocol != 0 && r->protocol != s->protocol) return 0;
+  if (s->port < r->port_lo || s->port > r->port_hi) return 0;
+  s->d->rule = r->index;
+  s->d->verdict = r->action == AIRLOCK_ACTION_ALLOW ? AIRLOCK_VERDICT_ALLOW : AIRLOCK_VERDICT_DENY;
+  s->found = 1;
+  return 1;
+}
+
 static __always_inline int match_rules(const struct airlock_rule_set* set, __u8 protocol,
                                        __u16 port, struct decision* d) {
-  __u32 count = set->count;
-  for (int i = 0; i < AIRLOCK_RULES_PER_PREFIX; i++) {
-    if (i >= count) break;
-    const struct airlock_rule_entry* r = &set->rules[i];
-    if (r->protocol != 0 && r->protocol != protocol) continue;
-    if (port < r->port_lo || port > r->port_hi) continue;
-    d->rule = r->index;
-    d->verdict = r->action == AIRLOCK_ACTION_ALLOW ? AIRLOCK_VERDICT_ALLOW : AIRLOCK_VERDICT_DENY;
-    return 1;
-  }
-  return 0;
+  struct rule_scan s = {
+      .set = set, .d = d, .count = set->count, .port = port, .protocol = protocol, .found = 0};
+  bpf_loop(AIRLOCK_RULES_PER_PREFIX, scan_one, &s, 0);
+  return s.found;
 }
 
 static __always_inline void decide_by_mode(__u32 mode, struct decision* d) {
@@ -238,16 +255,18 @@ static __always_inline int handle_v6(struct bpf_sock_addr* ctx, __u8 hook) {
   __u32 slot = current_policy(&net_word);
   if (slot == 0) return 0;
   int host_netns = bpf_get_netns_cookie(ctx) == host_netns_cookie;
+  __u8 family = AF_INET6;
   if (w[0] == 0 && w[1] == 0 && w[2] == bpf_htonl(0xffff)) {
-    /* ::ffff:a.b.c.d reaches a.b.c.d: decide and record it as IPv4. */
-    __u32 mapped[4] = {w[3], 0, 0, 0};
-    __u8* v4 = (__u8*)mapped;
-    decide_v4(slot, net_word, v4, protocol, port, host_netns, &d);
-    record(slot, net_word, hook, AF_INET, protocol, port, v4, &d);
+    /* ::ffff:a.b.c.d reaches a.b.c.d: decide and record it as IPv4 (in place, so that one
+     * record() serves both families: each inlined copy costs verifier time at every load). */
+    family = AF_INET;
+    w[0] = w[3];
+    w[1] = w[2] = w[3] = 0;
+    decide_v4(slot, net_word, addr, protocol, port, host_netns, &d);
   } else {
     decide_v6(slot, net_word, addr, protocol, port, host_netns, &d);
-    record(slot, net_word, hook, AF_INET6, protocol, port, addr, &d);
   }
+  record(slot, net_word, hook, family, protocol, port, addr, &d);
   return d.verdict == AIRLOCK_VERDICT_ALLOW;
 }
 
