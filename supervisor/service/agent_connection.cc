@@ -19,6 +19,25 @@ constexpr int kWriteTimeoutMs = 10000;
 // Marks the synthetic error frame of a failed channel; real frames always carry flags 0.
 constexpr uint16_t kChannelFailureFlag = 0x8000;
 
+// The connection whose handlers this thread is running right now (with its mu_ held). A handler
+// may drop the last reference to the object that owns it (a Command whose client went away), and
+// that destructor closes its request: the close must neither lock mu_ again on this thread nor
+// erase the handler that is still running.
+thread_local const AgentConnection* t_dispatching = nullptr;
+
+class Dispatching {
+ public:
+  explicit Dispatching(const AgentConnection* conn) : saved_(t_dispatching) {
+    t_dispatching = conn;
+  }
+  ~Dispatching() { t_dispatching = saved_; }
+  Dispatching(const Dispatching&) = delete;
+  Dispatching& operator=(const Dispatching&) = delete;
+
+ private:
+  const AgentConnection* saved_;
+};
+
 }  // namespace
 
 bool isChannelFailure(const proto::FrameHeader& h) { return (h.flags & kChannelFailureFlag) != 0; }
@@ -43,7 +62,9 @@ uint32_t AgentConnection::open(FrameHandler handler) {
     proto::FrameHeader h{0, proto::MsgType::kError, kChannelFailureFlag, id};
     std::string frame;
     proto::encode(frame, id, proto::ErrorMsg{EPIPE, "channel", "the sandbox's agent is gone"});
+    Dispatching scope(this);
     handler(h, std::string_view(frame).substr(proto::kHeaderSize));
+    closed_while_dispatching_.clear();  // the handler was never registered
     return id;
   }
   handlers_.emplace(id, std::move(handler));
@@ -51,8 +72,18 @@ uint32_t AgentConnection::open(FrameHandler handler) {
 }
 
 void AgentConnection::close(uint32_t id) {
+  if (t_dispatching == this) {  // from inside a handler: mu_ is ours already
+    closed_while_dispatching_.push_back(id);
+    return;
+  }
   std::lock_guard lock(mu_);
   handlers_.erase(id);
+}
+
+// Called with mu_ held, after a handler returned.
+void AgentConnection::eraseClosedWhileDispatching() {
+  for (uint32_t id : closed_while_dispatching_) handlers_.erase(id);
+  closed_while_dispatching_.clear();
 }
 
 Result<> AgentConnection::send(const std::string& frame) {
@@ -100,7 +131,13 @@ void AgentConnection::onReadable() {
       std::lock_guard lock(mu_);
       auto it = handlers_.find(header.request_id);
       if (it == handlers_.end()) continue;  // a request already closed: late frames are normal
-      if (it->second(header, payload)) handlers_.erase(it);
+      bool finished;
+      {
+        Dispatching scope(this);
+        finished = it->second(header, payload);
+      }
+      if (finished) handlers_.erase(it);
+      eraseClosedWhileDispatching();
     }
     if (static_cast<size_t>(n) < sizeof buf) break;
   }
@@ -112,6 +149,7 @@ void AgentConnection::failAll(const std::string& why) {
   {
     std::lock_guard lock(mu_);
     handlers.swap(handlers_);
+    Dispatching scope(this);
     for (auto& [id, handler] : handlers) {
       std::string frame;
       proto::encode(frame, id, proto::ErrorMsg{EPIPE, "channel", why});
@@ -119,6 +157,7 @@ void AgentConnection::failAll(const std::string& why) {
                            proto::MsgType::kError, kChannelFailureFlag, id};
       handler(h, std::string_view(frame).substr(proto::kHeaderSize));
     }
+    eraseClosedWhileDispatching();
   }
 }
 

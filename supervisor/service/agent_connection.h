@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "airlock/protocol/messages.h"
 #include "airlock/result.h"
@@ -30,7 +31,8 @@
 namespace airlock::service {
 
 // Called on the hub thread for each frame of the request; must not block. Returns true when the
-// request is finished (the handler is then dropped).
+// request is finished (the handler is then dropped). It may release the last reference to its
+// owner: close() from inside a handler is deferred until the handler returns.
 using FrameHandler = std::function<bool(const protocol::FrameHeader&, std::string_view payload)>;
 
 class ChannelHub;
@@ -64,8 +66,11 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   int fd_;
   std::string sandbox_id_;
   protocol::FrameReader reader_;
-  std::mutex mu_;  // handlers_, next_id_
+  void eraseClosedWhileDispatching();
+
+  std::mutex mu_;  // handlers_, next_id_, closed_while_dispatching_
   std::map<uint32_t, FrameHandler> handlers_;
+  std::vector<uint32_t> closed_while_dispatching_;  // close() calls made by running handlers
   uint32_t next_id_ = 1;
   std::mutex write_mu_;
   std::atomic<bool> closed_{false};
