@@ -136,6 +136,17 @@ class ServeTest : public ::testing::Test {
     if (!isRealRoot()) return;
     EXPECT_EQ(snapshotHostResources(), before_) << "airlock serve left host resources behind";
   }
+  // The host's resources once they are back to before_, or after 10 s. A killed supervisor's
+  // children were re-parented to the host's init, which reaps them on its own schedule (seconds
+  // on this host): tests wait for that, not for airlock.
+  HostResources settledHostResources() const {
+    auto now = snapshotHostResources();
+    for (int i = 0; i < 100 && !(now == before_); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      now = snapshotHostResources();
+    }
+    return now;
+  }
   HostResources before_;
   TempDir dir_;
 };
@@ -236,14 +247,8 @@ TEST_F(ServeTest, KillNineThenRestartReclaimsOrphans) {
   // Without its journal (a supervisor that died before writing it) the sandbox cannot be adopted.
   ASSERT_EQ(unlink(("/run/airlock/sandboxes/" + id + ".json").c_str()), 0);
   serve->start();  // startup reclaims what the dead supervisor left
-  // The dead supervisor's children were re-parented to the host's init, which reaps them on its
-  // own schedule (seconds on this host): wait for that, not for airlock.
-  auto after = snapshotHostResources();
-  for (int i = 0; i < 100 && !(after == before_); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    after = snapshotHostResources();
-  }
-  EXPECT_EQ(after, before_) << "orphans of a kill -9'd supervisor survived its restart";
+  EXPECT_EQ(settledHostResources(), before_)
+      << "orphans of a kill -9'd supervisor survived its restart";
   EXPECT_EQ(http(serve->sock(), "GET", "/v1/sandboxes/" + id).status, 404);
   serve.reset();
 }
@@ -309,12 +314,7 @@ TEST_F(ServeTest, KillNineThenRestartAdoptsLiveSandboxes) {
   ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/keeper").status, 204);
   serve.reset();
   // The adopted agent's parent is the host's init, which reaps it on its own schedule.
-  auto after = snapshotHostResources();
-  for (int i = 0; i < 100 && !(after == before_); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    after = snapshotHostResources();
-  }
-  EXPECT_EQ(after, before_);
+  EXPECT_EQ(settledHostResources(), before_);
 }
 
 // A sandbox with a network link and rules set through the API survives a kill -9 of its
@@ -351,12 +351,7 @@ TEST_F(ServeTest, KillNineKeepsANetworkedSandboxsLinkAndRuntimeRules) {
   ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/online").status, 204);
   EXPECT_EQ(if_nametoindex(link.c_str()), 0u);
   serve.reset();
-  auto left = snapshotHostResources();
-  for (int i = 0; i < 100 && !(left == before_); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    left = snapshotHostResources();
-  }
-  EXPECT_EQ(left, before_);
+  EXPECT_EQ(settledHostResources(), before_);
 }
 
 // With server.reattach_grace_s = 0 sandboxes end with their supervisor: after a kill -9 the next
@@ -371,12 +366,7 @@ TEST_F(ServeTest, KillNineWithoutReattachGraceEndsSandboxes) {
   EXPECT_NE(metrics.body.find("airlock_sandboxes_adopted_total 0"), std::string::npos)
       << metrics.body;
   serve.reset();
-  auto after = snapshotHostResources();
-  for (int i = 0; i < 100 && !(after == before_); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    after = snapshotHostResources();
-  }
-  EXPECT_EQ(after, before_);
+  EXPECT_EQ(settledHostResources(), before_);
 }
 
 // A persistent workspace survives its supervisor being killed with -9, even when its sandbox
@@ -408,12 +398,8 @@ TEST_F(ServeTest, KillNineKeepsPersistentWorkspacesIntact) {
   std::string id = Json::parse(created.body)["id"];
   ASSERT_EQ(unlink(("/run/airlock/sandboxes/" + id + ".json").c_str()), 0);
   serve->start();
-  auto after = snapshotHostResources();
-  for (int i = 0; i < 100 && !(after == before_); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    after = snapshotHostResources();
-  }
-  EXPECT_EQ(after, before_) << "the dead supervisor's sandbox or workspace mount survived";
+  EXPECT_EQ(settledHostResources(), before_)
+      << "the dead supervisor's sandbox or workspace mount survived";
 
   ASSERT_EQ(http(serve->sock(), "POST", "/v1/sandboxes", spec).status, 201);
   auto read = http(serve->sock(), "POST", "/v1/sandboxes/notebook/commands",
