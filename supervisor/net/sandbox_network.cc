@@ -14,6 +14,7 @@
 
 #include "supervisor/net/forwarding.h"
 #include "supervisor/net/route_socket.h"
+#include "supervisor/sys/lock_file.h"
 
 namespace airlock::net {
 namespace {
@@ -85,23 +86,11 @@ uint32_t NetworkHost::attached() const {
   return attached_;
 }
 
-namespace {
-
-Result<UniqueFd> openLockFile(const std::string& dir, const std::string& name) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return sysError("mkdir", dir);
-  std::string path = dir + "/" + name;
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) return sysError("open", path);
-  return fd;
-}
-
-}  // namespace
-
 Result<UniqueFd> NetworkHost::lockHost() const {
   if (options_.lock_dir.empty()) return UniqueFd();
-  AIRLOCK_TRY_CTX(fd, openLockFile(options_.lock_dir, "table.lock"), "network lock");
-  while (::flock(fd.get(), LOCK_EX) != 0)
-    if (errno != EINTR) return sysError("flock", options_.lock_dir + "/table.lock");
+  AIRLOCK_TRY_CTX(fd, sys::openLockFile(options_.lock_dir, "table.lock"), "network lock");
+  if (auto r = sys::lockFile(fd.get(), LOCK_EX, options_.lock_dir + "/table.lock"); !r)
+    return Unexpected(std::move(r.error()).wrap("network lock"));
   return fd;
 }
 
@@ -109,9 +98,12 @@ Result<UniqueFd> NetworkHost::lockSlotFile(uint32_t slot, bool* busy) const {
   *busy = false;
   if (options_.lock_dir.empty()) return UniqueFd();
   const std::string name = std::to_string(slot) + ".lock";
-  AIRLOCK_TRY_CTX(fd, openLockFile(options_.lock_dir, name), "network lock");
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return fd;
-  if (errno == EWOULDBLOCK) *busy = true;
+  AIRLOCK_TRY_CTX(fd, sys::openLockFile(options_.lock_dir, name), "network lock");
+  AIRLOCK_TRY_CTX(locked, sys::tryLockFile(fd.get(), options_.lock_dir + "/" + name),
+                  "network lock");
+  if (locked) return fd;
+  *busy = true;
+  errno = EWOULDBLOCK;
   return sysError("flock", options_.lock_dir + "/" + name);
 }
 
