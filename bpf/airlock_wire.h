@@ -25,6 +25,8 @@
 #define AIRLOCK_MAX_SLOTS 1024
 /* Cgroup v2 ids that map to a slot: a sandbox's directory plus any per-execution children. */
 #define AIRLOCK_MAX_AUDITED_CGROUPS 8192
+/* Processes that can read events from one pinned engine at once (one ring buffer each). */
+#define AIRLOCK_MAX_READERS 64
 /* How deep below the v2 root a sandbox's cgroup may sit (airlock/<id> is depth 2). */
 #define AIRLOCK_MAX_CGROUP_DEPTH 8
 #define AIRLOCK_PATH_BYTES 256
@@ -105,8 +107,16 @@ AIRLOCK_WIRE_ASSERT(sizeof(struct airlock_cgroup_entry) == 8, "airlock_cgroup_en
 struct airlock_slot_config {
   __u32 net_word;
   __u32 audit_flags;
+  /* Index in `rings` of the ring buffer of the process that owns the slot: with the engine pinned
+   * (docs/audit.md), several airlock processes share the programs and maps, and each reads its own
+   * sandboxes' events from its own ring. */
+  __u32 reader;
+  /* AIRLOCK_SLOT_CLAIMED while a process owns the slot: a claimer that finds it set knows the last
+   * owner died without cleaning up, and purges what it left in the shared maps. */
+  __u32 state;
 };
-AIRLOCK_WIRE_ASSERT(sizeof(struct airlock_slot_config) == 8, "airlock_slot_config size");
+AIRLOCK_WIRE_ASSERT(sizeof(struct airlock_slot_config) == 16, "airlock_slot_config size");
+#define AIRLOCK_SLOT_CLAIMED 1
 #define AIRLOCK_NET_WORD(mode, generation) ((__u32)(mode) | ((__u32)((generation)&1) << 8))
 #define AIRLOCK_NET_WORD_MODE(word) ((word)&0xff)
 #define AIRLOCK_NET_WORD_GENERATION(word) (((word) >> 8) & 1)

@@ -1,7 +1,7 @@
 /* Maps and helpers every airlock program shares. Each object declares these maps; the supervisor
  * creates them once (with exec_audit.bpf.c) and hands the same descriptors to the other objects
- * before they load (bpf_map__reuse_fd), so there is one ring buffer, one drop counter and one
- * cgroup table per supervisor. */
+ * before they load (bpf_map__reuse_fd), so there is one ring table, one drop counter and one
+ * cgroup table per engine (per host when the engine is pinned). */
 #ifndef AIRLOCK_COMMON_BPF_H
 #define AIRLOCK_COMMON_BPF_H
 
@@ -29,11 +29,19 @@ struct {
   __type(value, struct airlock_slot_config);
 } slot_config SEC(".maps");
 
-/* Sized by the supervisor before load (bpf_map__set_max_entries). */
-struct {
+/* Event ring buffers, one per reading process (airlock_slot_config.reader). Each process creates
+ * its own ring, of the size its policy asks for, and stores it here; this inner definition is only
+ * the template the kernel checks them against (the size of a ring may differ). */
+struct airlock_ring {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
-  __uint(max_entries, 1 << 22);
-} events SEC(".maps");
+  __uint(max_entries, 1 << 12);
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+  __uint(max_entries, AIRLOCK_MAX_READERS);
+  __type(key, __u32);
+  __array(values, struct airlock_ring);
+} rings SEC(".maps");
 
 /* Events lost because the ring buffer was full, per slot. */
 struct {
@@ -70,6 +78,15 @@ static __always_inline __u32 slot_of_current_task(void) {
 static __always_inline __u32 audit_flags_of(__u32 slot) {
   struct airlock_slot_config* c = bpf_map_lookup_elem(&slot_config, &slot);
   return c ? c->audit_flags : 0;
+}
+
+/* The ring buffer of the process that reads `slot`'s events; NULL when it has none (count a drop).
+ */
+static __always_inline void* ring_of(__u32 slot) {
+  struct airlock_slot_config* c = bpf_map_lookup_elem(&slot_config, &slot);
+  if (!c) return 0;
+  __u32 reader = c->reader;
+  return bpf_map_lookup_elem(&rings, &reader);
 }
 
 static __always_inline void count_drop(__u32 slot) {

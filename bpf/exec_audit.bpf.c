@@ -14,7 +14,8 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_pid, struct linux_binp
   __u32 slot = slot_of_current_task();
   if (slot == 0 || !(audit_flags_of(slot) & AIRLOCK_AUDIT_EXEC)) return 0;
 
-  struct airlock_exec_event* e = bpf_ringbuf_reserve(&events, sizeof *e, 0);
+  void* ring = ring_of(slot);
+  struct airlock_exec_event* e = ring ? bpf_ringbuf_reserve(ring, sizeof *e, 0) : 0;
   if (!e) {
     count_drop(slot);
     return 0;

@@ -198,7 +198,8 @@ static __always_inline void record(__u32 slot, __u32 net_word, __u8 hook, __u8 f
   if (datagram && d->verdict == AIRLOCK_VERDICT_ALLOW &&
       already_recorded(slot, family, protocol, port, addr))
     return;
-  struct airlock_net_event* e = bpf_ringbuf_reserve(&events, sizeof *e, 0);
+  void* ring = ring_of(slot);
+  struct airlock_net_event* e = ring ? bpf_ringbuf_reserve(ring, sizeof *e, 0) : 0;
   if (!e) {
     count_drop(slot);
     return;

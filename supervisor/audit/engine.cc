@@ -1,6 +1,7 @@
 // AuditEngine: skeleton loading, per-sandbox attachment, the ring-buffer reader.
 #include "supervisor/audit/engine.h"
 
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <seccomp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,18 +26,15 @@
 #include <vector>
 
 #include "airlock/unique_fd.h"
-#include "exec_audit.skel.h"
-#include "min_core_btf.h"
-#include "net_policy.skel.h"
 #include "supervisor/audit/bpf_handles.h"
+#include "supervisor/audit/engine_objects.h"
+#include "supervisor/sys/lock_file.h"
 #include "syscall_count.skel.h"
 
 namespace airlock::audit {
 
 namespace {
 
-using ExecSkel = BpfSkel<airlock_exec_audit, airlock_exec_audit__destroy>;
-using NetSkel = BpfSkel<airlock_net_policy, airlock_net_policy__destroy>;
 using SyscallSkel = BpfSkel<airlock_syscall_count, airlock_syscall_count__destroy>;
 
 int64_t realtimeMinusMonotonicNs() {
@@ -43,30 +42,6 @@ int64_t realtimeMinusMonotonicNs() {
   ::clock_gettime(CLOCK_REALTIME, &rt);
   ::clock_gettime(CLOCK_MONOTONIC, &mono);
   return (int64_t{rt.tv_sec} - mono.tv_sec) * 1000000000 + (rt.tv_nsec - mono.tv_nsec);
-}
-
-// The programs' CO-RE relocations need the running kernel's BTF. libbpf reads the whole
-// /sys/kernel/btf/vmlinux for every object it opens (~40 ms each here), unless it is given a
-// smaller BTF: the build extracted the few types the programs use (bpf/embed_min_btf.cmake).
-// That extract is valid only on the kernel it came from, so it is offered only when
-// /proc/version is the same; otherwise (another kernel, a read error) the fd is invalid and
-// libbpf uses vmlinux as usual.
-UniqueFd minimalKernelBtf() {
-  std::ifstream in("/proc/version");
-  std::string running((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!running.empty() && (running.back() == '\n' || running.back() == ' ')) running.pop_back();
-  if (running.empty() || running != airlock::bpf::kMinCoreBtfKernel) return {};
-  UniqueFd fd(::memfd_create("airlock-min-core-btf", MFD_CLOEXEC));
-  if (!fd) return {};
-  const auto* data = airlock::bpf::kMinCoreBtf;
-  size_t left = sizeof airlock::bpf::kMinCoreBtf;
-  while (left > 0) {
-    ssize_t n = ::write(fd.get(), data, left);
-    if (n <= 0) return {};
-    data += n;
-    left -= static_cast<size_t>(n);
-  }
-  return fd;
 }
 
 // The network namespace cookie of this process: loopback there is the host's.
@@ -80,6 +55,24 @@ Result<uint64_t> ownNetnsCookie() {
   }
   return cookie;
 }
+
+// The cgroup programs and where each attaches. Counting runs for every sandbox; the decisions
+// only for sandboxes with network enforcement.
+struct CgroupProgram {
+  UniqueFd EngineObjects::*prog;
+  bpf_attach_type type;
+  const char* section;
+};
+constexpr CgroupProgram kCounting[] = {
+    {&EngineObjects::count_egress, BPF_CGROUP_INET_EGRESS, "cgroup_skb/egress"},
+    {&EngineObjects::count_ingress, BPF_CGROUP_INET_INGRESS, "cgroup_skb/ingress"},
+};
+constexpr CgroupProgram kEnforcing[] = {
+    {&EngineObjects::connect4, BPF_CGROUP_INET4_CONNECT, "cgroup/connect4"},
+    {&EngineObjects::connect6, BPF_CGROUP_INET6_CONNECT, "cgroup/connect6"},
+    {&EngineObjects::sendmsg4, BPF_CGROUP_UDP4_SENDMSG, "cgroup/sendmsg4"},
+    {&EngineObjects::sendmsg6, BPF_CGROUP_UDP6_SENDMSG, "cgroup/sendmsg6"},
+};
 
 struct Counters {
   airlock_net_counters net{};
@@ -110,7 +103,8 @@ struct SandboxAudit::State {
   AuditLog* log = nullptr;
   std::function<void(uint64_t)> on_drops;
   uint64_t reported_drops = 0;  // reader thread only
-  std::vector<BpfLink> links;
+  std::vector<UniqueFd> links;  // BPF links of the cgroup programs: closing one detaches it
+  UniqueFd slot_lock;           // pinned engines: <version>.slot-<slot>, held while attached
 
   // Guards everything below (reader thread vs. the sandbox's owner).
   mutable std::mutex mu;
@@ -125,23 +119,16 @@ struct SandboxAudit::State {
 
 struct AuditEngine::Impl {
   EngineOptions options;
-  ExecSkel exec;
-  NetSkel net;
-  SyscallSkel syscalls;
-  BpfLink exec_link;
+  EngineObjects obj;
+  SyscallSkel syscalls;  // loaded per process, on first demand
   BpfLink syscall_link;
   int syscall_users = 0;  // under mu
   uint64_t host_netns_cookie = 0;
-  UniqueFd min_btf;  // minimalKernelBtf(): kept for the syscall counter's later open
-  std::string min_btf_path;
   int ncpu = 1;
-
-  bpf_object_open_opts openOptions() const {
-    bpf_object_open_opts o{};
-    o.sz = sizeof o;
-    o.btf_custom_path = min_btf_path.empty() ? nullptr : min_btf_path.c_str();
-    return o;
-  }
+  // This process's ring buffer: rings[reader_index] in the (shared) ring table.
+  uint32_t reader_index = 0;
+  UniqueFd reader_lock;  // pinned engines: <version>.reader-<reader>
+  UniqueFd ring_fd;
   int64_t realtime_offset_ns = 0;
 
   ring_buffer* ring = nullptr;
@@ -154,6 +141,7 @@ struct AuditEngine::Impl {
   std::mutex mu;  // slots, used_slots, syscall counter state
   std::map<uint32_t, std::shared_ptr<SandboxAudit::State>> slots;
   std::vector<bool> used_slots = std::vector<bool>(AIRLOCK_MAX_SLOTS, false);
+  uint32_t next_slot = 1;  // where the next claim starts looking
 
   std::atomic<bool> stopping{false};
 
@@ -168,10 +156,13 @@ struct AuditEngine::Impl {
     if (ring != nullptr) ring_buffer__free(ring);
   }
 
-  int mapFd(bpf_map* map) const { return bpf_map__fd(map); }
-  int cgroupsFd() const { return mapFd(exec->maps.audited_cgroups); }
-  int slotConfigFd() const { return mapFd(exec->maps.slot_config); }
-  int dropsFd() const { return mapFd(exec->maps.drops); }
+  int cgroupsFd() const { return obj.audited_cgroups.get(); }
+  int slotConfigFd() const { return obj.slot_config.get(); }
+  int dropsFd() const { return obj.drops.get(); }
+  bool pinned() const { return !obj.pin_dir.empty(); }
+  std::string lockName(const char* kind, uint32_t n) const {
+    return obj.version + "." + kind + "-" + std::to_string(n);
+  }
 
   uint64_t readDrops(uint32_t slot) const {
     std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu), 0);
@@ -184,7 +175,7 @@ struct AuditEngine::Impl {
   airlock_net_counters readNetCounters(uint32_t slot) const {
     std::vector<airlock_net_counters> per_cpu(static_cast<size_t>(ncpu));
     airlock_net_counters sum{};
-    if (bpf_map_lookup_elem(mapFd(net->maps.net_counters), &slot, per_cpu.data()) != 0) return sum;
+    if (bpf_map_lookup_elem(obj.net_counters.get(), &slot, per_cpu.data()) != 0) return sum;
     for (const auto& c : per_cpu) {
       sum.tx_bytes += c.tx_bytes;
       sum.rx_bytes += c.rx_bytes;
@@ -198,7 +189,7 @@ struct AuditEngine::Impl {
     std::map<uint32_t, uint64_t> out;
     std::lock_guard lock(mu);
     if (!syscalls) return out;
-    int fd = mapFd(syscalls->maps.syscall_counts);
+    int fd = bpf_map__fd(syscalls->maps.syscall_counts);
     std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
     airlock_syscall_key key{}, next{};
     const void* prev = nullptr;
@@ -317,13 +308,17 @@ struct AuditEngine::Impl {
   Result<> acquireSyscallCounter() {
     // Caller holds mu.
     if (!syscalls) {
-      auto open_opts = openOptions();
+      UniqueFd min_btf = minimalKernelBtf();
+      std::string min_btf_path = min_btf ? "/proc/self/fd/" + std::to_string(min_btf.get()) : "";
+      bpf_object_open_opts open_opts{};
+      open_opts.sz = sizeof open_opts;
+      open_opts.btf_custom_path = min_btf_path.empty() ? nullptr : min_btf_path.c_str();
       SyscallSkel skel(airlock_syscall_count__open_opts(&open_opts));
       if (!skel) return libbpfError(-errno, "open bpf object", "syscall_count");
-      // One cgroup table, one config, one ring and one drop counter for every object.
+      // The engine's cgroup table, slot configuration, ring table and drop counter.
       bpf_map__reuse_fd(skel->maps.audited_cgroups, cgroupsFd());
       bpf_map__reuse_fd(skel->maps.slot_config, slotConfigFd());
-      bpf_map__reuse_fd(skel->maps.events, mapFd(exec->maps.events));
+      bpf_map__reuse_fd(skel->maps.rings, obj.rings.get());
       bpf_map__reuse_fd(skel->maps.drops, dropsFd());
       if (int rc = airlock_syscall_count__load(skel.get()); rc != 0) {
         return libbpfError(rc, "load bpf program", "syscall_count (raw_tp/sys_enter)");
@@ -345,7 +340,8 @@ struct AuditEngine::Impl {
   }
 
   Result<> writeSlotConfig(uint32_t slot, NetMode mode, uint32_t generation, uint32_t flags) {
-    airlock_slot_config config{AIRLOCK_NET_WORD(static_cast<uint32_t>(mode), generation), flags};
+    airlock_slot_config config{AIRLOCK_NET_WORD(static_cast<uint32_t>(mode), generation), flags,
+                               reader_index, AIRLOCK_SLOT_CLAIMED};
     if (bpf_map_update_elem(slotConfigFd(), &slot, &config, BPF_ANY) != 0) {
       return sysError("bpf_map_update_elem(slot_config)", std::to_string(slot));
     }
@@ -353,7 +349,7 @@ struct AuditEngine::Impl {
   }
 
   Result<> installRules(const CompiledRules& rules) {
-    int v4 = mapFd(net->maps.rules_v4), v6 = mapFd(net->maps.rules_v6);
+    int v4 = obj.rules_v4.get(), v6 = obj.rules_v6.get();
     for (const auto& [key, value] : rules.v4) {
       if (bpf_map_update_elem(v4, &key, &value, BPF_ANY) != 0) {
         int e = errno;
@@ -374,8 +370,98 @@ struct AuditEngine::Impl {
   }
 
   void removeRules(const CompiledRules& rules) {
-    for (const auto& [key, value] : rules.v4) bpf_map_delete_elem(mapFd(net->maps.rules_v4), &key);
-    for (const auto& [key, value] : rules.v6) bpf_map_delete_elem(mapFd(net->maps.rules_v6), &key);
+    for (const auto& [key, value] : rules.v4) bpf_map_delete_elem(obj.rules_v4.get(), &key);
+    for (const auto& [key, value] : rules.v6) bpf_map_delete_elem(obj.rules_v6.get(), &key);
+  }
+
+  // Claims a free slot for a sandbox: one no sandbox of this process uses and, with a pinned
+  // engine, whose lock file no other process holds. Caller holds mu.
+  Result<std::pair<uint32_t, UniqueFd>> claimSlot() {
+    for (uint32_t i = 0; i < AIRLOCK_MAX_SLOTS - 1; ++i) {
+      uint32_t s = 1 + (next_slot - 1 + i) % (AIRLOCK_MAX_SLOTS - 1);
+      if (used_slots[s]) continue;
+      UniqueFd lock;
+      if (pinned()) {
+        AIRLOCK_TRY_CTX(fd, sys::openLockFile(options.lock_dir, lockName("slot", s)), "audit slot");
+        AIRLOCK_TRY_CTX(mine,
+                        sys::tryLockFile(fd.get(), options.lock_dir + "/" + lockName("slot", s)),
+                        "audit slot");
+        if (!mine) continue;  // another airlock process's sandbox
+        lock = std::move(fd);
+      }
+      used_slots[s] = true;
+      next_slot = s % (AIRLOCK_MAX_SLOTS - 1) + 1;
+      return std::pair{s, std::move(lock)};
+    }
+    return fail("audit: every one of " + std::to_string(AIRLOCK_MAX_SLOTS - 1) +
+                " audit slots is in use");
+  }
+
+  // A slot whose configuration still says claimed was left by a process that died (killed with
+  // -9) while a sandbox held it: its cgroup entries, rules and per-slot state are still in the
+  // shared maps. Removes them, so the slot starts clean and no leftover rule matches.
+  void purgeStaleSlot(uint32_t slot) {
+    airlock_slot_config config{};
+    if (bpf_map_lookup_elem(slotConfigFd(), &slot, &config) != 0) return;
+    if (config.state != AIRLOCK_SLOT_CLAIMED) return;
+    {
+      std::vector<uint64_t> doomed;
+      uint64_t key = 0, next = 0;
+      const void* prev = nullptr;
+      while (bpf_map_get_next_key(cgroupsFd(), prev, &next) == 0) {
+        key = next;
+        prev = &key;
+        airlock_cgroup_entry entry{};
+        if (bpf_map_lookup_elem(cgroupsFd(), &key, &entry) == 0 && entry.slot == slot)
+          doomed.push_back(key);
+      }
+      for (uint64_t k : doomed) bpf_map_delete_elem(cgroupsFd(), &k);
+    }
+    deleteRuleKeys<airlock_rule_key_v4>(obj.rules_v4.get(), slot);
+    deleteRuleKeys<airlock_rule_key_v6>(obj.rules_v6.get(), slot);
+    resetSlotState(slot);
+  }
+
+  template <typename Key>
+  void deleteRuleKeys(int map_fd, uint32_t slot) {
+    std::vector<Key> doomed;
+    Key key{}, next{};
+    const void* prev = nullptr;
+    while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
+      key = next;
+      prev = &key;
+      if ((ntohl(key.owner) >> 1) == slot) doomed.push_back(key);
+    }
+    for (const auto& k : doomed) bpf_map_delete_elem(map_fd, &k);
+  }
+
+  // Per-slot state back to zero: a later sandbox in this slot starts from zero and sees its own
+  // first UDP destinations. The configuration last: while it says claimed, a crash here is purged
+  // again by the next claimer.
+  void resetSlotState(uint32_t slot) {
+    zeroPerCpu<uint64_t>(dropsFd(), slot);
+    zeroPerCpu<airlock_net_counters>(obj.net_counters.get(), slot);
+    deleteSlotKeys<airlock_destination_key>(obj.seen_destinations.get(), slot);
+    airlock_slot_config empty{};
+    bpf_map_update_elem(slotConfigFd(), &slot, &empty, BPF_ANY);
+  }
+
+  // With a pinned engine a cgroup can still be registered by a process that died (a `serve`
+  // killed with -9 whose sandbox the next one adopts). True when that slot was purged, so the
+  // cgroup can be registered again; false when its owner is alive.
+  Result<bool> releaseDeadOwnersCgroup(uint64_t cgroup_id) {
+    airlock_cgroup_entry entry{};
+    if (!pinned() || bpf_map_lookup_elem(cgroupsFd(), &cgroup_id, &entry) != 0) return false;
+    {
+      std::lock_guard lock(mu);
+      if (used_slots[entry.slot]) return false;  // ours
+    }
+    const std::string name = lockName("slot", entry.slot);
+    AIRLOCK_TRY_CTX(fd, sys::openLockFile(options.lock_dir, name), "audit slot");
+    AIRLOCK_TRY_CTX(free, sys::tryLockFile(fd.get(), options.lock_dir + "/" + name), "audit slot");
+    if (!free) return false;
+    purgeStaleSlot(entry.slot);
+    return true;
   }
 
   // Undoes whatever attach() got done; safe on a partial state.
@@ -392,19 +478,75 @@ struct AuditEngine::Impl {
       s.installed = {};
     }
     if (s.slot == 0) return;
-    airlock_slot_config empty{};
-    bpf_map_update_elem(slotConfigFd(), &s.slot, &empty, BPF_ANY);
-    // A later sandbox in this slot starts from zero and sees its own first UDP destinations.
-    zeroPerCpu<uint64_t>(dropsFd(), s.slot);
-    zeroPerCpu<airlock_net_counters>(mapFd(net->maps.net_counters), s.slot);
-    deleteSlotKeys<airlock_destination_key>(mapFd(net->maps.seen_destinations), s.slot);
+    resetSlotState(s.slot);
     std::lock_guard lock(mu);
     if (s.count_syscalls) {
       if (syscalls)
-        deleteSlotKeys<airlock_syscall_key>(mapFd(syscalls->maps.syscall_counts), s.slot);
+        deleteSlotKeys<airlock_syscall_key>(bpf_map__fd(syscalls->maps.syscall_counts), s.slot);
       releaseSyscallCounter();
     }
     used_slots[s.slot] = false;
+    s.slot_lock.reset();  // after the slot is clean: the next claimer finds nothing to purge
+  }
+
+  // This process's ring: a free reader index of the ring table, and a ring buffer there. With a
+  // pinned engine the ring buffer is pinned beside the maps and reused by the next process that
+  // takes the same index (creating 4 MiB of ring costs ~1 ms); what a previous owner left in it
+  // is read and ignored before any sandbox is attached.
+  Result<> claimReader() {
+    uint32_t index = 0;
+    if (pinned()) {
+      bool found = false;
+      for (uint32_t k = 0; k < AIRLOCK_MAX_READERS && !found; ++k) {
+        AIRLOCK_TRY_CTX(fd, sys::openLockFile(options.lock_dir, lockName("reader", k)),
+                        "audit reader");
+        AIRLOCK_TRY_CTX(mine,
+                        sys::tryLockFile(fd.get(), options.lock_dir + "/" + lockName("reader", k)),
+                        "audit reader");
+        if (!mine) continue;
+        reader_lock = std::move(fd);
+        index = k;
+        found = true;
+      }
+      if (!found) {
+        return fail("audit: every one of " + std::to_string(AIRLOCK_MAX_READERS) +
+                    " ring buffers of the pinned engine is taken by a running airlock process");
+      }
+    }
+    reader_index = index;
+    const std::string pin = pinned() ? obj.pin_dir + "/ring-" + std::to_string(index) : "";
+    if (!pin.empty()) {
+      UniqueFd existing(bpf_obj_get(pin.c_str()));
+      bpf_map_info info{};
+      uint32_t len = sizeof info;
+      if (existing && bpf_obj_get_info_by_fd(existing.get(), &info, &len) == 0 &&
+          info.type == BPF_MAP_TYPE_RINGBUF && info.max_entries == options.ring_bytes) {
+        ring_fd = std::move(existing);
+      }
+    }
+    if (!ring_fd) {
+      ring_fd.reset(bpf_map_create(BPF_MAP_TYPE_RINGBUF, "airlock_events", 0, 0, options.ring_bytes,
+                                   nullptr));
+      if (!ring_fd)
+        return sysError("bpf_map_create(ring buffer)", std::to_string(options.ring_bytes));
+      if (!pin.empty()) {
+        ::unlink(pin.c_str());
+        if (bpf_obj_pin(ring_fd.get(), pin.c_str()) != 0) return sysError("bpf_obj_pin", pin);
+      }
+    }
+    // An update of a map-in-map waits for an RCU grace period (~10 ms here): skipped when the
+    // table already holds this ring (a reused pin), which is the common case.
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
+    uint32_t in_table = 0;
+    if (bpf_obj_get_info_by_fd(ring_fd.get(), &info, &len) == 0 &&
+        bpf_map_lookup_elem(obj.rings.get(), &index, &in_table) == 0 && in_table == info.id)
+      return {};
+    int fd = ring_fd.get();
+    if (bpf_map_update_elem(obj.rings.get(), &index, &fd, BPF_ANY) != 0) {
+      return sysError("bpf_map_update_elem(rings)", std::to_string(index));
+    }
+    return {};
   }
 };
 
@@ -430,51 +572,18 @@ Result<std::shared_ptr<AuditEngine>> AuditEngine::load(const EngineOptions& opti
   AIRLOCK_TRY_CTX(cookie, ownNetnsCookie(), "audit");
   m.host_netns_cookie = cookie;
 
-  m.min_btf = minimalKernelBtf();
-  if (m.min_btf) m.min_btf_path = "/proc/self/fd/" + std::to_string(m.min_btf.get());
-  auto open_opts = m.openOptions();
-  m.exec.reset(airlock_exec_audit__open_opts(&open_opts));
-  if (!m.exec) return libbpfError(-errno, "open bpf object", "exec_audit");
-  bpf_map__set_max_entries(m.exec->maps.events, options.ring_bytes);
-  if (int rc = airlock_exec_audit__load(m.exec.get()); rc != 0) {
-    return libbpfError(rc, "load bpf program", "exec_audit (raw_tp/sched_process_exec)");
-  }
+  auto objects = openOrLoadEngineObjects({.pin_root = options.pin_root,
+                                          .lock_dir = options.lock_dir,
+                                          .host_netns_cookie = m.host_netns_cookie});
+  if (!objects) return Unexpected(objects.error());
+  m.obj = std::move(*objects);
+  if (auto r = m.claimReader(); !r) return Unexpected(r.error());
 
-  m.net.reset(airlock_net_policy__open_opts(&open_opts));
-  if (!m.net) return libbpfError(-errno, "open bpf object", "net_policy");
-  m.net->rodata->host_netns_cookie = m.host_netns_cookie;
-  bpf_map__reuse_fd(m.net->maps.audited_cgroups, m.cgroupsFd());
-  bpf_map__reuse_fd(m.net->maps.slot_config, m.slotConfigFd());
-  bpf_map__reuse_fd(m.net->maps.events, m.mapFd(m.exec->maps.events));
-  bpf_map__reuse_fd(m.net->maps.drops, m.dropsFd());
-  if (int rc = airlock_net_policy__load(m.net.get()); rc != 0) {
-    return libbpfError(rc, "load bpf program",
-                       "net_policy (cgroup/connect4|6, cgroup/sendmsg4|6, cgroup_skb)");
-  }
-  const auto& ranges = protectedRanges();
-  for (uint32_t i = 0; i < ranges.size(); ++i) {
-    auto cidr = Cidr::parse(ranges[i].cidr);
-    if (!cidr) return Unexpected(std::move(cidr.error()).wrap("protected range table"));
-    int rc;
-    if (cidr->family == 4) {
-      airlock_range_key_v4 key{cidr->prefix, {}};
-      std::memcpy(key.addr, cidr->addr.data(), 4);
-      rc = bpf_map_update_elem(m.mapFd(m.net->maps.protected_v4), &key, &i, BPF_ANY);
-    } else {
-      airlock_range_key_v6 key{cidr->prefix, {}};
-      std::memcpy(key.addr, cidr->addr.data(), 16);
-      rc = bpf_map_update_elem(m.mapFd(m.net->maps.protected_v6), &key, &i, BPF_ANY);
-    }
-    if (rc != 0) return sysError("bpf_map_update_elem(protected ranges)", ranges[i].cidr);
-  }
-
-  // The exec hook is global but returns at once for tasks outside audited cgroups.
-  bpf_link* link = bpf_program__attach(m.exec->progs.on_exec);
-  if (link == nullptr) return libbpfError(-errno, "attach", "raw_tp/sched_process_exec");
-  m.exec_link.reset(link);
-
-  m.ring = ring_buffer__new(m.mapFd(m.exec->maps.events), &Impl::onRecord, &m, nullptr);
+  m.ring = ring_buffer__new(m.ring_fd.get(), &Impl::onRecord, &m, nullptr);
   if (m.ring == nullptr) return libbpfError(-errno, "ring_buffer__new", "events");
+  // A reused ring may hold a previous owner's records: read (and ignore) them before any sandbox
+  // of ours exists.
+  ring_buffer__consume(m.ring);
   m.epoll.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!m.epoll) return sysError("epoll_create1", "audit reader");
   m.stop_fd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -518,18 +627,12 @@ Result<std::unique_ptr<SandboxAudit>> AuditEngine::attach(const AttachOptions& o
                        (options.count_syscalls ? uint32_t{AIRLOCK_AUDIT_SYSCALLS} : 0u);
   {
     std::lock_guard lock(m.mu);
-    for (uint32_t s = 1; s < AIRLOCK_MAX_SLOTS; ++s) {
-      if (!m.used_slots[s]) {
-        m.used_slots[s] = true;
-        state->slot = s;
-        break;
-      }
-    }
+    auto claimed = m.claimSlot();
+    if (!claimed) return Unexpected(std::move(claimed.error()).wrap(ctx));
+    state->slot = claimed->first;
+    state->slot_lock = std::move(claimed->second);
   }
-  if (state->slot == 0) {
-    return fail(ctx + ": every one of " + std::to_string(AIRLOCK_MAX_SLOTS - 1) +
-                " audit slots is in use");
-  }
+  m.purgeStaleSlot(state->slot);
   // From here the handle's destructor undoes whatever was done.
   std::unique_ptr<SandboxAudit> handle(new SandboxAudit(shared_from_this(), state));
 
@@ -545,7 +648,13 @@ Result<std::unique_ptr<SandboxAudit>> AuditEngine::attach(const AttachOptions& o
     return Unexpected(std::move(r.error()).wrap(ctx));
   }
   airlock_cgroup_entry entry{state->slot, 0};
-  if (bpf_map_update_elem(m.cgroupsFd(), &state->cgroup_id, &entry, BPF_NOEXIST) != 0) {
+  int rc = bpf_map_update_elem(m.cgroupsFd(), &state->cgroup_id, &entry, BPF_NOEXIST);
+  if (rc != 0 && errno == EEXIST) {
+    AIRLOCK_TRY_CTX(released, m.releaseDeadOwnersCgroup(state->cgroup_id), ctx);
+    if (!released) return fail(ctx + ": this cgroup is already attached", path);
+    rc = bpf_map_update_elem(m.cgroupsFd(), &state->cgroup_id, &entry, BPF_NOEXIST);
+  }
+  if (rc != 0) {
     if (errno == EEXIST) return fail(ctx + ": this cgroup is already attached", path);
     return sysError(ctx + ": bpf_map_update_elem(audited_cgroups)", path);
   }
@@ -559,13 +668,14 @@ Result<std::unique_ptr<SandboxAudit>> AuditEngine::attach(const AttachOptions& o
     std::lock_guard lock(m.mu);
     m.slots[state->slot] = state;
   }
-  std::vector<bpf_program*> programs = {m.net->progs.count_egress, m.net->progs.count_ingress};
-  if (state->enforce) {
-    programs.insert(programs.end(), {m.net->progs.connect4, m.net->progs.connect6,
-                                     m.net->progs.sendmsg4, m.net->progs.sendmsg6});
-  }
-  for (bpf_program* prog : programs) {
-    AIRLOCK_TRY_CTX(link, attachToCgroup(prog, state->cgroup_fd.get(), path), ctx);
+  std::vector<const CgroupProgram*> programs;
+  for (const auto& p : kCounting) programs.push_back(&p);
+  if (state->enforce)
+    for (const auto& p : kEnforcing) programs.push_back(&p);
+  for (const CgroupProgram* p : programs) {
+    UniqueFd link(
+        bpf_link_create((m.obj.*(p->prog)).get(), state->cgroup_fd.get(), p->type, nullptr));
+    if (!link) return sysError(ctx + ": attach " + p->section, path);
     state->links.push_back(std::move(link));
   }
   return handle;
@@ -584,6 +694,10 @@ bool AuditEngine::syscallCounterAttached() const {
 }
 
 uint64_t AuditEngine::undecodableRecords() const { return impl_->undecodable.load(); }
+
+bool AuditEngine::pinned() const { return impl_->pinned(); }
+bool AuditEngine::openedFromPins() const { return impl_->obj.opened_from_pins; }
+const std::string& AuditEngine::version() const { return impl_->obj.version; }
 
 // ---------------------------------------------------------------------------------------------
 

@@ -183,10 +183,12 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   opts.agent_path = paths.agent_path;
   opts.state_dir = paths.state_dir;
   opts.id = execution_id;
-  // The audit engine lives for this one run, attached before PID 1 starts.
+  // The audit engine: opened where an earlier airlock process pinned it (loaded and pinned by
+  // the first), attached before PID 1 starts.
   if (req.audit && sandbox::needsAudit(profile)) {
     auto ctx = std::make_shared<sandbox::AuditContext>();
-    auto engine = audit::AuditEngine::load({.ring_bytes = pol->audit.ring_kb << 10});
+    auto engine = audit::AuditEngine::load(
+        {.ring_bytes = pol->audit.ring_kb << 10, .pin_root = audit::kEnginePinRoot});
     if (engine) {
       ctx->engine = std::move(*engine);
     } else {

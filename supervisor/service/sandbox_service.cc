@@ -155,7 +155,8 @@ Result<> SandboxService::startAudit() {
     audit_log_ = std::move(*log);
     ctx->log = audit_log_.get();
   }
-  auto engine = audit::AuditEngine::load({.ring_bytes = settings.ring_kb << 10});
+  auto engine = audit::AuditEngine::load(
+      {.ring_bytes = settings.ring_kb << 10, .pin_root = audit::kEnginePinRoot});
   if (engine) {
     ctx->engine = std::move(*engine);
   } else {

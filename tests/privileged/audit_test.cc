@@ -3,11 +3,13 @@
 // are checked. Network targets are only loopback and two network namespaces the test creates
 // (client "c" and server "s" joined by a veth pair); everything is removed in TearDown.
 #include <arpa/inet.h>
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,8 +24,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "supervisor/audit/engine.h"
+#include "supervisor/audit/engine_objects.h"
 #include "supervisor/audit/hook_probe.h"
 #include "supervisor/sys/cgroup.h"
 #include "test_support.h"
@@ -763,6 +767,183 @@ TEST_F(Audit, AttachRefusesWhatIsNotACgroupV2Directory) {
   auto missing = engine()->attach({.cgroup_v2_path = "/sys/fs/cgroup/nope", .sandbox_id = "x"});
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message().find("/sys/fs/cgroup/nope"), std::string::npos);
+}
+
+// ---- The pinned engine (engine_objects.h): shared by airlock processes through bpffs ----------
+
+// Each test pins under its own root and lock directory, and unpins everything it made.
+class AuditPinned : public Audit {
+ protected:
+  void SetUp() override {
+    Audit::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    root_ = "/sys/fs/bpf/airlock-test-" + std::to_string(::getpid());
+  }
+  void TearDown() override {
+    auto gone = unpinUnusedEngines(root_, locks_.path());
+    EXPECT_TRUE(gone) << gone.error().message();
+    ::rmdir(root_.c_str());
+    EXPECT_FALSE(std::filesystem::exists(root_)) << "a test left pins behind";
+    Audit::TearDown();
+  }
+  EngineOptions pinnedOptions() const {
+    EngineOptions o;
+    o.pin_root = root_;
+    o.lock_dir = locks_.path();
+    return o;
+  }
+  std::shared_ptr<AuditEngine> loadPinned() {
+    auto e = AuditEngine::load(pinnedOptions());
+    EXPECT_TRUE(e) << e.error().message();
+    return e ? *e : nullptr;
+  }
+  // Keys in a pinned map of the engine's version (opened the way another process would).
+  size_t keysIn(const AuditEngine& engine, const char* map) const {
+    std::string path = root_ + "/" + engine.version() + "/" + map;
+    int fd = bpf_obj_get(path.c_str());
+    EXPECT_GE(fd, 0) << path;
+    size_t n = 0;
+    std::vector<uint8_t> key(64), next(64);
+    const void* prev = nullptr;
+    while (bpf_map_get_next_key(fd, prev, next.data()) == 0) {
+      key = next;
+      prev = key.data();
+      ++n;
+    }
+    ::close(fd);
+    return n;
+  }
+  std::unique_ptr<SandboxAudit> attachTo(AuditEngine& engine, const sys::SandboxCgroup& cg,
+                                         NetPolicy net) {
+    auto a = engine.attach(
+        {.cgroup_v2_path = cg.v2Path(), .sandbox_id = cg.name(), .network = std::move(net)});
+    EXPECT_TRUE(a) << a.error().message();
+    return a ? std::move(*a) : nullptr;
+  }
+
+  airlock::testing::TempDir locks_;
+  std::string root_;
+};
+
+TEST_F(AuditPinned, TheSecondEngineOpensThePinsAndEachReadsItsOwnSandboxes) {
+  auto first = loadPinned();
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->pinned());
+  EXPECT_FALSE(first->openedFromPins()) << "nothing was pinned yet: the first engine loads";
+  auto second = loadPinned();
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(second->openedFromPins());
+  EXPECT_EQ(second->version(), first->version());
+
+  auto cg1 = makeCgroup(), cg2 = makeCgroup();
+  auto a1 = attachTo(*first, cg1, policy(NetMode::kNone));
+  auto a2 = attachTo(*second, cg2, policy(NetMode::kNone));
+  ASSERT_TRUE(a1 && a2);
+  EXPECT_NE(a1->slot(), a2->slot()) << "two processes' sandboxes share a slot";
+  a1->beginExecution("one");
+  a2->beginExecution("two");
+  auto run = [](const char* word) {
+    return [word] {
+      const char* argv[] = {"true", word, nullptr};
+      ::execv("/bin/true", const_cast<char**>(argv));
+      return 127;
+    };
+  };
+  EXPECT_EQ(runIn(cg1, run("first-engine")), 0);
+  EXPECT_EQ(runIn(cg2, run("second-engine")), 0);
+  // The shared policy decides for both: loopback of the host is refused in mode none.
+  Server server(AF_INET, "127.0.0.1");
+  uint16_t port = server.port;
+  EXPECT_EQ(runIn(cg2, [port] { return connectTo(AF_INET, "127.0.0.1", port); }), EPERM);
+  auto s1 = a1->endExecution();
+  auto s2 = a2->endExecution();
+  ASSERT_TRUE(s1 && s2);
+  std::string d1 = dump(*s1), d2 = dump(*s2);
+  EXPECT_NE(d1.find("first-engine"), std::string::npos) << d1;
+  EXPECT_EQ(d1.find("second-engine"), std::string::npos)
+      << "an event reached the wrong process: " << d1;
+  EXPECT_NE(d2.find("second-engine"), std::string::npos) << d2;
+  EXPECT_EQ(d2.find("first-engine"), std::string::npos) << d2;
+  EXPECT_EQ(s2->connections_denied, 1u) << d2;
+}
+
+// A process killed with -9 leaves its sandbox's cgroup entry, rules and slot state in the shared
+// maps. The next process to attach that cgroup (a restarted serve adopting the sandbox) purges
+// them; a live owner's cgroup is refused.
+TEST_F(AuditPinned, ADeadProcesssSandboxCanBeAttachedAgainAndItsRulesAreGone) {
+  auto live = loadPinned();  // pins the version, so the child only opens it
+  ASSERT_TRUE(live);
+  auto cg = makeCgroup();
+  int ready[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto e = AuditEngine::load(pinnedOptions());
+    if (!e) ::_exit(2);
+    auto a = (*e)->attach({.cgroup_v2_path = cg.v2Path(),
+                           .sandbox_id = "doomed",
+                           .network = policy(NetMode::kAllowlist, {"allow tcp 203.0.113.0/24 443",
+                                                                   "deny udp 198.51.100.7 53"})});
+    if (!a) ::_exit(3);
+    char c = 'r';
+    (void)!::write(ready[1], &c, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1) << "the child could not attach";
+  ::close(ready[0]);
+  // While the owner lives, its cgroup is its own.
+  auto refused = live->attach({.cgroup_v2_path = cg.v2Path(), .sandbox_id = "thief"});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("already attached"), std::string::npos)
+      << refused.error().message();
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_EQ(keysIn(*live, "rules_v4"), 2u) << "positive control: the dead process's rules remain";
+  EXPECT_EQ(keysIn(*live, "audited_cgroups"), 1u);
+
+  auto adopted = attachTo(*live, cg, policy(NetMode::kNone));
+  ASSERT_TRUE(adopted) << "the dead process's cgroup could not be attached again";
+  EXPECT_EQ(keysIn(*live, "rules_v4"), 0u) << "the dead process's rules were not purged";
+  EXPECT_EQ(keysIn(*live, "audited_cgroups"), 1u);
+  Server server(AF_INET, "127.0.0.1");
+  uint16_t port = server.port;
+  EXPECT_EQ(runIn(cg, [port] { return connectTo(AF_INET, "127.0.0.1", port); }), EPERM);
+  adopted.reset();
+  EXPECT_EQ(keysIn(*live, "audited_cgroups"), 0u);
+}
+
+TEST_F(AuditPinned, VersionsNoProcessUsesAreUnpinned) {
+  // A version of an older airlock: one pinned map, and a process holding its users lock.
+  ASSERT_EQ(::mkdir(root_.c_str(), 0700) == 0 || errno == EEXIST, true);
+  const std::string old_dir = root_ + "/0000000000000000";
+  ASSERT_EQ(::mkdir(old_dir.c_str(), 0700), 0);
+  int map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "old", 4, 4, 1, nullptr);
+  ASSERT_GE(map, 0);
+  ASSERT_EQ(bpf_obj_pin(map, (old_dir + "/slot_config").c_str()), 0);
+  ::close(map);
+  int users =
+      ::open(locks_.file("0000000000000000.users").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(users, 0);
+  ASSERT_EQ(::flock(users, LOCK_SH), 0);
+
+  auto engine = loadPinned();  // loads a new version: unpins what nobody uses
+  ASSERT_TRUE(engine);
+  EXPECT_TRUE(std::filesystem::exists(old_dir)) << "a version in use was unpinned";
+  ::close(users);  // its last user is gone
+  auto gone = unpinUnusedEngines(root_, locks_.path(), engine->version());
+  ASSERT_TRUE(gone) << gone.error().message();
+  EXPECT_EQ(*gone, std::vector<std::string>{"0000000000000000"});
+  EXPECT_FALSE(std::filesystem::exists(old_dir));
+  // The live engine's version stays while it is used, even when not named as kept.
+  auto kept = unpinUnusedEngines(root_, locks_.path());
+  ASSERT_TRUE(kept);
+  EXPECT_TRUE(kept->empty());
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/" + engine->version()));
+  engine.reset();
+  // TearDown unpins it: its exec hook goes with the pin.
 }
 
 }  // namespace
