@@ -399,11 +399,12 @@ struct AuditEngine::Impl {
 
   // A slot whose configuration still says claimed was left by a process that died (killed with
   // -9) while a sandbox held it: its cgroup entries, rules and per-slot state are still in the
-  // shared maps. Removes them, so the slot starts clean and no leftover rule matches.
-  void purgeStaleSlot(uint32_t slot) {
+  // shared maps. Removes them, so the slot starts clean and no leftover rule matches. True when
+  // there was something to purge.
+  bool purgeStaleSlot(uint32_t slot) {
     airlock_slot_config config{};
-    if (bpf_map_lookup_elem(slotConfigFd(), &slot, &config) != 0) return;
-    if (config.state != AIRLOCK_SLOT_CLAIMED) return;
+    if (bpf_map_lookup_elem(slotConfigFd(), &slot, &config) != 0) return false;
+    if (config.state != AIRLOCK_SLOT_CLAIMED) return false;
     {
       std::vector<uint64_t> doomed;
       uint64_t key = 0, next = 0;
@@ -420,6 +421,7 @@ struct AuditEngine::Impl {
     deleteRuleKeys<airlock_rule_key_v4>(obj.rules_v4.get(), slot);
     deleteRuleKeys<airlock_rule_key_v6>(obj.rules_v6.get(), slot);
     resetSlotState(slot);
+    return true;
   }
 
   template <typename Key>
@@ -632,7 +634,11 @@ Result<std::unique_ptr<SandboxAudit>> AuditEngine::attach(const AttachOptions& o
     state->slot = claimed->first;
     state->slot_lock = std::move(claimed->second);
   }
-  m.purgeStaleSlot(state->slot);
+  if (m.purgeStaleSlot(state->slot)) {
+    // Records of the dead owner's sandbox may still be in this process's ring (a reused reader
+    // index): read them while the slot is not ours yet, so none is taken for this sandbox's.
+    if (auto r = drain(); !r) return Unexpected(std::move(r.error()).wrap(ctx));
+  }
   // From here the handle's destructor undoes whatever was done.
   std::unique_ptr<SandboxAudit> handle(new SandboxAudit(shared_from_this(), state));
 

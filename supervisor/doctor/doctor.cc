@@ -2,6 +2,7 @@
 // closes a descriptor, or reads a file: nothing is left behind.
 #include "supervisor/doctor/doctor.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
 #include <linux/kvm.h>
@@ -27,6 +28,7 @@
 #include <sstream>
 
 #include "airlock/unique_fd.h"
+#include "supervisor/audit/engine.h"
 #include "supervisor/audit/hook_probe.h"
 #include "supervisor/net/forwarding.h"
 #include "supervisor/net/sandbox_network.h"
@@ -281,6 +283,20 @@ Result<std::vector<Check>> probeHost() {
     add("audit (exec, connect, bytes)", audit,
         audit ? "every audit hook works" : "some audit hooks are missing (see above)",
         audit ? "" : "executions carry incomplete audit summaries");
+    // The engine is loaded once per host and pinned (docs/audit.md "One engine per host").
+    std::string root = audit::kEnginePinRoot;
+    std::string versions;
+    if (auto* d = ::opendir(root.c_str())) {
+      while (auto* e = ::readdir(d))
+        if (e->d_name[0] != '.')
+          versions += (versions.empty() ? "" : ", ") + std::string(e->d_name);
+      ::closedir(d);
+    }
+    add("audit engine shared between runs", true,
+        versions.empty()
+            ? "not loaded yet: the next airlock process loads it and pins it under " + root
+            : "pinned at " + root + "/ (versions: " + versions + ")",
+        "");
     bool enforce = hook_ok["cgroup/connect4"] && hook_ok["cgroup/connect6"] &&
                    hook_ok["cgroup/sendmsg4"] && hook_ok["cgroup/sendmsg6"];
     add("network policy enforcement", enforce,
