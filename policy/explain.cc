@@ -63,7 +63,7 @@ void explainServer(std::ostream& out, const Policy& policy) {
       << (a.log.empty() ? "off"
                         : a.log + " (rotated at " + std::to_string(a.max_mb) + " MiB, " +
                               std::to_string(a.keep) + " kept)")
-      << ", ring buffer " << a.ring_kb << " KiB\n";
+      << ", ring buffer " << a.ring_kb << " KiB (serve), " << a.run_ring_kb << " KiB (run)\n";
 }
 
 void explainTenant(std::ostream& out, const Tenant& t) {

@@ -110,6 +110,7 @@ const std::array kAuditFields = {
     AIRLOCK_AUDIT_FIELD("max_mb", max_mb),
     AIRLOCK_AUDIT_FIELD("keep", keep),
     AIRLOCK_AUDIT_FIELD("ring_kb", ring_kb),
+    AIRLOCK_AUDIT_FIELD("run_ring_kb", run_ring_kb),
 };
 
 #define AIRLOCK_EGRESS_FIELD(key, member)                 \

@@ -390,10 +390,12 @@ Check checkAuditSettings(const AuditSettings& a) {
   }
   if (auto c = range("audit.max_mb", a.max_mb, 1, 1 << 20)) return c;
   if (auto c = range("audit.keep", a.keep, 0, 1000)) return c;
-  if (a.ring_kb < 4 || a.ring_kb > (1u << 20) || (a.ring_kb & (a.ring_kb - 1)) != 0) {
-    return Problem{"audit.ring_kb", "audit.ring_kb = " + std::to_string(a.ring_kb) +
-                                        ": must be a power of two from 4 (one page) to 1048576 "
-                                        "(1 GiB)"};
+  for (auto [key, kb] :
+       {std::pair{"audit.ring_kb", a.ring_kb}, {"audit.run_ring_kb", a.run_ring_kb}}) {
+    if (kb < 4 || kb > (1u << 20) || (kb & (kb - 1)) != 0) {
+      return Problem{key, std::string(key) + " = " + std::to_string(kb) +
+                              ": must be a power of two from 4 (one page) to 1048576 (1 GiB)"};
+    }
   }
   return std::nullopt;
 }

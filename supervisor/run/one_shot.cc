@@ -188,7 +188,7 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   if (req.audit && sandbox::needsAudit(profile)) {
     auto ctx = std::make_shared<sandbox::AuditContext>();
     auto engine = audit::AuditEngine::load(
-        {.ring_bytes = pol->audit.ring_kb << 10, .pin_root = audit::kEnginePinRoot});
+        {.ring_bytes = pol->audit.run_ring_kb << 10, .pin_root = audit::kEnginePinRoot});
     if (engine) {
       ctx->engine = std::move(*engine);
     } else {

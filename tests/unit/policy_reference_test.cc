@@ -129,7 +129,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [f1, f2] = Filesystem{};
   [[maybe_unused]] auto [n1, n2] = Network{};
   [[maybe_unused]] auto [a1, a2, a3, a4] = Audit{};
-  [[maybe_unused]] auto [g1, g2, g3, g4] = AuditSettings{};
+  [[maybe_unused]] auto [g1, g2, g3, g4, g5] = AuditSettings{};
   [[maybe_unused]] auto [x1, x2, x3, x4] = EgressSettings{};
   [[maybe_unused]] auto [s1, s2] = Seccomp{};
   [[maybe_unused]] auto [t1, t2, t3, t4, t5] = Lifetime{};
@@ -144,7 +144,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   EXPECT_EQ(profileKeys().size(),
             16u - 1 - 7 + 9 + 5 + 2 + 2 + 2 + 4 + 1 + 5 + 3 + 2 + 5 + 2 + 2 + 3);
   EXPECT_EQ(serverKeys().size(), 11u);
-  EXPECT_EQ(auditKeys().size(), 4u);
+  EXPECT_EQ(auditKeys().size(), 5u);
   EXPECT_EQ(egressKeys().size(), 4u);
   EXPECT_EQ(tenantKeys().size(), 5u - 1);  // minus name
 }
@@ -162,6 +162,7 @@ const std::map<std::string, std::string> kAuditValues = {
     {"max_mb", "7"},
     {"keep", "7"},
     {"ring_kb", "64"},
+    {"run_ring_kb", "64"},
 };
 const std::map<std::string, std::string> kEgressValues = {
     {"ipv4_range", "\"10.77.0.0/16\""},

@@ -270,6 +270,8 @@ TEST(PolicyServe, ValidatePolicyRules) {
       {"audit ring one page", [](Policy& p) { p.audit.ring_kb = 4; }, std::nullopt},
       {"audit ring not a power of two", [](Policy& p) { p.audit.ring_kb = 3000; },
        "audit.ring_kb = 3000: must be a power of two from 4 (one page) to 1048576 (1 GiB)"},
+      {"run ring not a power of two", [](Policy& p) { p.audit.run_ring_kb = 100; },
+       "audit.run_ring_kb = 100: must be a power of two from 4 (one page) to 1048576 (1 GiB)"},
       {"audit ring below a page", [](Policy& p) { p.audit.ring_kb = 2; },
        "audit.ring_kb = 2: must be a power of two from 4 (one page) to 1048576 (1 GiB)"},
       {"tenant disabled", [](Policy& p) { p.tenants.at("default").max_sandboxes = 0; },
@@ -509,7 +511,7 @@ TEST(PolicyServe, ExplainShowsProfileServerAndTenants) {
                 "  relaxation: server.tcp = '[::1]:8720': the API also listens on loopback TCP "
                 "(tenants with a token_sha256)\n"
                 "audit\n"
-                "  log off, ring buffer 4096 KiB\n"
+                "  log off, ring buffer 4096 KiB (serve), 256 KiB (run)\n"
                 "tenants\n"
                 "  tenant 'ci': sandboxes 10, memory 8192 MiB, profiles quick, token sha256 "
                 "5b4d7e1c2a3f...\n"
