@@ -213,19 +213,24 @@ struct AuditEngine::Impl {
     return c;
   }
 
-  // Deletes every key of `map_fd` whose leading u32 is `slot` (seen_destinations,
-  // syscall_counts), and zeroes the per-CPU counters of the slot.
-  template <typename Key>
-  void deleteSlotKeys(int map_fd, uint32_t slot) {
-    std::vector<Key> doomed;
+  // Deletes every key of `map_fd` for which doomed(key) holds (collected first: deleting while
+  // iterating would restart the walk).
+  template <typename Key, typename Pred>
+  void deleteKeysWhere(int map_fd, Pred doomed) {
+    std::vector<Key> found;
     Key key{}, next{};
     const void* prev = nullptr;
     while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
       key = next;
       prev = &key;
-      if (key.slot == slot) doomed.push_back(key);
+      if (doomed(key)) found.push_back(key);
     }
-    for (const auto& k : doomed) bpf_map_delete_elem(map_fd, &k);
+    for (const auto& k : found) bpf_map_delete_elem(map_fd, &k);
+  }
+  // Every key whose leading u32 is `slot` (seen_destinations, syscall_counts).
+  template <typename Key>
+  void deleteSlotKeys(int map_fd, uint32_t slot) {
+    deleteKeysWhere<Key>(map_fd, [slot](const Key& k) { return k.slot == slot; });
   }
   template <typename Value>
   void zeroPerCpu(int map_fd, uint32_t slot) {
@@ -308,12 +313,8 @@ struct AuditEngine::Impl {
   Result<> acquireSyscallCounter() {
     // Caller holds mu.
     if (!syscalls) {
-      UniqueFd min_btf = minimalKernelBtf();
-      std::string min_btf_path = min_btf ? "/proc/self/fd/" + std::to_string(min_btf.get()) : "";
-      bpf_object_open_opts open_opts{};
-      open_opts.sz = sizeof open_opts;
-      open_opts.btf_custom_path = min_btf_path.empty() ? nullptr : min_btf_path.c_str();
-      SyscallSkel skel(airlock_syscall_count__open_opts(&open_opts));
+      ObjectOpenOptions open_opts;
+      SyscallSkel skel(airlock_syscall_count__open_opts(open_opts.get()));
       if (!skel) return libbpfError(-errno, "open bpf object", "syscall_count");
       // The engine's cgroup table, slot configuration, ring table and drop counter.
       bpf_map__reuse_fd(skel->maps.audited_cgroups, cgroupsFd());
@@ -405,36 +406,16 @@ struct AuditEngine::Impl {
     airlock_slot_config config{};
     if (bpf_map_lookup_elem(slotConfigFd(), &slot, &config) != 0) return false;
     if (config.state != AIRLOCK_SLOT_CLAIMED) return false;
-    {
-      std::vector<uint64_t> doomed;
-      uint64_t key = 0, next = 0;
-      const void* prev = nullptr;
-      while (bpf_map_get_next_key(cgroupsFd(), prev, &next) == 0) {
-        key = next;
-        prev = &key;
-        airlock_cgroup_entry entry{};
-        if (bpf_map_lookup_elem(cgroupsFd(), &key, &entry) == 0 && entry.slot == slot)
-          doomed.push_back(key);
-      }
-      for (uint64_t k : doomed) bpf_map_delete_elem(cgroupsFd(), &k);
-    }
-    deleteRuleKeys<airlock_rule_key_v4>(obj.rules_v4.get(), slot);
-    deleteRuleKeys<airlock_rule_key_v6>(obj.rules_v6.get(), slot);
+    deleteKeysWhere<uint64_t>(cgroupsFd(), [&](uint64_t cgroup_id) {
+      airlock_cgroup_entry entry{};
+      return bpf_map_lookup_elem(cgroupsFd(), &cgroup_id, &entry) == 0 && entry.slot == slot;
+    });
+    // Rule keys carry AIRLOCK_RULE_OWNER(slot, generation), big-endian.
+    auto owned = [slot](const auto& key) { return (ntohl(key.owner) >> 1) == slot; };
+    deleteKeysWhere<airlock_rule_key_v4>(obj.rules_v4.get(), owned);
+    deleteKeysWhere<airlock_rule_key_v6>(obj.rules_v6.get(), owned);
     resetSlotState(slot);
     return true;
-  }
-
-  template <typename Key>
-  void deleteRuleKeys(int map_fd, uint32_t slot) {
-    std::vector<Key> doomed;
-    Key key{}, next{};
-    const void* prev = nullptr;
-    while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
-      key = next;
-      prev = &key;
-      if ((ntohl(key.owner) >> 1) == slot) doomed.push_back(key);
-    }
-    for (const auto& k : doomed) bpf_map_delete_elem(map_fd, &k);
   }
 
   // Per-slot state back to zero: a later sandbox in this slot starts from zero and sees its own

@@ -106,20 +106,35 @@ Result<> fillProtectedRanges(int v4_fd, int v6_fd) {
   return {};
 }
 
+// The build's extract of the kernel types the programs use (bpf/embed_min_btf.cmake), as a memfd;
+// invalid when /proc/version is not the kernel it came from (then libbpf reads vmlinux).
+UniqueFd minimalKernelBtf() {
+  std::ifstream in("/proc/version");
+  std::string running((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!running.empty() && (running.back() == '\n' || running.back() == ' ')) running.pop_back();
+  if (running.empty() || running != airlock::bpf::kMinCoreBtfKernel) return {};
+  UniqueFd fd(::memfd_create("airlock-min-core-btf", MFD_CLOEXEC));
+  if (!fd) return {};
+  const auto* data = airlock::bpf::kMinCoreBtf;
+  size_t left = sizeof airlock::bpf::kMinCoreBtf;
+  while (left > 0) {
+    ssize_t n = ::write(fd.get(), data, left);
+    if (n <= 0) return {};
+    data += n;
+    left -= static_cast<size_t>(n);
+  }
+  return fd;
+}
+
 // The verifier and map creation: the expensive part.
 Result<EngineObjects> loadObjects(uint64_t host_netns_cookie) {
-  UniqueFd min_btf = minimalKernelBtf();
-  std::string min_btf_path = min_btf ? "/proc/self/fd/" + std::to_string(min_btf.get()) : "";
-  bpf_object_open_opts open_opts{};
-  open_opts.sz = sizeof open_opts;
-  open_opts.btf_custom_path = min_btf_path.empty() ? nullptr : min_btf_path.c_str();
-
-  ExecSkel exec(airlock_exec_audit__open_opts(&open_opts));
+  ObjectOpenOptions open_opts;
+  ExecSkel exec(airlock_exec_audit__open_opts(open_opts.get()));
   if (!exec) return libbpfError(-errno, "open bpf object", "exec_audit");
   if (int rc = airlock_exec_audit__load(exec.get()); rc != 0) {
     return libbpfError(rc, "load bpf program", "exec_audit (raw_tp/sched_process_exec)");
   }
-  NetSkel net(airlock_net_policy__open_opts(&open_opts));
+  NetSkel net(airlock_net_policy__open_opts(open_opts.get()));
   if (!net) return libbpfError(-errno, "open bpf object", "net_policy");
   net->rodata->host_netns_cookie = host_netns_cookie;
   // One cgroup table, one slot configuration, one ring table and one drop counter for both.
@@ -289,27 +304,12 @@ Result<EngineObjects> openOrLoadPinned(const ObjectOptions& options, const std::
 
 }  // namespace
 
-UniqueFd minimalKernelBtf() {
-  // The programs' CO-RE relocations need the running kernel's BTF. libbpf reads the whole
-  // /sys/kernel/btf/vmlinux for every object it opens (~40 ms each here), unless it is given a
-  // smaller BTF: the build extracted the few types the programs use (bpf/embed_min_btf.cmake).
-  // That extract is valid only on the kernel it came from, so it is offered only when
-  // /proc/version is the same.
-  std::ifstream in("/proc/version");
-  std::string running((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!running.empty() && (running.back() == '\n' || running.back() == ' ')) running.pop_back();
-  if (running.empty() || running != airlock::bpf::kMinCoreBtfKernel) return {};
-  UniqueFd fd(::memfd_create("airlock-min-core-btf", MFD_CLOEXEC));
-  if (!fd) return {};
-  const auto* data = airlock::bpf::kMinCoreBtf;
-  size_t left = sizeof airlock::bpf::kMinCoreBtf;
-  while (left > 0) {
-    ssize_t n = ::write(fd.get(), data, left);
-    if (n <= 0) return {};
-    data += n;
-    left -= static_cast<size_t>(n);
-  }
-  return fd;
+ObjectOpenOptions::ObjectOpenOptions() {
+  opts_.sz = sizeof opts_;
+  btf_ = minimalKernelBtf();
+  if (!btf_) return;
+  path_ = "/proc/self/fd/" + std::to_string(btf_.get());
+  opts_.btf_custom_path = path_.c_str();
 }
 
 Result<EngineObjects> openOrLoadEngineObjects(const ObjectOptions& options) {

@@ -19,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include <bpf/libbpf.h>
 #include "airlock/result.h"
 #include "airlock/unique_fd.h"
+
 #include "supervisor/audit/bpf_handles.h"
 
 namespace airlock::audit {
@@ -60,8 +62,20 @@ Result<std::vector<std::string>> unpinUnusedEngines(const std::string& pin_root,
                                                     const std::string& lock_dir,
                                                     const std::string& keep = {});
 
-// The few kernel types the programs' CO-RE relocations need, as a memfd for libbpf's
-// btf_custom_path; invalid when the build's extract does not match the running kernel.
-UniqueFd minimalKernelBtf();
+// libbpf's options for opening one of bpf/'s objects: with the few kernel types the programs'
+// CO-RE relocations need (extracted at build time) when the running kernel is the build's, else
+// libbpf's default, the whole /sys/kernel/btf/vmlinux (~40 ms to parse per object).
+class ObjectOpenOptions {
+ public:
+  ObjectOpenOptions();
+  ObjectOpenOptions(const ObjectOpenOptions&) = delete;  // opts_ points into path_
+  ObjectOpenOptions& operator=(const ObjectOpenOptions&) = delete;
+  const bpf_object_open_opts* get() const { return &opts_; }
+
+ private:
+  UniqueFd btf_;  // a memfd with the extract
+  std::string path_;
+  bpf_object_open_opts opts_{};
+};
 
 }  // namespace airlock::audit
