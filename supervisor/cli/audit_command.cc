@@ -1,4 +1,7 @@
 // airlock audit tail|query: the audit log (docs/audit.md) read back, filtered, as JSON lines.
+// airlock audit unload: the host's pinned eBPF engine removed, unless a running airlock uses it.
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,9 +16,12 @@
 #include <thread>
 
 #include "airlock/policy/policy.h"
+#include "supervisor/audit/engine.h"
+#include "supervisor/audit/engine_objects.h"
 #include "supervisor/audit/log_reader.h"
 #include "supervisor/cli/cli.h"
 #include "supervisor/run/run_result.h"
+#include "supervisor/sys/lock_file.h"
 
 namespace airlock::cli {
 
@@ -26,6 +32,7 @@ namespace {
 constexpr const char* kAuditUsage = R"(Usage:
   airlock audit tail [--follow] [--lines N] [--sandbox ID] [--execution ID] [--type T] [--log FILE]
   airlock audit query [--sandbox ID] [--execution ID] [--type T] [--since WHEN] [--log FILE]
+  airlock audit unload
 
 Prints audit log records (docs/audit.md) as JSON lines. `tail` shows the last records of the
 current file (and, with --follow, new ones as they are written, across rotations); `query`
@@ -33,6 +40,11 @@ searches every file, rotated ones included, oldest first. T is exec, net, connec
 of connect calls), execution or review. WHEN is an RFC 3339 UTC time (2025-01-31T12:00:00Z, or
 a prefix such as 2025-01-31) or a duration ago (90s, 15m, 2h, 7d). The log is --log FILE, else
 the [audit] log of --policy FILE (default: the installed policy).
+
+`unload` removes the eBPF engine the first airlock process pinned for every later one
+(/sys/fs/bpf/airlock, docs/audit.md): each version no running airlock process uses is unpinned,
+and its exec hook detached. A version in use is kept and named, and the exit status is 1. The
+next airlock process that audits loads the engine again.
 
 Options)";
 
@@ -78,15 +90,64 @@ int follow(const std::string& path, uint64_t offset, const audit::RecordFilter& 
   return 0;
 }
 
+// Versions pinned under `root` right now.
+std::vector<std::string> pinnedVersions(const std::string& root) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(root.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
+
+int unloadCommand() {
+  const std::string root = audit::kEnginePinRoot;
+  const std::string locks = audit::EngineOptions{}.lock_dir;
+  // Under the loaders' lock: no version is being pinned while we look.
+  auto lock = sys::openLockFile(locks, "load.lock");
+  auto locked = lock ? sys::lockFile(lock->get(), LOCK_EX, locks + "/load.lock")
+                     : Result<>(Unexpected(lock.error()));
+  if (!locked)
+    return printError("audit unload: " + locked.error().message()), run::kExitAirlockError;
+  auto removed = audit::unpinUnusedEngines(root, locks);
+  if (!removed) {
+    return printError("audit unload: " + removed.error().message()), run::kExitAirlockError;
+  }
+  for (const auto& v : *removed) std::cout << "unpinned " << root << "/" << v << "\n";
+  auto kept = pinnedVersions(root);
+  for (const auto& v : kept)
+    std::cout << "kept " << root << "/" << v << ": in use by a running airlock process\n";
+  if (kept.empty()) {
+    ::rmdir(root.c_str());  // empty now; the next load makes it again
+    if (removed->empty()) std::cout << "no audit engine is pinned on this host\n";
+    return 0;
+  }
+  return 1;
+}
+
 }  // namespace
 
 int auditCommand(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "unload") {
+    if (args.size() > 1 && (args[1] == "--help" || args[1] == "-h")) {
+      std::cout << kAuditUsage << "\n";
+      return 0;
+    }
+    if (args.size() > 1) {
+      printError("audit unload: unexpected argument '" + args[1] + "' (it takes none)");
+      return run::kExitAirlockError;
+    }
+    return unloadCommand();
+  }
   if (args.empty() || (args[0] != "tail" && args[0] != "query")) {
     if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
       std::cout << kAuditUsage << "\n";
       return 0;
     }
-    printError("audit: expected `airlock audit tail` or `airlock audit query` (--help)");
+    printError(
+        "audit: expected `airlock audit tail`, `airlock audit query` or `airlock audit unload` "
+        "(--help)");
     return run::kExitAirlockError;
   }
   const bool tail = args[0] == "tail";

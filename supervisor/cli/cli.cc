@@ -22,6 +22,7 @@ Usage:
   airlock mcp                                      Model Context Protocol server on stdio
   airlock tools --format openai|anthropic|mcp      tool definitions for agent frameworks
   airlock audit tail|query [options]               read the audit log (execs, connections)
+  airlock audit unload                             remove the host's pinned eBPF engine if unused
   airlock version
 
 Talking to a running `airlock serve` (found from AIRLOCK_URL, default

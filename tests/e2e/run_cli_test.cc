@@ -1,5 +1,7 @@
 // airlock run, end to end: the binary from the build tree, real sandboxes, real interpreters.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -229,6 +231,45 @@ TEST_F(RunCli, BadFlagsAreAirlockErrors) {
   r = runAirlock({"run", "/nonexistent/script.py"});
   EXPECT_EQ(r.exit_code, 125);
   EXPECT_NE(r.err.find("/nonexistent/script.py"), std::string::npos) << r.err;
+}
+
+// The audit engine the first run pinned stays for later runs; `airlock audit unload` removes every
+// version no airlock process uses and keeps (and names) one in use. Other tests may run airlock
+// at the same time, so the removal is checked on a version of our own making.
+TEST_F(RunCli, AuditUnloadRemovesUnusedEngineVersionsAndKeepsUsedOnes) {
+  auto ran = runAirlock({"run", "--lang", "shell", "-c", "true"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const std::string root = "/sys/fs/bpf/airlock";
+  std::vector<std::string> versions;
+  for (const auto& e : std::filesystem::directory_iterator(root))
+    versions.push_back(e.path().filename());
+  ASSERT_FALSE(versions.empty()) << "positive control: a run leaves the engine pinned";
+
+  // An older airlock's version that nobody uses (one pinned map is enough to be a version).
+  const std::string stale = root + "/0000000000000000";
+  ASSERT_TRUE(std::filesystem::create_directory(stale));
+  auto made = runCommand({"/usr/sbin/bpftool", "map", "create", stale + "/slot_config", "type",
+                          "array", "key", "4", "value", "4", "entries", "1", "name", "old"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  // A version in use: this test holds its users lock, as every airlock process using it does.
+  const std::string used = versions.front();
+  int users = ::open(("/run/lock/airlock-audit/" + used + ".users").c_str(),
+                     O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(users, 0);
+  ASSERT_EQ(::flock(users, LOCK_SH), 0);
+
+  auto unload = runAirlock({"audit", "unload"});
+  ::close(users);
+  EXPECT_EQ(unload.exit_code, 1) << unload.out << unload.err;
+  EXPECT_NE(unload.out.find("unpinned " + stale), std::string::npos) << unload.out;
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_NE(unload.out.find("kept " + root + "/" + used + ": in use"), std::string::npos)
+      << unload.out;
+  EXPECT_TRUE(std::filesystem::exists(root + "/" + used));
+
+  auto bad = runAirlock({"audit", "unload", "--now"});
+  EXPECT_EQ(bad.exit_code, 125);
+  EXPECT_NE(bad.err.find("unexpected argument '--now'"), std::string::npos) << bad.err;
 }
 
 }  // namespace
