@@ -296,7 +296,10 @@ Result<EngineObjects> openOrLoadPinned(const ObjectOptions& options, const std::
     std::fprintf(stderr, "airlock: audit: %s\n", gone.error().message().c_str());
   if (auto r = pinObjects(loaded, options.pin_root); !r) {
     (void)removePinDir(dir + "-tmp-" + std::to_string(::getpid()));
-    return Unexpected(std::move(r.error()).wrap("pinning the audit engine"));
+    // Loaded all the same: this process keeps it to itself rather than loading it twice.
+    std::fprintf(stderr, "airlock: audit: %s; this process keeps the engine to itself\n",
+                 r.error().wrap("pinning the audit engine").message().c_str());
+    return loaded;
   }
   loaded.users_lock = std::move(users);
   return loaded;
