@@ -383,11 +383,9 @@ struct AuditEngine::Impl {
       if (used_slots[s]) continue;
       UniqueFd lock;
       if (pinned()) {
-        AIRLOCK_TRY_CTX(fd, sys::openLockFile(options.lock_dir, lockName("slot", s)), "audit slot");
-        AIRLOCK_TRY_CTX(mine,
-                        sys::tryLockFile(fd.get(), options.lock_dir + "/" + lockName("slot", s)),
+        AIRLOCK_TRY_CTX(fd, sys::tryLockFileIn(options.lock_dir, lockName("slot", s)),
                         "audit slot");
-        if (!mine) continue;  // another airlock process's sandbox
+        if (!fd) continue;  // another airlock process's sandbox
         lock = std::move(fd);
       }
       used_slots[s] = true;
@@ -439,10 +437,9 @@ struct AuditEngine::Impl {
       std::lock_guard lock(mu);
       if (used_slots[entry.slot]) return false;  // ours
     }
-    const std::string name = lockName("slot", entry.slot);
-    AIRLOCK_TRY_CTX(fd, sys::openLockFile(options.lock_dir, name), "audit slot");
-    AIRLOCK_TRY_CTX(free, sys::tryLockFile(fd.get(), options.lock_dir + "/" + name), "audit slot");
-    if (!free) return false;
+    AIRLOCK_TRY_CTX(fd, sys::tryLockFileIn(options.lock_dir, lockName("slot", entry.slot)),
+                    "audit slot");
+    if (!fd) return false;  // its owner is alive
     purgeStaleSlot(entry.slot);
     return true;
   }
@@ -481,12 +478,9 @@ struct AuditEngine::Impl {
     if (pinned()) {
       bool found = false;
       for (uint32_t k = 0; k < AIRLOCK_MAX_READERS && !found; ++k) {
-        AIRLOCK_TRY_CTX(fd, sys::openLockFile(options.lock_dir, lockName("reader", k)),
+        AIRLOCK_TRY_CTX(fd, sys::tryLockFileIn(options.lock_dir, lockName("reader", k)),
                         "audit reader");
-        AIRLOCK_TRY_CTX(mine,
-                        sys::tryLockFile(fd.get(), options.lock_dir + "/" + lockName("reader", k)),
-                        "audit reader");
-        if (!mine) continue;
+        if (!fd) continue;
         reader_lock = std::move(fd);
         index = k;
         found = true;

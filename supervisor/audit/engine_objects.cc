@@ -262,31 +262,25 @@ Result<> pinObjects(EngineObjects& o, const std::string& pin_root) {
 
 Result<EngineObjects> openOrLoadPinned(const ObjectOptions& options, const std::string& version) {
   const std::string dir = options.pin_root + "/" + version;
-  const std::string users_name = version + ".users";
-  AIRLOCK_TRY_CTX(users, sys::openLockFile(options.lock_dir, users_name), "audit engine");
   // Held before the pins are opened: a concurrent unpinUnusedEngines leaves this version alone.
-  if (auto r = sys::lockFile(users.get(), LOCK_SH, options.lock_dir + "/" + users_name); !r)
-    return Unexpected(r.error());
+  AIRLOCK_TRY_CTX(users, sys::lockFileIn(options.lock_dir, version + ".users", LOCK_SH),
+                  "audit engine");
+  auto usePins = [&](EngineObjects& opened) {
+    opened.version = version;
+    opened.users_lock = std::move(users);
+    return std::move(opened);
+  };
   if (isBpffs(parentOf(options.pin_root))) {
     AIRLOCK_TRY_CTX(opened, openPins(dir), "audit engine");
-    if (opened) {
-      opened->version = version;
-      opened->users_lock = std::move(users);
-      return std::move(*opened);
-    }
+    if (opened) return usePins(*opened);
   }
   // Load under the host-wide load lock, after checking again: another process may have pinned
   // this version while we waited.
-  AIRLOCK_TRY_CTX(load_lock, sys::openLockFile(options.lock_dir, "load.lock"), "audit engine");
-  if (auto r = sys::lockFile(load_lock.get(), LOCK_EX, options.lock_dir + "/load.lock"); !r)
-    return Unexpected(r.error());
+  AIRLOCK_TRY_CTX(load_lock, sys::lockFileIn(options.lock_dir, "load.lock", LOCK_EX),
+                  "audit engine");
   if (auto r = ensureBpffs(options.pin_root); !r) return Unexpected(r.error());
   AIRLOCK_TRY_CTX(opened, openPins(dir), "audit engine");
-  if (opened) {
-    opened->version = version;
-    opened->users_lock = std::move(users);
-    return std::move(*opened);
-  }
+  if (opened) return usePins(*opened);
   auto loaded_result = loadObjects(options.host_netns_cookie);
   if (!loaded_result) return Unexpected(loaded_result.error());
   EngineObjects loaded = std::move(*loaded_result);
@@ -350,14 +344,12 @@ Result<std::vector<std::string>> unpinUnusedEngines(const std::string& pin_root,
     UniqueFd users;
     if (name.find("-tmp-") == std::string::npos) {
       // A version is in use while any process holds its users lock (shared).
-      AIRLOCK_TRY_CTX(fd, sys::openLockFile(lock_dir, name + ".users"), "audit engine");
-      AIRLOCK_TRY_CTX(free, sys::tryLockFile(fd.get(), lock_dir + "/" + name + ".users"),
-                      "audit engine");
-      if (!free) continue;
+      AIRLOCK_TRY_CTX(fd, sys::tryLockFileIn(lock_dir, name + ".users"), "audit engine");
+      if (!fd) continue;
       users = std::move(fd);
     } else {
-      // A loader that died before renaming its directory; a live one holds load.lock, which
-      // every caller of this function but `airlock audit unload` holds too.
+      // A loader that died before renaming its directory. Callers hold load.lock, so a live
+      // loader cannot be mid-pin; the pid check is for callers that do not.
       pid_t pid = static_cast<pid_t>(std::atoi(name.substr(name.rfind('-') + 1).c_str()));
       if (pid > 0 && ::kill(pid, 0) == 0) continue;
     }

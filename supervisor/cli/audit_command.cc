@@ -105,9 +105,7 @@ int unloadCommand() {
   const std::string root = audit::kEnginePinRoot;
   const std::string locks = audit::EngineOptions{}.lock_dir;
   // Under the loaders' lock: no version is being pinned while we look.
-  auto lock = sys::openLockFile(locks, "load.lock");
-  auto locked = lock ? sys::lockFile(lock->get(), LOCK_EX, locks + "/load.lock")
-                     : Result<>(Unexpected(lock.error()));
+  auto locked = sys::lockFileIn(locks, "load.lock", LOCK_EX);
   if (!locked)
     return printError("audit unload: " + locked.error().message()), run::kExitAirlockError;
   auto removed = audit::unpinUnusedEngines(root, locks);

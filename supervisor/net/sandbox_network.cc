@@ -88,9 +88,7 @@ uint32_t NetworkHost::attached() const {
 
 Result<UniqueFd> NetworkHost::lockHost() const {
   if (options_.lock_dir.empty()) return UniqueFd();
-  AIRLOCK_TRY_CTX(fd, sys::openLockFile(options_.lock_dir, "table.lock"), "network lock");
-  if (auto r = sys::lockFile(fd.get(), LOCK_EX, options_.lock_dir + "/table.lock"); !r)
-    return Unexpected(std::move(r.error()).wrap("network lock"));
+  AIRLOCK_TRY_CTX(fd, sys::lockFileIn(options_.lock_dir, "table.lock", LOCK_EX), "network lock");
   return fd;
 }
 
@@ -98,10 +96,8 @@ Result<UniqueFd> NetworkHost::lockSlotFile(uint32_t slot, bool* busy) const {
   *busy = false;
   if (options_.lock_dir.empty()) return UniqueFd();
   const std::string name = std::to_string(slot) + ".lock";
-  AIRLOCK_TRY_CTX(fd, sys::openLockFile(options_.lock_dir, name), "network lock");
-  AIRLOCK_TRY_CTX(locked, sys::tryLockFile(fd.get(), options_.lock_dir + "/" + name),
-                  "network lock");
-  if (locked) return fd;
+  AIRLOCK_TRY_CTX(fd, sys::tryLockFileIn(options_.lock_dir, name), "network lock");
+  if (fd) return fd;
   *busy = true;
   errno = EWOULDBLOCK;
   return sysError("flock", options_.lock_dir + "/" + name);

@@ -9,24 +9,35 @@
 
 namespace airlock::sys {
 
-Result<UniqueFd> openLockFile(const std::string& dir, const std::string& name) {
+namespace {
+
+Result<UniqueFd> openLockFile(const std::string& dir, const std::string& path) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return sysError("mkdir", dir);
-  std::string path = dir + "/" + name;
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd) return sysError("open", path);
   return fd;
 }
 
-Result<> lockFile(int fd, int operation, const std::string& what) {
-  while (::flock(fd, operation) != 0)
-    if (errno != EINTR) return sysError("flock", what);
-  return {};
+}  // namespace
+
+Result<UniqueFd> lockFileIn(const std::string& dir, const std::string& name, int operation) {
+  const std::string path = dir + "/" + name;
+  auto opened = openLockFile(dir, path);
+  if (!opened) return opened;
+  UniqueFd fd = std::move(*opened);
+  while (::flock(fd.get(), operation) != 0)
+    if (errno != EINTR) return sysError("flock", path);
+  return fd;
 }
 
-Result<bool> tryLockFile(int fd, const std::string& what) {
-  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
-  if (errno == EWOULDBLOCK) return false;
-  return sysError("flock", what);
+Result<UniqueFd> tryLockFileIn(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  auto opened = openLockFile(dir, path);
+  if (!opened) return opened;
+  UniqueFd fd = std::move(*opened);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return fd;
+  if (errno == EWOULDBLOCK) return UniqueFd();
+  return sysError("flock", path);
 }
 
 }  // namespace airlock::sys

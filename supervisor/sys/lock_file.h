@@ -10,11 +10,10 @@
 
 namespace airlock::sys {
 
-// Opens (creating it, and its directory, root-only) `dir`/`name`. Never follows a symlink.
-Result<UniqueFd> openLockFile(const std::string& dir, const std::string& name);
-// Blocks until the lock (LOCK_EX or LOCK_SH) is held; `what` names the file in errors.
-Result<> lockFile(int fd, int operation, const std::string& what);
-// An exclusive lock without waiting: true when now held, false when another holder has it.
-Result<bool> tryLockFile(int fd, const std::string& what);
+// Opens (creating it, and its directory, root-only; never through a symlink) `dir`/`name` and
+// waits until `operation` (LOCK_EX or LOCK_SH) is held. The lock lasts as long as the fd.
+Result<UniqueFd> lockFileIn(const std::string& dir, const std::string& name, int operation);
+// The same with an exclusive lock, without waiting: an invalid fd when another holder has it.
+Result<UniqueFd> tryLockFileIn(const std::string& dir, const std::string& name);
 
 }  // namespace airlock::sys
