@@ -62,6 +62,11 @@ std::string childrenOfSelf() {
   return all;
 }
 
+int threadCount() {
+  auto it = std::filesystem::directory_iterator("/proc/self/task");
+  return static_cast<int>(std::distance(begin(it), end(it)));
+}
+
 // CAP_SYS_RESOURCE (bit 24) in our effective set: needed to lower oom_score_adj.
 bool hasCapSysResource() {
   std::istringstream in(readAll("/proc/self/status"));
@@ -198,12 +203,15 @@ class NamespacesPlugin : public ::testing::Test {
     AIRLOCK_REQUIRE_ROOT();
     ASSERT_NE(instance_, nullptr);
     mounts_before_ = mountCount();
+    threads_before_ = threadCount();
   }
   void TearDown() override {
     if (!::airlock::testing::isRealRoot()) return;
     EXPECT_EQ(mountCount(), mounts_before_) << "mounts leaked into the host namespace:\n"
                                             << readAll("/proc/self/mountinfo");
     EXPECT_EQ(childrenOfSelf(), "") << "a sandbox process was left behind";
+    // The thread that makes the clone (clone.h) is joined before start() returns.
+    EXPECT_EQ(threadCount(), threads_before_) << "start() left a thread behind";
   }
 
   // start(); on failure returns the error and leaves live empty.
@@ -277,6 +285,7 @@ class NamespacesPlugin : public ::testing::Test {
   static inline void* instance_ = nullptr;
   static inline airlock_host_v1 host_ = {sizeof(airlock_host_v1), nullptr, &hostLog};
   int mounts_before_ = 0;
+  int threads_before_ = 0;
 };
 
 TEST_F(NamespacesPlugin, DescriptorNamesTheBackend) {
@@ -455,6 +464,18 @@ TEST_F(NamespacesPlugin, ChildStageFailureNamesStageOpAndPathAndReapsTheChild) {
   EXPECT_EQ(error,
             "stage mounts: move_mount(/etc/hostname) '/usr/airlock-no-such-file': ENOENT (No "
             "such file or directory)");
+}
+
+TEST_F(NamespacesPlugin, CloneFailureNamesTheStageAndLeavesNothingBehind) {
+  // A directory that is not a cgroup: clone3 itself refuses CLONE_INTO_CGROUP with it.
+  UniqueFd not_a_cgroup(::open("/tmp", O_DIRECTORY | O_PATH | O_CLOEXEC));
+  ASSERT_TRUE(not_a_cgroup);
+  SpecBuilder b;
+  b.cgroup_fd = not_a_cgroup.get();
+  Live live;
+  std::string error;
+  EXPECT_EQ(start(b, live, &error), EBADF);
+  EXPECT_EQ(error, "stage clone: clone3 'namespaces, into cgroup': EBADF (Bad file descriptor)");
 }
 
 TEST_F(NamespacesPlugin, ImageWithoutMountPointsIsRefusedNamingTheDirectory) {
