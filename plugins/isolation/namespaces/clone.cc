@@ -71,8 +71,7 @@ Unexpected cloneError(int err, int cgroup_fd) {
 // does, the child exits). The parent gets the child's pid or -errno, errno untouched. C cannot
 // express a child that begins on a fresh stack, hence these few instructions, as glibc's
 // clone3.S. The syscall preserves r8 and r9, and the child starts with the parent's registers.
-extern "C" long airlock_clone3_on_stack(CloneArgs* args, size_t size, void (*fn)(void*),
-                                        void* arg);
+extern "C" long airlock_clone3_on_stack(CloneArgs* args, size_t size, void (*fn)(void*), void* arg);
 asm(R"(
   .text
   .globl airlock_clone3_on_stack
@@ -103,7 +102,7 @@ airlock_clone3_on_stack:
 // Everything the helper thread, the child and the calling thread share for one clone.
 struct SharedMemoryClone {
   // Bits of state, each set once; the futex word the calling thread sleeps on.
-  static constexpr uint32_t kChildRunning = 1;  // the child is past clone3: pid and pidfd are set
+  static constexpr uint32_t kChildRunning = 1;   // the child is past clone3: pid and pidfd are set
   static constexpr uint32_t kCloneReturned = 2;  // the child exec'd or died, or clone3 failed
 
   // 2 x PATH_MAX of locals in the mount steps and a few frames: 256 KiB with a guard page below
@@ -128,8 +127,8 @@ struct SharedMemoryClone {
 
   void publish(uint32_t bit) {
     state.fetch_or(bit);
-    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state), FUTEX_WAKE_PRIVATE, INT_MAX,
-              nullptr, nullptr, 0);
+    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
+              nullptr, 0);
   }
 
   uint32_t waitForAnyState() {

@@ -68,8 +68,9 @@ uint64_t sandboxCloneFlags();
 // On x86-64 the child shares the supervisor's memory until it execs (CLONE_VM|CLONE_VFORK, as
 // posix_spawn does), so neither side pays for copying the supervisor's page tables, for
 // copy-on-write faults, or for tearing the copy down at exec: in `perf record` of the service's
-// create/run/destroy loop (bench B4) those were ~11 % of all CPU. A helper thread makes the clone and is the one suspended; the calling
-// thread goes on to write the id maps the child waits for. Elsewhere the clone is fork-like.
+// create/run/destroy loop (bench B4) those were ~11 % of all CPU. A helper thread makes the clone
+// and is the one suspended; the calling thread goes on to write the id maps the child waits for.
+// Elsewhere the clone is fork-like.
 Result<SpawnedChild> spawnChild(const Plan& plan, ChildContext ctx, int cgroup_fd);
 
 }  // namespace airlock::isolation
