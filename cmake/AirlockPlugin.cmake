@@ -14,8 +14,10 @@ function(airlock_add_plugin target)
   target_link_options(${target} PRIVATE -Wl,--no-undefined -Wl,-z,defs)
   # Self-contained C++ runtime: the supervisor links libstdc++ statically, so a plugin needing
   # the shared one would make every run load and relocate it (~1 ms). Only C crosses the ABI.
+  # --exclude-libs keeps that copy's ~800 symbols out of the plugin's dynamic symbol table:
+  # they bind inside the plugin at link time, where dlopen() would look each one up by name.
   if(AIRLOCK_STATIC_DEPS)
-    target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc)
+    target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL)
   endif()
   install(TARGETS ${target} LIBRARY DESTINATION ${AIRLOCK_PLUGIN_INSTALL_DIR})
 endfunction()
