@@ -63,10 +63,18 @@ constexpr const char* kExecLinkPin = "exec_link";
 
 UniqueFd dupFd(int fd) { return UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 3)); }
 
-// FNV-1a: the version only has to change when the bytes do.
+// FNV-1a over 8-byte words (then the tail bytes): the version only has to change when the bytes
+// do. Every run hashes the ~100 KB of programs, and byte by byte that took ~0.1 ms.
 uint64_t fnv1a(uint64_t h, const void* data, size_t size) {
+  constexpr uint64_t kPrime = 1099511628211ull;
   const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  size_t i = 0;
+  for (; i + sizeof(uint64_t) <= size; i += sizeof(uint64_t)) {
+    uint64_t word;
+    std::memcpy(&word, p + i, sizeof word);
+    h = (h ^ word) * kPrime;
+  }
+  for (; i < size; ++i) h = (h ^ p[i]) * kPrime;
   return h;
 }
 
