@@ -42,7 +42,7 @@ struct Options {
 };
 
 // Wall seconds of one workload run inside `cg`, or a negative value on failure.
-double runWorkload(const Options& o, const sys::SandboxCgroup& cg) {
+double runWorkload(const Options& o, sys::SandboxCgroup& cg) {
   std::string it = std::to_string(o.iterations), ex = std::to_string(o.execs),
               co = std::to_string(o.connects);
   const char* argv[] = {o.python.c_str(), o.workload.c_str(), it.c_str(),

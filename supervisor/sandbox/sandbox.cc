@@ -39,7 +39,7 @@ const sys::CgroupHost& cgroupHost() {
 }
 
 int attachCgroupsTrampoline(void* ctx, pid_t pid, airlock_error_v1* err) {
-  auto* cg = static_cast<const sys::SandboxCgroup*>(ctx);
+  auto* cg = static_cast<sys::SandboxCgroup*>(ctx);
   auto r = cg->attachV1(pid);
   if (r) return 0;
   if (err != nullptr) {
@@ -223,7 +223,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   limits.memory_bytes = profile.limits.memory_mb << 20;
   limits.pids = profile.limits.pids;
   limits.cpu_percent = profile.limits.cpu_percent;
-  auto cg = sys::SandboxCgroup::create(cgroupHost(), sb->id_, limits);
+  // The v1 directories are made in attach_cgroups, while the child sets itself up.
+  auto cg = sys::SandboxCgroup::create(cgroupHost(), sb->id_, limits,
+                                       sys::SandboxCgroup::V1Dirs::kOnAttach);
   if (!cg) return Unexpected(std::move(cg.error()).wrap(ctx("cgroup")));
   sb->cgroup_.emplace(std::move(*cg));
   lap("cgroup");

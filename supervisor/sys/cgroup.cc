@@ -377,7 +377,7 @@ Result<> checkName(const std::string& name) {
 }  // namespace
 
 Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const std::string& name,
-                                            const CgroupLimits& limits) {
+                                            const CgroupLimits& limits, V1Dirs v1) {
   if (auto r = checkName(name); !r) return Unexpected(r.error());
   SandboxCgroup cg;  // destroys whatever was made if we return early
   cg.name_ = name;
@@ -421,15 +421,25 @@ Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const std::s
     cg.v2_fd_.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!cg.v2_fd_) return Unexpected(sysError("open", dir).error().wrap(ctx));
   }
+  if (v1 == V1Dirs::kOnAttach) {
+    cg.pending_v1_host_ = &host;
+    cg.pending_v1_limits_ = limits;
+    return cg;
+  }
+  if (auto r = cg.makeV1Dirs(host, limits); !r) return Unexpected(std::move(r.error()).wrap(ctx));
+  return cg;
+}
 
+Result<> SandboxCgroup::makeV1Dirs(const CgroupHost& host, const CgroupLimits& limits) {
+  const CgroupFakeKernel* fake = host.fake_kernel.get();
   auto makeV1 = [&](const std::string& controller) -> Result<std::string> {
     auto it = host.v1_mounts.find(controller);
     if (it == host.v1_mounts.end()) {
-      return fail("no cgroup hierarchy offers controller '" + controller + "'", name);
+      return fail("no cgroup hierarchy offers controller '" + controller + "'", name_);
     }
     const std::string& mount = it->second;
-    std::string dir = mount + "/airlock/" + name;
-    if (auto have = cg.v1_dirs_.find(controller); have != cg.v1_dirs_.end()) return have->second;
+    std::string dir = mount + "/airlock/" + name_;
+    if (auto have = v1_dirs_.find(controller); have != v1_dirs_.end()) return have->second;
     std::string parent = mount + "/airlock";
     for (int attempt = 0;; ++attempt) {  // the parent may vanish between mkdirs: see above
       if (!fileExists(parent)) {
@@ -443,28 +453,26 @@ Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const std::s
     }
     // Controllers co-mounted on this hierarchy (cpu,cpuacct) share the directory.
     for (const auto& [c, m] : host.v1_mounts) {
-      if (m == mount) cg.v1_dirs_[c] = dir;
+      if (m == mount) v1_dirs_[c] = dir;
     }
     return dir;
   };
 
   for (int i = 0; i < 3; ++i) {
     std::string c = controllerForLimit(i);
-    if (!limitSet(limits, i) || v2_ctrls.count(c) != 0) continue;
+    if (!limitSet(limits, i) || v2_controllers_.count(c) != 0) continue;
     auto dir = makeV1(c);
-    if (!dir) return Unexpected(std::move(dir.error()).wrap(ctx));
-    if (auto r = v1::applyLimit(*dir, c, limits); !r) {
-      return Unexpected(std::move(r.error()).wrap(ctx));
-    }
+    if (!dir) return Unexpected(dir.error());
+    if (auto r = v1::applyLimit(*dir, c, limits); !r) return r;
   }
   if (host.v2_mount.empty()) {
     // Without v2 there is no cpu.stat or cgroup.kill: account in cpuacct, kill via freezer.
     for (const char* c : {"cpuacct", "freezer"}) {
       if (host.v1_mounts.count(c) == 0) continue;
-      if (auto dir = makeV1(c); !dir) return Unexpected(std::move(dir.error()).wrap(ctx));
+      if (auto dir = makeV1(c); !dir) return Unexpected(dir.error());
     }
   }
-  return cg;
+  return {};
 }
 
 Result<SandboxCgroup> SandboxCgroup::adopt(const CgroupHost& host, const std::string& name) {
@@ -502,6 +510,8 @@ SandboxCgroup::SandboxCgroup(SandboxCgroup&& o) noexcept
       v1_dirs_(std::move(o.v1_dirs_)),
       fake_(std::move(o.fake_)),
       v2_fd_(std::move(o.v2_fd_)),
+      pending_v1_host_(std::exchange(o.pending_v1_host_, nullptr)),
+      pending_v1_limits_(o.pending_v1_limits_),
       destroyed_(std::exchange(o.destroyed_, true)) {}
 
 SandboxCgroup& SandboxCgroup::operator=(SandboxCgroup&& o) noexcept {
@@ -513,6 +523,8 @@ SandboxCgroup& SandboxCgroup::operator=(SandboxCgroup&& o) noexcept {
     v1_dirs_ = std::move(o.v1_dirs_);
     fake_ = std::move(o.fake_);
     v2_fd_ = std::move(o.v2_fd_);
+    pending_v1_host_ = std::exchange(o.pending_v1_host_, nullptr);
+    pending_v1_limits_ = o.pending_v1_limits_;
     destroyed_ = std::exchange(o.destroyed_, true);
   }
   return *this;
@@ -539,7 +551,12 @@ std::string SandboxCgroup::controllerPath(std::string_view controller) const {
   return {};
 }
 
-Result<> SandboxCgroup::attachV1(pid_t pid) const {
+Result<> SandboxCgroup::attachV1(pid_t pid) {
+  if (pending_v1_host_ != nullptr) {
+    const CgroupHost* host = std::exchange(pending_v1_host_, nullptr);
+    if (auto r = makeV1Dirs(*host, pending_v1_limits_); !r)
+      return Unexpected(std::move(r.error()).wrap("create cgroup '" + name_ + "'"));
+  }
   std::string p = std::to_string(pid);
   for (const auto& dir : paths()) {
     if (dir == v2_dir_) continue;
@@ -550,7 +567,7 @@ Result<> SandboxCgroup::attachV1(pid_t pid) const {
   return {};
 }
 
-Result<> SandboxCgroup::attachAll(pid_t pid) const {
+Result<> SandboxCgroup::attachAll(pid_t pid) {
   if (!v2_dir_.empty()) {
     if (auto r = writeControl(v2_dir_ + "/cgroup.procs", std::to_string(pid)); !r) {
       return Unexpected(std::move(r.error()).wrap("attach pid " + std::to_string(pid)));

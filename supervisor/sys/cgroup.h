@@ -77,10 +77,19 @@ const char* cgroupLayoutName(CgroupLayout layout);
 // One sandbox's cgroup across every hierarchy. Move-only; the destructor destroys it.
 class SandboxCgroup {
  public:
+  // When create() makes the directories of the v1 hierarchies (hybrid and v1 hosts).
+  enum class V1Dirs {
+    kNow,
+    // In attachV1(), which a backend calls between clone and releasing the child: there the
+    // mkdirs and limit writes (~0.4 ms on a hybrid host) overlap the child's own setup instead
+    // of delaying the clone. `host` must outlive that call.
+    kOnAttach,
+  };
+
   // Creates <root>/airlock/<name> in v2 (when mounted) and in each hierarchy that enforces one of
   // the limits, then writes the limits. On error nothing is left behind.
   static Result<SandboxCgroup> create(const CgroupHost& host, const std::string& name,
-                                      const CgroupLimits& limits);
+                                      const CgroupLimits& limits, V1Dirs v1 = V1Dirs::kNow);
   // Takes over existing <root>/airlock/<name> directories (crash recovery). Fails if none exist.
   static Result<SandboxCgroup> adopt(const CgroupHost& host, const std::string& name);
 
@@ -92,10 +101,11 @@ class SandboxCgroup {
 
   // O_DIRECTORY fd of the v2 directory for clone3(CLONE_INTO_CGROUP), or -1. Owned by this object.
   int cloneIntoFd() const;
-  // Writes pid to cgroup.procs of every v1 directory (after clone, before the child runs).
-  Result<> attachV1(pid_t pid) const;
+  // Writes pid to cgroup.procs of every v1 directory (after clone, before the child runs); first
+  // makes those directories and writes their limits when create() deferred them.
+  Result<> attachV1(pid_t pid);
   // v1 and v2, for children not started with CLONE_INTO_CGROUP.
-  Result<> attachAll(pid_t pid) const;
+  Result<> attachAll(pid_t pid);
   Result<CgroupStats> stats() const;
   // SIGKILLs every process: v2 cgroup.kill when available, else freeze + kill over cgroup.procs.
   Result<> killAll() const;
@@ -111,6 +121,9 @@ class SandboxCgroup {
 
  private:
   SandboxCgroup() = default;
+  // The v1 half of create(): directories for the limits v2 does not enforce, and without v2
+  // cpuacct and freezer ones.
+  Result<> makeV1Dirs(const CgroupHost& host, const CgroupLimits& limits);
 
   std::string name_;
   std::string v2_dir_;                          // "" when v2 is not mounted
@@ -118,6 +131,9 @@ class SandboxCgroup {
   std::map<std::string, std::string> v1_dirs_;  // controller -> dir (dirs may repeat)
   std::shared_ptr<const CgroupFakeKernel> fake_;
   UniqueFd v2_fd_;
+  // Set while create() deferred the v1 directories to attachV1().
+  const CgroupHost* pending_v1_host_ = nullptr;
+  CgroupLimits pending_v1_limits_;
   bool destroyed_ = false;
 };
 

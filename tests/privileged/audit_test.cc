@@ -48,7 +48,7 @@ std::string tool(const char* name) {
 
 // Runs body() in a forked child that is moved into `cg` (and, when netns_fd >= 0, into that
 // network namespace) before it starts. Returns the child's exit status, or -1.
-int runIn(const sys::SandboxCgroup& cg, const std::function<int()>& body, int netns_fd = -1) {
+int runIn(sys::SandboxCgroup& cg, const std::function<int()>& body, int netns_fd = -1) {
   int gate[2];
   if (::pipe2(gate, O_CLOEXEC) != 0) return -1;
   pid_t pid = ::fork();

@@ -282,6 +282,47 @@ TEST(CgroupFake, HybridLimitsGoToV1AndDirectoryToV2) {
   EXPECT_TRUE(cg->destroy(std::chrono::seconds(1))) << "destroy is idempotent";
 }
 
+TEST(CgroupFake, DeferredV1DirectoriesAreMadeWithTheirLimitsByAttach) {
+  FakeCgroupTree tree({.v2 = true, .v2_controllers = {"hugetlb"}});
+  auto host = tree.host();
+  auto cg = SandboxCgroup::create(host, "later", {256ull << 20, 64, 20},
+                                  SandboxCgroup::V1Dirs::kOnAttach);
+  ASSERT_TRUE(cg) << cg.error().message();
+  // Only the v2 directory, which clone3(CLONE_INTO_CGROUP) needs, exists before the clone.
+  EXPECT_TRUE(fs::is_directory(tree.cg("unified/airlock/later")));
+  EXPECT_GE(cg->cloneIntoFd(), 0);
+  for (const char* c : {"memory", "pids", "cpu"})
+    EXPECT_FALSE(fs::exists(tree.cg(std::string(c) + "/airlock/later"))) << c;
+  EXPECT_EQ(cg->paths().size(), 1u);
+
+  ASSERT_TRUE(cg->attachV1(4242)) << "attach makes the v1 directories, then moves the pid";
+  std::string mem = tree.cg("memory/airlock/later");
+  EXPECT_EQ(trimmed(mem + "/memory.limit_in_bytes"), "268435456");
+  EXPECT_EQ(trimmed(tree.cg("pids/airlock/later/pids.max")), "64");
+  EXPECT_EQ(trimmed(tree.cg("cpu/airlock/later/cpu.cfs_quota_us")), "20000");
+  EXPECT_EQ(trimmed(mem + "/cgroup.procs"), "4242");
+  EXPECT_EQ(cg->paths().size(), 4u);
+  for (const char* c : {"memory", "pids", "cpu"})
+    FakeCgroupTree::writeFile(tree.cg(std::string(c) + "/airlock/later/cgroup.procs"), "");
+  auto paths = cg->paths();
+  ASSERT_TRUE(cg->destroy(std::chrono::seconds(1)));
+  for (const auto& p : paths) EXPECT_FALSE(fs::exists(p)) << p;
+}
+
+TEST(CgroupFake, DeferredV1FailureNamesTheCgroupAndLeavesNothing) {
+  FakeCgroupTree tree({.v2 = true, .v2_controllers = {}});
+  auto host = tree.host();
+  host.v1_mounts.erase("pids");  // a pids limit, and no hierarchy that offers it
+  auto cg = SandboxCgroup::create(host, "nopids", {0, 16, 0}, SandboxCgroup::V1Dirs::kOnAttach);
+  ASSERT_TRUE(cg) << "nothing is checked before attach: " << cg.error().message();
+  auto r = cg->attachV1(4242);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(),
+            "create cgroup 'nopids': no cgroup hierarchy offers controller 'pids' 'nopids'");
+  ASSERT_TRUE(cg->destroy(std::chrono::seconds(1)));
+  EXPECT_FALSE(fs::exists(tree.cg("unified/airlock/nopids")));
+}
+
 TEST(CgroupFake, V2OwnsEveryLimitWhenItHasTheControllers) {
   FakeCgroupTree tree({.v2 = true, .v2_controllers = {"cpu", "memory", "pids"}, .v1 = false});
   auto host = tree.host();
