@@ -44,8 +44,8 @@ typedef struct airlock_str_v1 {
 
 /* Host-owned error buffer, filled by a plugin when a call fails. */
 typedef struct airlock_error_v1 {
-  int code;          /* errno value, or EINVAL/ENOTSUP for non-kernel failures */
-  char message[512]; /* NUL-terminated; names the failing operation and its subject */
+  int code;           /* errno value, or EINVAL/ENOTSUP for non-kernel failures */
+  char message[512];  /* NUL-terminated; names the failing operation and its subject */
 } airlock_error_v1;
 
 typedef enum airlock_plugin_kind_v1 {
@@ -111,14 +111,12 @@ typedef struct airlock_sandbox_spec_v1 {
 
   /* Resources owned by the supervisor. */
   int cgroup_v2_fd; /* directory fd for CLONE_INTO_CGROUP, or -1 */
-  /* Moves pid into the sandbox's v1 hierarchies (hybrid/v1 hosts), making them and writing
-   * their limits first: the supervisor defers that work to this call so that it overlaps the
-   * child's setup. Called by the backend between clone and letting the child run. NULL when
-   * there is nothing to do. */
+  /* Moves pid into the sandbox's v1 hierarchies (hybrid/v1 hosts). Called by the backend
+   * between clone and letting the child run. NULL when there is nothing to do. */
   int (*attach_cgroups)(void* host_ctx, pid_t pid, airlock_error_v1* err);
   void* attach_ctx;
-  int agent_exe_fd;              /* O_PATH fd of the static airlock-agent binary */
-  int agent_channel_fd;          /* the sandbox's end of the channel; becomes the agent's fd 3 */
+  int agent_exe_fd;     /* O_PATH fd of the static airlock-agent binary */
+  int agent_channel_fd; /* the sandbox's end of the channel; becomes the agent's fd 3 */
   const char* const* agent_argv; /* NULL-terminated; borrowed */
   int network_mode;              /* AIRLOCK_NETWORK_* (LINKED since 1.3) */
   /* Since 1.3 (struct_size): with AIRLOCK_NETWORK_LINKED, the sandbox's /etc/resolv.conf text
@@ -164,10 +162,10 @@ typedef enum airlock_code_source_v1 {
 
 typedef struct airlock_code_request_v1 {
   uint32_t struct_size;
-  int source;              /* airlock_code_source_v1 */
-  airlock_str_v1 code;     /* INLINE: the program text; borrowed */
-  const char* path;        /* FILE: sandbox path; borrowed */
-  const char* const* args; /* program arguments, NULL-terminated; borrowed */
+  int source;                    /* airlock_code_source_v1 */
+  airlock_str_v1 code;           /* INLINE: the program text; borrowed */
+  const char* path;              /* FILE: sandbox path; borrowed */
+  const char* const* args;       /* program arguments, NULL-terminated; borrowed */
 } airlock_code_request_v1;
 
 /* A command for the agent. Allocated by the plugin in build_command(), released by the plugin
