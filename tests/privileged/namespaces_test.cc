@@ -315,8 +315,12 @@ TEST_F(NamespacesPlugin, ProbeIsRootInsideAndPidOneWithLoopbackOnly) {
 }
 
 TEST_F(NamespacesPlugin, HostSeesUnprivilegedMapsAndFreshNamespaces) {
+  const std::string own_oom_score_adj = readAll("/proc/self/oom_score_adj");
   SpecBuilder b;
   Live live = run(b);
+  // The child shared our memory until it exec'd (clone.h): the kernel gives a vfork child its
+  // own oom_score_adj, so lowering the agent's never lowers the supervisor's.
+  EXPECT_EQ(readAll("/proc/self/oom_score_adj"), own_oom_score_adj);
   auto expect_map = [](const std::string& map) {
     std::istringstream in(map);
     uint64_t inside = 1, outside = 0, count = 0;
