@@ -273,6 +273,31 @@ TEST(PolicyHash, IsTheSha256OfTheFileBytes) {
   EXPECT_EQ(b.hash, builtinDefault().hash);
 }
 
+TEST(PolicyBuiltin, EqualsItsDefaultsSpelledOutAndParsed) {
+  Profile d;
+  d.name = "default";
+  const std::string text = "schema = " + std::to_string(kSchemaVersion) +
+                           "\ndefault_profile = \"default\"\n\n" + profileToToml(d);
+  Policy slow = parseOk(text);
+  Policy fast = builtinDefault();
+  EXPECT_EQ(fast.hash, sha256Hex(text)) << "the hash names every default";
+  EXPECT_EQ(fast.schema, slow.schema);
+  EXPECT_EQ(fast.default_profile, slow.default_profile);
+  ASSERT_EQ(fast.profiles.size(), 1u);
+  ASSERT_EQ(slow.profiles.size(), 1u);
+  EXPECT_EQ(profileToToml(fast.profiles.at("default")), profileToToml(slow.profiles.at("default")));
+  EXPECT_EQ(serverToToml(fast.server), serverToToml(slow.server));
+  EXPECT_EQ(auditSettingsToToml(fast.audit), auditSettingsToToml(slow.audit));
+  EXPECT_EQ(egressSettingsToToml(fast.egress), egressSettingsToToml(slow.egress));
+  ASSERT_EQ(fast.tenants.size(), slow.tenants.size());
+  for (const auto& [name, tenant] : slow.tenants)
+    EXPECT_EQ(tenantToToml(fast.tenants.at(name)), tenantToToml(tenant)) << name;
+  // Positive control: a changed default would show in the comparison above.
+  Profile changed = d;
+  changed.limits.memory_mb += 1;
+  EXPECT_NE(profileToToml(changed), profileToToml(fast.profiles.at("default")));
+}
+
 // ---- loadFile ----
 
 TEST(PolicyLoad, ErrorsCarryThePathAsGiven) {
