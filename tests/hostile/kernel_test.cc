@@ -76,10 +76,16 @@ TEST_F(HostileTest, Escape_KernelSurfaceRefused) {
   auto bare_ns = runUnsharedPython(code, userns_args);
   ASSERT_EQ(bare_ns.exit_code, 0) << bare_ns.out << bare_ns.err;
   auto ns_res = parseProbeJson(bare_ns.out, "unshare control");
-  for (const auto& p : kUsernsProbes)
+  // Kernels without a 32-bit entry point (PVM guests) fault on int 0x80 before any syscall code
+  // runs: nothing to escape through there, and the sandbox may answer the same fault.
+  const bool no_i386_entry = ns_res.value("i386_getpid", "?") == "SIGSEGV";
+  for (const auto& p : kUsernsProbes) {
+    if (p == "i386_getpid" && no_i386_entry) continue;
     EXPECT_TRUE(reachedKernel(ns_res.value(p, "?")))
         << "control: probe " << p
         << " cannot show a working call in a bare namespace: " << ns_res.value(p, "?");
+  }
+  if (no_i386_entry) std::cout << "[ note ] no i386 entry point: int 0x80 faults bare too\n";
 
   // Control 2: as host root with harmless arguments.
   std::vector<std::string> root_args{"--scratch", scratch.path()};
@@ -113,7 +119,8 @@ TEST_F(HostileTest, Escape_KernelSurfaceRefused) {
     const std::string& p = all[i];
     std::string r = res.value(p, "<missing>");
     bool entry_point = p == "i386_getpid" || p == "x32_getpid";
-    bool ok = kRefused.contains(r) || (entry_point && r == "SIGSYS");
+    bool ok = kRefused.contains(r) || (entry_point && r == "SIGSYS") ||
+              (p == "i386_getpid" && no_i386_entry && r == "SIGSEGV");
     EXPECT_TRUE(ok) << "[Escape] " << p << " inside the sandbox answered " << r
                     << " (want EPERM, EACCES or ENOSYS" << (entry_point ? " or SIGSYS" : "") << ")";
   }
