@@ -81,7 +81,7 @@ enum airlock_builtin_rule {
   AIRLOCK_RULE_MODE_NONE = 0x10002,     /* mode none refuses everything else */
   AIRLOCK_RULE_NOT_ALLOWED = 0x10003,   /* allowlist mode, no rule matched */
   AIRLOCK_RULE_MODE_OPEN = 0x10004,     /* open mode, no rule matched */
-  AIRLOCK_RULE_NO_SANDBOX = 0x10005,    /* socket of an attached cgroup, sandbox unknown: refused */
+  AIRLOCK_RULE_NO_SANDBOX = 0x10005,    /* reserved: engines attached per sandbox refused these */
   AIRLOCK_RULE_PROTECTED_BASE = 0x10100 /* + protected range index */
 };
 
@@ -90,6 +90,10 @@ enum airlock_audit_flag {
   AIRLOCK_AUDIT_EXEC = 1u << 0,
   AIRLOCK_AUDIT_NET = 1u << 1,
   AIRLOCK_AUDIT_SYSCALLS = 1u << 2,
+  /* The connect/sendmsg programs decide for this sandbox. They run for every cgroup below the
+   * sandboxes' shared parent; without this flag they allow and record nothing (backends whose
+   * traffic is not the sandbox's own sockets). */
+  AIRLOCK_AUDIT_ENFORCE = 1u << 3,
 };
 
 /* ---- maps ---- */

@@ -1,5 +1,8 @@
-/* Network policy and traffic accounting for sandboxes, attached to each sandbox's cgroup v2
- * directory (programs attached to a cgroup also run for its descendants).
+/* Network policy and traffic accounting for sandboxes. Attached once, to the cgroup v2 directory
+ * every sandbox's cgroup sits in (<v2>/airlock): programs attached to a cgroup run for all its
+ * descendants, and each run finds its sandbox by the socket's or task's ancestor cgroups. A cgroup
+ * there with no sandbox registered is none of this engine's business and is left alone; so is a
+ * registered sandbox attached without enforcement (AIRLOCK_AUDIT_ENFORCE unset).
  *
  * cgroup/connect4|6 decide every connect() (TCP, and UDP's "connected" sends); cgroup/sendmsg4|6
  * decide every unconnected UDP datagram with a destination. Returning 0 makes the syscall fail
@@ -217,12 +220,13 @@ static __always_inline void record(__u32 slot, __u32 net_word, __u8 hook, __u8 f
   bpf_ringbuf_submit(e, 0);
 }
 
-/* The sandbox's slot and policy word, or 0 when this socket's task is in no known sandbox. */
+/* The sandbox's slot and policy word, or 0 when this socket's task is in no sandbox whose
+ * network this engine enforces. */
 static __always_inline __u32 current_policy(__u32* net_word) {
   __u32 slot = slot_of_current_task();
   if (slot == 0) return 0;
   struct airlock_slot_config* c = bpf_map_lookup_elem(&slot_config, &slot);
-  if (!c) return 0;
+  if (!c || !(c->audit_flags & AIRLOCK_AUDIT_ENFORCE)) return 0;
   *net_word = *(volatile __u32*)&c->net_word;
   return slot;
 }
@@ -235,7 +239,7 @@ static __always_inline int handle_v4(struct bpf_sock_addr* ctx, __u8 hook) {
   struct decision d = {.rule = AIRLOCK_RULE_NO_SANDBOX, .verdict = AIRLOCK_VERDICT_DENY};
   __u32 net_word = 0;
   __u32 slot = current_policy(&net_word);
-  if (slot == 0) return 0; /* attached here but unknown: refuse, nothing to record it against */
+  if (slot == 0) return 1; /* not a sandbox this engine enforces: see the top of this file */
   int host_netns = bpf_get_netns_cookie(ctx) == host_netns_cookie;
   decide_v4(slot, net_word, addr, protocol, port, host_netns, &d);
   record(slot, net_word, hook, AF_INET, protocol, port, addr, &d);
@@ -254,7 +258,7 @@ static __always_inline int handle_v6(struct bpf_sock_addr* ctx, __u8 hook) {
   struct decision d = {.rule = AIRLOCK_RULE_NO_SANDBOX, .verdict = AIRLOCK_VERDICT_DENY};
   __u32 net_word = 0;
   __u32 slot = current_policy(&net_word);
-  if (slot == 0) return 0;
+  if (slot == 0) return 1;
   int host_netns = bpf_get_netns_cookie(ctx) == host_netns_cookie;
   __u8 family = AF_INET6;
   if (w[0] == 0 && w[1] == 0 && w[2] == bpf_htonl(0xffff)) {

@@ -7,7 +7,7 @@ problems=()
 m=$(grep -c -i airlock /proc/self/mountinfo)
 [ "$m" -eq 0 ] || problems+=("$m mounts mention airlock")
 c=$(find /sys/fs/cgroup -maxdepth 3 -path '*/airlock*' -type d 2>/dev/null | wc -l)
-[ "$c" -eq 0 ] || problems+=("$c cgroup directories under */airlock (sandboxes or their parent)")
+[ "$c" -eq 0 ] || problems+=("$c cgroup directories under */airlock (sandboxes, or their parent: airlock audit unload removes one kept for the pinned engine)")
 l=$(find /run/airlock/sandboxes -name '*.lock' 2>/dev/null | wc -l)
 [ "$l" -eq 0 ] || problems+=("$l sandbox lock files in /run/airlock/sandboxes")
 # Sandbox networks (docs/network.md): host ends of veth pairs and airlock's nftables table.

@@ -28,6 +28,7 @@
 #include "airlock/unique_fd.h"
 #include "supervisor/audit/bpf_handles.h"
 #include "supervisor/audit/engine_objects.h"
+#include "supervisor/sys/cgroup.h"
 #include "supervisor/sys/lock_file.h"
 #include "syscall_count.skel.h"
 
@@ -55,24 +56,6 @@ Result<uint64_t> ownNetnsCookie() {
   }
   return cookie;
 }
-
-// The cgroup programs and where each attaches. Counting runs for every sandbox; the decisions
-// only for sandboxes with network enforcement.
-struct CgroupProgram {
-  UniqueFd EngineObjects::*prog;
-  bpf_attach_type type;
-  const char* section;
-};
-constexpr CgroupProgram kCounting[] = {
-    {&EngineObjects::count_egress, BPF_CGROUP_INET_EGRESS, "cgroup_skb/egress"},
-    {&EngineObjects::count_ingress, BPF_CGROUP_INET_INGRESS, "cgroup_skb/ingress"},
-};
-constexpr CgroupProgram kEnforcing[] = {
-    {&EngineObjects::connect4, BPF_CGROUP_INET4_CONNECT, "cgroup/connect4"},
-    {&EngineObjects::connect6, BPF_CGROUP_INET6_CONNECT, "cgroup/connect6"},
-    {&EngineObjects::sendmsg4, BPF_CGROUP_UDP4_SENDMSG, "cgroup/sendmsg4"},
-    {&EngineObjects::sendmsg6, BPF_CGROUP_UDP6_SENDMSG, "cgroup/sendmsg6"},
-};
 
 struct Counters {
   airlock_net_counters net{};
@@ -103,7 +86,6 @@ struct SandboxAudit::State {
   AuditLog* log = nullptr;
   std::function<void(uint64_t)> on_drops;
   uint64_t reported_drops = 0;  // reader thread only
-  std::vector<UniqueFd> links;  // BPF links of the cgroup programs: closing one detaches it
   UniqueFd slot_lock;           // pinned engines: <version>.slot-<slot>, held while attached
 
   // Guards everything below (reader thread vs. the sandbox's owner).
@@ -138,10 +120,11 @@ struct AuditEngine::Impl {
   std::thread reader;
   std::atomic<uint64_t> undecodable{0};
 
-  std::mutex mu;  // slots, used_slots, syscall counter state
+  std::mutex mu;  // slots, used_slots, syscall counter state, the parent's attachment
   std::map<uint32_t, std::shared_ptr<SandboxAudit::State>> slots;
   std::vector<bool> used_slots = std::vector<bool>(AIRLOCK_MAX_SLOTS, false);
-  uint32_t next_slot = 1;  // where the next claim starts looking
+  uint32_t next_slot = 1;         // where the next claim starts looking
+  uint64_t parent_cgroup_id = 0;  // the sandboxes' parent the cgroup programs were last seen on
 
   std::atomic<bool> stopping{false};
 
@@ -154,6 +137,12 @@ struct AuditEngine::Impl {
       reader.join();
     }
     if (ring != nullptr) ring_buffer__free(ring);
+    // A private engine's programs leave the sandboxes' parent with it; the parent goes too once
+    // nothing else holds it (sys::SandboxCgroup left it for the programs).
+    for (auto& [id, parent] : obj.parent_links) {
+      parent.links.clear();
+      sys::removeUnusedV2Parent(parent.path);
+    }
   }
 
   int cgroupsFd() const { return obj.audited_cgroups.get(); }
@@ -450,7 +439,8 @@ struct AuditEngine::Impl {
       std::lock_guard lock(mu);
       slots.erase(s.slot);
     }
-    s.links.clear();  // programs off the cgroup first: nothing decides with a half-removed state
+    // Unregistered first: from then on the programs leave this cgroup alone, so nothing decides
+    // with a half-removed state.
     if (s.cgroup_registered) bpf_map_delete_elem(cgroupsFd(), &s.cgroup_id);
     {
       std::lock_guard lock(s.mu);
@@ -601,7 +591,31 @@ Result<std::unique_ptr<SandboxAudit>> AuditEngine::attach(const AttachOptions& o
   state->on_drops = options.on_drops;
   state->audit_flags = (options.audit_exec ? uint32_t{AIRLOCK_AUDIT_EXEC} : 0u) |
                        (options.audit_net ? uint32_t{AIRLOCK_AUDIT_NET} : 0u) |
-                       (options.count_syscalls ? uint32_t{AIRLOCK_AUDIT_SYSCALLS} : 0u);
+                       (options.count_syscalls ? uint32_t{AIRLOCK_AUDIT_SYSCALLS} : 0u) |
+                       (state->enforce ? uint32_t{AIRLOCK_AUDIT_ENFORCE} : 0u);
+  // The programs sit on the parent (engine_objects.h). Never the v2 root: that would put them on
+  // every socket of the host.
+  struct stat parent_st {};
+  if (::fstatat(state->cgroup_fd.get(), "..", &parent_st, 0) != 0)
+    return sysError(ctx + ": stat", path + "/..");
+  if (parent_st.st_ino == 1) {
+    return fail(ctx + ": a sandbox cgroup must not sit directly under the cgroup v2 root (the " +
+                    "audit programs attach to its parent)",
+                path);
+  }
+  {
+    std::lock_guard lock(m.mu);
+    if (m.parent_cgroup_id != parent_st.st_ino) {
+      UniqueFd parent(::openat(state->cgroup_fd.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!parent) return sysError(ctx + ": open", path + "/..");
+      std::string parent_path = path.substr(0, path.find_last_of('/'));
+      if (auto r = attachToSandboxParent(m.obj, parent.get(), parent_st.st_ino, parent_path,
+                                         m.options.lock_dir);
+          !r)
+        return Unexpected(std::move(r.error()).wrap(ctx));
+      m.parent_cgroup_id = parent_st.st_ino;
+    }
+  }
   {
     std::lock_guard lock(m.mu);
     auto claimed = m.claimSlot();
@@ -648,16 +662,6 @@ Result<std::unique_ptr<SandboxAudit>> AuditEngine::attach(const AttachOptions& o
   {
     std::lock_guard lock(m.mu);
     m.slots[state->slot] = state;
-  }
-  std::vector<const CgroupProgram*> programs;
-  for (const auto& p : kCounting) programs.push_back(&p);
-  if (state->enforce)
-    for (const auto& p : kEnforcing) programs.push_back(&p);
-  for (const CgroupProgram* p : programs) {
-    UniqueFd link(
-        bpf_link_create((m.obj.*(p->prog)).get(), state->cgroup_fd.get(), p->type, nullptr));
-    if (!link) return sysError(ctx + ": attach " + p->section, path);
-    state->links.push_back(std::move(link));
   }
   return handle;
 }

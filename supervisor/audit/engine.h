@@ -4,9 +4,10 @@
 // bpf/net_policy (or opens them where another airlock process pinned them, engine_objects.h; and,
 // on first demand, bpf/syscall_count), attaches the global exec hook, and starts one reader thread
 // for this process's ring buffer. Each sandbox then calls attach() with its
-// cgroup v2 directory: the directory's id joins the audited set, the connect/sendmsg/cgroup_skb
-// programs are attached to it, and its events are routed to the returned SandboxAudit. Destroying
-// the SandboxAudit detaches everything and frees the slot; no attachment outlives it.
+// cgroup v2 directory: the directory's id joins the audited set, and its events are routed to the
+// returned SandboxAudit. The connect/sendmsg/cgroup_skb programs are attached once to the parent
+// all sandboxes share (engine_objects.h) and act on the cgroups registered there. Destroying the
+// SandboxAudit unregisters the cgroup and frees the slot.
 //
 // Per execution: beginExecution(id) ... endExecution() → AuditSummary (and an "execution" record
 // in the audit log). Events between executions are logged with no execution id.
@@ -46,8 +47,9 @@ struct AttachOptions {
   std::string cgroup_v2_path;  // the sandbox's v2 directory (sys::SandboxCgroup::v2Path())
   std::string sandbox_id;
   std::string tenant;
-  // Kernel-enforced connect/sendmsg policy. nullopt: no enforcement programs are attached (bytes
-  // are still counted), for backends whose traffic does not come from the sandbox's own sockets.
+  // Kernel-enforced connect/sendmsg policy. nullopt: the programs allow everything and record
+  // nothing for this sandbox (bytes are still counted), for backends whose traffic does not come
+  // from the sandbox's own sockets.
   std::optional<NetPolicy> network = NetPolicy{};
   bool audit_exec = true;
   bool audit_net = true;        // connect/sendmsg events (enforcement does not depend on it)

@@ -61,6 +61,30 @@ constexpr Pin kPins[] = {
 // The pinned link of the global exec hook: while it is pinned the hook stays attached.
 constexpr const char* kExecLinkPin = "exec_link";
 
+// The cgroup programs, attached to the sandboxes' parent. Their links' pins in a version's
+// directory are named parent-<cgroup id in hex>-<name>.
+struct CgroupProgram {
+  const char* name;
+  UniqueFd EngineObjects::*prog;
+  bpf_attach_type type;
+  const char* section;
+};
+constexpr CgroupProgram kCgroupPrograms[] = {
+    {"count_egress", &EngineObjects::count_egress, BPF_CGROUP_INET_EGRESS, "cgroup_skb/egress"},
+    {"count_ingress", &EngineObjects::count_ingress, BPF_CGROUP_INET_INGRESS, "cgroup_skb/ingress"},
+    {"connect4", &EngineObjects::connect4, BPF_CGROUP_INET4_CONNECT, "cgroup/connect4"},
+    {"connect6", &EngineObjects::connect6, BPF_CGROUP_INET6_CONNECT, "cgroup/connect6"},
+    {"sendmsg4", &EngineObjects::sendmsg4, BPF_CGROUP_UDP4_SENDMSG, "cgroup/sendmsg4"},
+    {"sendmsg6", &EngineObjects::sendmsg6, BPF_CGROUP_UDP6_SENDMSG, "cgroup/sendmsg6"},
+};
+constexpr const char* kParentLinkPrefix = "parent-";
+
+std::string parentLinkPin(const std::string& pin_dir, uint64_t parent_id, const char* name) {
+  char id[17];
+  std::snprintf(id, sizeof id, "%llx", static_cast<unsigned long long>(parent_id));
+  return pin_dir + "/" + kParentLinkPrefix + id + "-" + name;
+}
+
 UniqueFd dupFd(int fd) { return UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 3)); }
 
 // FNV-1a over 8-byte words (then the tail bytes): the version only has to change when the bytes
@@ -307,7 +331,68 @@ Result<EngineObjects> openOrLoadPinned(const ObjectOptions& options, const std::
   return loaded;
 }
 
+// Unpins the parent links whose cgroup is gone (the kernel detached them when it was removed; a
+// link's info then reports cgroup id 0).
+void unpinDeadParentLinks(const std::string& pin_dir) {
+  DIR* d = ::opendir(pin_dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> dead;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, kParentLinkPrefix, std::strlen(kParentLinkPrefix)) != 0) continue;
+    std::string path = pin_dir + "/" + e->d_name;
+    UniqueFd link(bpf_obj_get(path.c_str()));
+    bpf_link_info info{};
+    uint32_t len = sizeof info;
+    if (link && bpf_obj_get_info_by_fd(link.get(), &info, &len) == 0 && info.cgroup.cgroup_id == 0)
+      dead.push_back(path);
+  }
+  ::closedir(d);
+  for (const auto& path : dead) ::unlink(path.c_str());
+}
+
 }  // namespace
+
+Result<> attachToSandboxParent(EngineObjects& o, int parent_fd, uint64_t parent_id,
+                               const std::string& parent_path, const std::string& lock_dir) {
+  auto attach = [&](const CgroupProgram& p) -> Result<UniqueFd> {
+    UniqueFd link(bpf_link_create((o.*(p.prog)).get(), parent_fd, p.type, nullptr));
+    if (!link) return sysError(std::string("attach ") + p.section, parent_path);
+    return link;
+  };
+  if (o.pin_dir.empty()) {
+    if (o.parent_links.count(parent_id) != 0) return {};
+    EngineObjects::ParentLinks links{parent_path, {}};
+    for (const CgroupProgram& p : kCgroupPrograms) {
+      auto link = attach(p);
+      if (!link) return Unexpected(link.error());
+      links.links.push_back(std::move(*link));
+    }
+    o.parent_links[parent_id] = std::move(links);
+    return {};
+  }
+  // The pins name the cgroup by its id, which the kernel never reuses: while all of them exist
+  // the programs are attached to this very directory (unless someone detached a link by hand).
+  auto allPinned = [&] {
+    for (const CgroupProgram& p : kCgroupPrograms) {
+      struct stat st {};
+      if (::stat(parentLinkPin(o.pin_dir, parent_id, p.name).c_str(), &st) != 0) return false;
+    }
+    return true;
+  };
+  if (allPinned()) return {};
+  AIRLOCK_TRY_CTX(lock, sys::lockFileIn(lock_dir, o.version + ".parent", LOCK_EX), "audit engine");
+  unpinDeadParentLinks(o.pin_dir);
+  for (const CgroupProgram& p : kCgroupPrograms) {
+    const std::string pin = parentLinkPin(o.pin_dir, parent_id, p.name);
+    struct stat st {};
+    if (::stat(pin.c_str(), &st) == 0) continue;
+    auto link = attach(p);
+    if (!link) return Unexpected(link.error());
+    // Dropping our descriptor afterwards leaves the pin holding the attachment.
+    if (bpf_obj_pin(link->get(), pin.c_str()) != 0) return sysError("bpf_obj_pin", pin);
+  }
+  return {};
+}
 
 ObjectOpenOptions::ObjectOpenOptions() {
   opts_.sz = sizeof opts_;

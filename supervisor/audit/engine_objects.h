@@ -7,7 +7,13 @@
 // hook attached with no process holding it). `version` hashes the programs' bytes and the host
 // network namespace the policy protects, so an upgraded airlock never shares maps with an older
 // layout. The next process opens the pins (~0.1 ms). What stays per process: the ring buffer its
-// sandboxes' events go to (`rings[reader]`) and the cgroup links of its sandboxes.
+// sandboxes' events go to (`rings[reader]`).
+//
+// The cgroup programs (connect/sendmsg decisions, byte counting) are attached once to the cgroup
+// v2 directory every sandbox sits in (<v2>/airlock), not to each sandbox: a cgroup attachment
+// costs the kernel a static-key switch (~1 ms here, twice per sandbox), and programs on a parent
+// run for all its descendants anyway. A pinned engine pins these links too
+// (parent-<cgroup id>-<program>), so they stay attached while the version is pinned.
 //
 // Several processes coordinate with flock()ed files in <lock_dir>: <version>.users (shared, held
 // by every process using a version; unpinUnusedEngines removes only versions nobody holds),
@@ -16,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,10 +38,17 @@ struct EngineObjects {
   // Maps.
   UniqueFd audited_cgroups, slot_config, drops, rings;
   UniqueFd rules_v4, rules_v6, protected_v4, protected_v6, net_counters, seen_destinations;
-  // cgroup programs, attached per sandbox.
+  // cgroup programs, attached to the sandboxes' parent (attachToSandboxParent).
   UniqueFd connect4, connect6, sendmsg4, sendmsg6, count_egress, count_ingress;
   // A private engine's global exec hook: attached while this lives. A pinned engine's is pinned.
   BpfLink exec_link;
+  // A private engine's links on the sandboxes' parent, by the parent's cgroup id: attached while
+  // this lives. A pinned engine's are pinned.
+  struct ParentLinks {
+    std::string path;
+    std::vector<UniqueFd> links;
+  };
+  std::map<uint64_t, ParentLinks> parent_links;
 
   std::string version;
   std::string pin_dir;            // <pin_root>/<version>; empty for a private engine
@@ -55,6 +69,14 @@ struct ObjectOptions {
 // version no process uses any more is then unpinned). Without a pin root, or when bpffs cannot
 // be used, loads a private engine. The error names the program the kernel refused.
 Result<EngineObjects> openOrLoadEngineObjects(const ObjectOptions& options);
+
+// Makes sure the cgroup programs are attached to `parent_fd`, the cgroup v2 directory (cgroup id
+// `parent_id`, at `parent_path`) that sandboxes' cgroups sit in. For a pinned engine that is
+// normally a few stat()s of the pins; when they are missing (first use, or the directory was
+// removed and made again), under <version>.parent in the lock directory, attaches and pins the
+// links, and unpins those of cgroups that no longer exist.
+Result<> attachToSandboxParent(EngineObjects& objects, int parent_fd, uint64_t parent_id,
+                               const std::string& parent_path, const std::string& lock_dir);
 
 // Unpins every engine version under `pin_root` that no process uses, except `keep`; returns the
 // versions removed. Removing a version detaches its exec hook.

@@ -21,6 +21,7 @@
 #include "supervisor/audit/log_reader.h"
 #include "supervisor/cli/cli.h"
 #include "supervisor/run/run_result.h"
+#include "supervisor/sys/cgroup.h"
 #include "supervisor/sys/lock_file.h"
 
 namespace airlock::cli {
@@ -43,8 +44,9 @@ the [audit] log of --policy FILE (default: the installed policy).
 
 `unload` removes the eBPF engine the first airlock process pinned for every later one
 (/sys/fs/bpf/airlock, docs/audit.md): each version no running airlock process uses is unpinned,
-and its exec hook detached. A version in use is kept and named, and the exit status is 1. The
-next airlock process that audits loads the engine again.
+its exec hook detached and its network programs taken off the sandboxes' cgroup parent
+(<cgroup v2>/airlock, then removed when no sandbox is in it). A version in use is kept and named,
+and the exit status is 1. The next airlock process that audits loads the engine again.
 
 Options)";
 
@@ -118,6 +120,10 @@ int unloadCommand() {
     std::cout << "kept " << root << "/" << v << ": in use by a running airlock process\n";
   if (kept.empty()) {
     ::rmdir(root.c_str());  // empty now; the next load makes it again
+    // The engine's programs were attached to the sandboxes' shared cgroup, which sandboxes leave
+    // in place for them; with them gone it goes too when no sandbox is in it.
+    if (auto host = sys::CgroupHost::detect(); host && !host->v2_mount.empty())
+      sys::removeUnusedV2Parent(host->v2_mount + "/airlock");
     if (removed->empty()) std::cout << "no audit engine is pinned on this host\n";
     return 0;
   }

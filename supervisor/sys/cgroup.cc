@@ -629,7 +629,10 @@ Result<> SandboxCgroup::destroy(std::chrono::milliseconds timeout) {
     }
     // The last sandbox out removes the shared airlock/ parent, so nothing of airlock's stays in
     // the host's cgroup tree; while siblings live the kernel refuses with EBUSY, which is fine.
+    // Except the v2 parent that carries the pinned audit engine's programs: they are attached
+    // there once for every sandbox, and `airlock audit unload` removes both.
     std::string parent = dir.substr(0, dir.rfind('/'));
+    if (dir == v2_dir_ && fake_ == nullptr && v2::carriesEnginePrograms(parent)) continue;
     if (fake_ != nullptr && fake_->rmdir) {
       (void)fake_->rmdir(parent);
     } else {
@@ -638,6 +641,10 @@ Result<> SandboxCgroup::destroy(std::chrono::milliseconds timeout) {
   }
   destroyed_ = true;
   return {};
+}
+
+void removeUnusedV2Parent(const std::string& v2_parent) {
+  if (!v2::carriesEnginePrograms(v2_parent)) (void)::rmdir(v2_parent.c_str());
 }
 
 Result<int> reclaimStaleCgroups(const CgroupHost& host, std::chrono::milliseconds timeout,

@@ -2,8 +2,10 @@
 //
 // Every sandbox gets <hierarchy>/airlock/<name>: always in the v2 hierarchy when it is mounted (its
 // id scopes eBPF; cgroup.kill and CLONE_INTO_CGROUP work there) and, for each limit, in the
-// hierarchy that owns the controller (v2 when it has it, else v1). Drivers: cgroup_v1.cc and
-// cgroup_v2.cc; detection and the sandbox handle: cgroup.cc.
+// hierarchy that owns the controller (v2 when it has it, else v1). The last sandbox out removes
+// the shared airlock/ parents, except the v2 one while the pinned audit engine's programs are
+// attached to it (docs/audit.md). Drivers: cgroup_v1.cc and cgroup_v2.cc; detection and the
+// sandbox handle: cgroup.cc.
 #pragma once
 
 #include <sys/types.h>
@@ -136,6 +138,11 @@ class SandboxCgroup {
   CgroupLimits pending_v1_limits_;
   bool destroyed_ = false;
 };
+
+// Removes the v2 hierarchy's shared airlock/ parent when it is empty and no audit engine's
+// programs are attached to it any more (an engine that let go of it: `airlock audit unload`, a
+// private engine's end). Best effort: a parent still in use stays.
+void removeUnusedV2Parent(const std::string& v2_parent);
 
 // Removes leftover <root>/airlock/<name> directories (after a crash): kill, wait, rmdir.
 // Only names starting with name_prefix (all when empty). Returns how many sandboxes were removed.

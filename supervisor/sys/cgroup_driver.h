@@ -68,6 +68,9 @@ void readStats(const std::string& dir, const std::set<std::string>& controllers,
 Result<> killAll(const std::string& dir);
 // Waits for "populated 0" in cgroup.events, sleeping in poll(2) on the file.
 Result<> waitUnpopulated(const std::string& dir, Clock::time_point deadline);
+// Whether an eBPF cgroup_skb egress program is attached to `dir` itself: the audit engine's,
+// attached once to the sandboxes' parent for all of them (supervisor/audit/engine_objects.h).
+bool carriesEnginePrograms(const std::string& dir);
 }  // namespace v2
 
 }  // namespace airlock::sys::cgroup_detail

@@ -1,10 +1,13 @@
 // cgroup v2 driver: the unified hierarchy.
 #include <fcntl.h>
+#include <linux/bpf.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <sstream>
 
+#include "airlock/unique_fd.h"
 #include "supervisor/sys/cgroup_driver.h"
 
 namespace airlock::sys::cgroup_detail::v2 {
@@ -104,6 +107,17 @@ Result<> waitUnpopulated(const std::string& dir, Clock::time_point deadline) {
     int rc = ::poll(&p, 1, static_cast<int>(std::clamp<long long>(left, 1, 10)));
     if (rc < 0 && errno != EINTR) return sysError("poll", path);
   }
+}
+
+bool carriesEnginePrograms(const std::string& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return false;
+  // BPF_PROG_QUERY with no id buffer only counts (the raw call: this layer has no libbpf).
+  bpf_attr attr{};
+  attr.query.target_fd = static_cast<uint32_t>(fd.get());
+  attr.query.attach_type = BPF_CGROUP_INET_EGRESS;
+  if (::syscall(__NR_bpf, BPF_PROG_QUERY, &attr, sizeof attr) != 0) return false;
+  return attr.query.prog_cnt > 0;
 }
 
 }  // namespace airlock::sys::cgroup_detail::v2

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,9 +47,34 @@ std::string tool(const char* name) {
   return {};
 }
 
-// Runs body() in a forked child that is moved into `cg` (and, when netns_fd >= 0, into that
-// network namespace) before it starts. Returns the child's exit status, or -1.
+// Runs body() in a forked child that `move` puts into a cgroup before it starts. Returns the
+// child's exit status, or -1.
+int runMoved(const std::function<bool(pid_t)>& move, const std::function<int()>& body,
+             int netns_fd = -1);
+
+// The same for `cg` (and, when netns_fd >= 0, that network namespace).
 int runIn(sys::SandboxCgroup& cg, const std::function<int()>& body, int netns_fd = -1) {
+  auto move = [&cg](pid_t pid) {
+    auto moved = cg.attachAll(pid);
+    EXPECT_TRUE(moved) << (moved ? "" : moved.error().message());
+    return moved.has_value();
+  };
+  return runMoved(move, body, netns_fd);
+}
+
+// The same for a cgroup v2 directory the test made itself.
+int runInDir(const std::string& dir, const std::function<int()>& body) {
+  auto move = [&dir](pid_t pid) {
+    std::ofstream procs(dir + "/cgroup.procs");
+    procs << pid << std::flush;
+    EXPECT_TRUE(procs.good()) << "cannot move " << pid << " into " << dir;
+    return procs.good();
+  };
+  return runMoved(move, body);
+}
+
+int runMoved(const std::function<bool(pid_t)>& move, const std::function<int()>& body,
+             int netns_fd) {
   int gate[2];
   if (::pipe2(gate, O_CLOEXEC) != 0) return -1;
   pid_t pid = ::fork();
@@ -60,8 +86,7 @@ int runIn(sys::SandboxCgroup& cg, const std::function<int()>& body, int netns_fd
     ::_exit(body());
   }
   ::close(gate[0]);
-  auto moved = cg.attachAll(pid);
-  EXPECT_TRUE(moved) << (moved ? "" : moved.error().message());
+  move(pid);  // on failure the child runs where it is, and the test's expectations say so
   char go = 'g';
   EXPECT_EQ(::write(gate[1], &go, 1), 1);
   ::close(gate[1]);
@@ -753,11 +778,55 @@ TEST_F(Audit, DetachRemovesEveryAttachment) {
   }
   EXPECT_EQ(runIn(cg, [port] { return connectTo(AF_INET, "127.0.0.1", port); }), 0)
       << "after detach nothing decides for the cgroup";
+}
+
+// The programs are attached once, to the directory every sandbox's cgroup sits in: they run for
+// every cgroup below it and must decide only for the sandboxes registered with enforcement.
+TEST_F(Audit, ProgramsSitOnTheSandboxesParentAndDecideOnlyForEnforcedSandboxes) {
+  auto enforced = makeCgroup(), unregistered = makeCgroup(), unenforced = makeCgroup();
+  Server server(AF_INET, "127.0.0.1");
+  uint16_t port = server.port;
+  auto connect = [port] { return connectTo(AF_INET, "127.0.0.1", port); };
+  auto a = attach(enforced, policy(NetMode::kNone));
+  auto counted = engine()->attach({.cgroup_v2_path = unenforced.v2Path(),
+                                   .sandbox_id = unenforced.name(),
+                                   .network = std::nullopt});
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(counted) << counted.error().message();
+  EXPECT_FALSE((*counted)->enforcesNetwork());
+  EXPECT_EQ(runIn(enforced, connect), EPERM) << "positive control: mode none refuses loopback";
+  EXPECT_EQ(runIn(unregistered, connect), 0) << "a cgroup with no sandbox registered was decided";
+  (*counted)->beginExecution("counted");
+  EXPECT_EQ(runIn(unenforced, connect), 0) << "a sandbox without enforcement was decided";
+  auto summary = (*counted)->endExecution();
+  ASSERT_TRUE(summary) << summary.error().message();
+  EXPECT_GT(summary->packets_sent, 0u) << "its bytes are still counted: " << dump(*summary);
+  EXPECT_EQ(summary->connections_allowed + summary->connections_denied, 0u)
+      << "nothing is recorded for a sandbox the programs do not decide for: " << dump(*summary);
+
   ASSERT_FALSE(tool("bpftool").empty());
-  auto r = runCommand({tool("bpftool"), "cgroup", "show", cg.v2Path()}, "", 10);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.find("connect4"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("count_egress"), std::string::npos) << r.out;
+  const std::string parent = enforced.v2Path().substr(0, enforced.v2Path().rfind('/'));
+  auto on_parent = runCommand({tool("bpftool"), "cgroup", "show", parent}, "", 10);
+  EXPECT_EQ(on_parent.exit_code, 0) << on_parent.err;
+  for (const char* program :
+       {"connect4", "connect6", "sendmsg4", "sendmsg6", "count_egress", "count_ingress"})
+    EXPECT_NE(on_parent.out.find(program), std::string::npos) << program << "\n" << on_parent.out;
+  auto on_sandbox = runCommand({tool("bpftool"), "cgroup", "show", enforced.v2Path()}, "", 10);
+  EXPECT_EQ(on_sandbox.exit_code, 0) << on_sandbox.err;
+  EXPECT_EQ(on_sandbox.out.find("connect4"), std::string::npos)
+      << "programs attached to the sandbox itself: " << on_sandbox.out;
+}
+
+// Attached to the v2 root's children's parent, the programs would run for every socket on the
+// host: a cgroup directly under the root is refused.
+TEST_F(Audit, ACgroupDirectlyUnderTheV2RootIsRefused) {
+  const std::string dir = host_.v2_mount + "/airlock-test-top-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir << ": " << std::strerror(errno);
+  auto a = engine()->attach({.cgroup_v2_path = dir, .sandbox_id = "top"});
+  ::rmdir(dir.c_str());
+  ASSERT_FALSE(a);
+  EXPECT_NE(a.error().message().find("directly under the cgroup v2 root"), std::string::npos)
+      << a.error().message();
 }
 
 TEST_F(Audit, AttachRefusesWhatIsNotACgroupV2Directory) {
@@ -944,6 +1013,65 @@ TEST_F(AuditPinned, VersionsNoProcessUsesAreUnpinned) {
   EXPECT_TRUE(std::filesystem::exists(root_ + "/" + engine->version()));
   engine.reset();
   // TearDown unpins it: its exec hook goes with the pin.
+}
+
+// A pinned engine's links on the parent are pinned too: they outlive every process, and when the
+// parent is removed and made again (a new cgroup id) the next process attaches them anew. The
+// test uses a parent of its own, which it can remove; the shared one may hold other sandboxes.
+TEST_F(AuditPinned, TheParentsLinksArePinnedAndARecreatedParentGetsThemAgain) {
+  const std::string parent = host_.v2_mount + "/airlock-test-parent-" + std::to_string(::getpid());
+  const std::string child = parent + "/sandbox";
+  auto make = [&] {
+    return ::mkdir(parent.c_str(), 0755) == 0 && ::mkdir(child.c_str(), 0755) == 0;
+  };
+  auto remove = [&] {
+    ::rmdir(child.c_str());
+    ::rmdir(parent.c_str());
+  };
+  auto idOf = [](const std::string& dir) {
+    struct stat st {};
+    return ::stat(dir.c_str(), &st) == 0 ? uint64_t{st.st_ino} : 0;
+  };
+  Server server(AF_INET, "127.0.0.1");
+  uint16_t port = server.port;
+  auto connect = [port] { return connectTo(AF_INET, "127.0.0.1", port); };
+  auto pinsOf = [&](const std::string& version, uint64_t id) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(id));
+    const std::string prefix = std::string("parent-") + hex + "-";
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(root_ + "/" + version))
+      if (e.path().filename().string().starts_with(prefix)) ++n;
+    return n;
+  };
+  ASSERT_TRUE(make()) << parent << ": " << std::strerror(errno);
+  std::string version;
+  {
+    auto engine = loadPinned();
+    ASSERT_TRUE(engine);
+    version = engine->version();
+    auto a = engine->attach(
+        {.cgroup_v2_path = child, .sandbox_id = "first", .network = policy(NetMode::kNone)});
+    ASSERT_TRUE(a) << a.error().message();
+    EXPECT_EQ(runInDir(child, connect), EPERM) << "positive control: mode none refuses loopback";
+    EXPECT_EQ(pinsOf(version, idOf(parent)), 6);
+  }
+  // No process holds the links now: the pins keep them on the parent.
+  auto shown = runCommand({tool("bpftool"), "cgroup", "show", parent}, "", 10);
+  EXPECT_NE(shown.out.find("connect4"), std::string::npos) << shown.out << shown.err;
+
+  remove();
+  ASSERT_TRUE(make()) << parent << ": " << std::strerror(errno);
+  {
+    auto engine = loadPinned();
+    ASSERT_TRUE(engine);
+    auto a = engine->attach(
+        {.cgroup_v2_path = child, .sandbox_id = "second", .network = policy(NetMode::kNone)});
+    ASSERT_TRUE(a) << a.error().message();
+    EXPECT_EQ(pinsOf(version, idOf(parent)), 6);
+    EXPECT_EQ(runInDir(child, connect), EPERM) << "the recreated parent got no programs";
+  }
+  remove();
 }
 
 }  // namespace
