@@ -10,6 +10,8 @@ namespace airlock::sandbox {
 
 namespace {
 
+// poll(2)'s timeout until `deadline`, in slices of at most a minute (an int of milliseconds
+// cannot hold a far deadline): a poll that times out before the deadline is simply repeated.
 int msUntil(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   if (left.count() <= 0) return 0;
@@ -46,7 +48,11 @@ Result<AgentClient::Frame> AgentClient::nextFrame(Clock::time_point deadline, in
       if (errno == EINTR) continue;
       return sysError("poll", "agent channel");
     }
-    if (n == 0) return fail("timed out waiting for the sandbox agent");
+    if (n == 0) {
+      // Only a slice ended: a program may stay silent for longer than a minute.
+      if (Clock::now() < deadline) continue;
+      return fail("timed out waiting for the sandbox agent");
+    }
     if (fds[2].revents != 0) return Unexpected(Error("interrupted by a signal", {}, EINTR));
     if (extra_fd >= 0 && fds[1].revents != 0) {
       *extra_ready = true;

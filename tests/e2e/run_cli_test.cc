@@ -124,6 +124,16 @@ TEST_F(RunCli, TimeoutKillsAndSaysSo) {
   EXPECT_LT(j["timing_ms"]["total"].get<double>(), 5000);
 }
 
+// The supervisor waits for the agent in poll() slices of a minute; the end of a slice is not
+// the end of the execution's time. A program silent for longer than that still finishes.
+TEST_F(RunCli, AProgramSilentForOverAMinuteIsNotCutOff) {
+  auto r = runAirlock({"run", "--timeout", "90", "--lang", "shell", "-c", "sleep 62; echo done"},
+                      "", 150);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "done\n") << r.err;
+}
+
 TEST_F(RunCli, MemoryLimitKillsAndSaysSo) {
   auto r = runAirlock({"run", "--memory", "64", "--lang", "python", "-c",
                        "b = []\nwhile True: b.append(bytearray(8 << 20))"});
