@@ -57,6 +57,14 @@ Result<uint64_t> ownNetnsCookie() {
   return cookie;
 }
 
+// The directory `path` sits in, spelled out (for messages, and for removing it when a private
+// engine ends); trailing slashes do not count.
+std::string parentPathOf(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
 struct Counters {
   airlock_net_counters net{};
   uint64_t drops = 0;
@@ -608,8 +616,7 @@ Result<std::unique_ptr<SandboxAudit>> AuditEngine::attach(const AttachOptions& o
     if (m.parent_cgroup_id != parent_st.st_ino) {
       UniqueFd parent(::openat(state->cgroup_fd.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       if (!parent) return sysError(ctx + ": open", path + "/..");
-      std::string parent_path = path.substr(0, path.find_last_of('/'));
-      if (auto r = attachToSandboxParent(m.obj, parent.get(), parent_st.st_ino, parent_path,
+      if (auto r = attachToSandboxParent(m.obj, parent.get(), parent_st.st_ino, parentPathOf(path),
                                          m.options.lock_dir);
           !r)
         return Unexpected(std::move(r.error()).wrap(ctx));
