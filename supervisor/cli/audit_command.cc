@@ -123,7 +123,7 @@ int unloadCommand() {
     // The engine's programs were attached to the sandboxes' shared cgroup, which sandboxes leave
     // in place for them; with them gone it goes too when no sandbox is in it.
     if (auto host = sys::CgroupHost::detect(); host && !host->v2_mount.empty())
-      sys::removeUnusedV2Parent(host->v2_mount + "/airlock");
+      sys::removeUnusedV2Parent(host->v2_mount + "/airlock", std::chrono::seconds(2));
     if (removed->empty()) std::cout << "no audit engine is pinned on this host\n";
     return 0;
   }

@@ -643,8 +643,13 @@ Result<> SandboxCgroup::destroy(std::chrono::milliseconds timeout) {
   return {};
 }
 
-void removeUnusedV2Parent(const std::string& v2_parent) {
-  if (!v2::carriesEnginePrograms(v2_parent)) (void)::rmdir(v2_parent.c_str());
+void removeUnusedV2Parent(const std::string& v2_parent, std::chrono::milliseconds detach_wait) {
+  auto deadline = std::chrono::steady_clock::now() + detach_wait;
+  while (v2::carriesEnginePrograms(v2_parent)) {
+    if (std::chrono::steady_clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  (void)::rmdir(v2_parent.c_str());
 }
 
 Result<int> reclaimStaleCgroups(const CgroupHost& host, std::chrono::milliseconds timeout,

@@ -141,8 +141,10 @@ class SandboxCgroup {
 
 // Removes the v2 hierarchy's shared airlock/ parent when it is empty and no audit engine's
 // programs are attached to it any more (an engine that let go of it: `airlock audit unload`, a
-// private engine's end). Best effort: a parent still in use stays.
-void removeUnusedV2Parent(const std::string& v2_parent);
+// private engine's end). Best effort: a parent still in use stays. Links released by unpinning
+// are detached by a kernel worker a moment later: `detach_wait` is how long to wait for that.
+void removeUnusedV2Parent(const std::string& v2_parent,
+                          std::chrono::milliseconds detach_wait = std::chrono::milliseconds(0));
 
 // Removes leftover <root>/airlock/<name> directories (after a crash): kill, wait, rmdir.
 // Only names starting with name_prefix (all when empty). Returns how many sandboxes were removed.
