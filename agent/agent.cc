@@ -579,13 +579,12 @@ void Agent::handleExec(uint32_t id, const std::string& payload) {
   s.seccomp = c.filter.empty() ? nullptr : &c.prog;
 
   e->start_us = monotonicUs();
-  pid_t pid = ::fork();
+  pid_t pid = spawnChild(e->spec);
   if (pid < 0) {
     int err = errno;
-    startFailed(*e, err, "fork", Error("fork", e->argv[0], err).message());
+    startFailed(*e, err, "clone", Error("clone", e->argv[0], err).message());
     return;
   }
-  if (pid == 0) runChild(e->spec);
 
   e->pid = pid;
   e->out = std::move(out_r);

@@ -32,8 +32,9 @@ bool canDropBoundingSet() {
 int dropBoundingSet(uint64_t keep, int last_cap, int* failed_cap) {
   for (int cap = 0; cap <= last_cap; ++cap) {
     if ((keep >> cap) & 1) continue;
-    if (::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 1) continue;
-    // Without this, a uid-0 sandbox process would regain every capability at execve.
+    // Dropping a bit already gone succeeds, so no PR_CAPBSET_READ first (a syscall costs ~1 us
+    // in a paravirtualized guest). Without this, a uid-0 sandbox process would regain every
+    // capability at execve.
     if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
       *failed_cap = cap;
       return -1;

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,7 +26,36 @@ namespace {
   ::_exit(127);
 }
 
+// The child's stack while it shares the agent's memory. One is enough: CLONE_VFORK suspends the
+// agent until the child has exec'd or exited, so no two children ever run on it.
+constexpr size_t kChildStackBytes = 64 * 1024;
+constexpr size_t kGuardBytes = 4096;
+
+char* childStackTop() {
+  static char* top = [] {
+    void* p = ::mmap(nullptr, kChildStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) return static_cast<char*>(nullptr);
+    // An overflow faults on the guard page instead of writing into the agent's heap.
+    if (::mprotect(p, kGuardBytes, PROT_NONE) != 0) return static_cast<char*>(nullptr);
+    return static_cast<char*>(p) + kGuardBytes + kChildStackBytes;
+  }();
+  return top;
+}
+
+[[noreturn]] void runChild(const ChildSpec& spec);
+
+int childEntry(void* arg) { runChild(*static_cast<const ChildSpec*>(arg)); }
+
 }  // namespace
+
+pid_t spawnChild(const ChildSpec& spec) {
+  char* top = childStackTop();
+  if (top == nullptr) return -1;
+  return ::clone(childEntry, top, CLONE_VM | CLONE_VFORK | SIGCHLD, const_cast<ChildSpec*>(&spec));
+}
+
+namespace {
 
 void runChild(const ChildSpec& spec) {
   // The agent blocks SIGCHLD and ignores SIGPIPE; both would be inherited through execve.
@@ -82,10 +113,15 @@ void runChild(const ChildSpec& spec) {
       failStage(spec, ChildStage::kCapBoundingSet, failed_cap);
   }
 
-  if (spec.drop_groups && ::setgroups(0, nullptr) != 0) failStage(spec, ChildStage::kSetgroups);
+  // Raw syscalls: glibc's wrappers apply an id change to every thread of the process they think
+  // they are in, and this child runs on the agent's memory.
+  if (spec.drop_groups && ::syscall(SYS_setgroups, 0, nullptr) != 0)
+    failStage(spec, ChildStage::kSetgroups);
   if (spec.change_ids) {
-    if (::setresgid(spec.gid, spec.gid, spec.gid) != 0) failStage(spec, ChildStage::kSetresgid);
-    if (::setresuid(spec.uid, spec.uid, spec.uid) != 0) failStage(spec, ChildStage::kSetresuid);
+    if (::syscall(SYS_setresgid, spec.gid, spec.gid, spec.gid) != 0)
+      failStage(spec, ChildStage::kSetresgid);
+    if (::syscall(SYS_setresuid, spec.uid, spec.uid, spec.uid) != 0)
+      failStage(spec, ChildStage::kSetresuid);
   }
 
   if (setCapabilities(spec.caps) != 0) failStage(spec, ChildStage::kCapabilities);
@@ -101,6 +137,8 @@ void runChild(const ChildSpec& spec) {
   ::execve(spec.path, spec.argv, spec.envp);
   failStage(spec, ChildStage::kExec);
 }
+
+}  // namespace
 
 const char* childStageName(ChildStage stage) {
   switch (stage) {
