@@ -31,7 +31,7 @@ while [[ $# -gt 0 ]]; do
     --smoke) runs=3; warmup=1; langs="python"; shift ;;
     --runs) runs="$2"; shift 2 ;;
     --airlock) airlock="$2"; shift 2 ;;
-    --langs) langs="$2"; shift 2 ;;
+    --langs) langs="${2//,/ }"; shift 2 ;;
     --json) json_out="$2"; shift 2 ;;
     -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "b1: unknown argument '$1' (see --help)" >&2; exit 2 ;;
