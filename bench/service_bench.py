@@ -56,8 +56,15 @@ class Client:
     def call(self, method, path, body=None, raw=False):
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
-        self.conn.request(method, path, body=data, headers=headers)
-        resp = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=data, headers=headers)
+            resp = self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The supervisor closes keep-alive connections that sat idle (a long B3 run leaves
+            # this one unused for minutes): reconnect once.
+            self.conn.close()
+            self.conn.request(method, path, body=data, headers=headers)
+            resp = self.conn.getresponse()
         payload = resp.read()
         if resp.status >= 400:
             raise RuntimeError(f"{method} {path}: HTTP {resp.status}: {payload[:300]!r}")

@@ -4,11 +4,13 @@ namespace airlock::mcp {
 
 namespace {
 
-const Json kSandboxId = {
-    {"type", "string"},
-    {"description",
-     "Id or name of the sandbox to use (from create_sandbox). Omit it to use this session's "
-     "default sandbox, created on first use and ended when the session ends."}};
+// Built with the catalog, not at start-up: every `airlock` process would pay for it otherwise.
+Json sandboxIdSchema() {
+  return {{"type", "string"},
+          {"description",
+           "Id or name of the sandbox to use (from create_sandbox). Omit it to use this "
+           "session's default sandbox, created on first use and ended when the session ends."}};
+}
 
 Json objectSchema(Json properties, std::vector<std::string> required) {
   return {{"type", "object"},
@@ -18,6 +20,7 @@ Json objectSchema(Json properties, std::vector<std::string> required) {
 }
 
 std::vector<ToolSpec> buildCatalog() {
+  const Json kSandboxId = sandboxIdSchema();
   std::vector<ToolSpec> tools;
   tools.push_back(
       {"run_code", "Run code",
