@@ -135,6 +135,7 @@ struct AuditEngine::Impl {
   uint64_t parent_cgroup_id = 0;  // the sandboxes' parent the cgroup programs were last seen on
 
   std::atomic<bool> stopping{false};
+  std::chrono::steady_clock::time_point next_drop_check;  // pump()'s, without a reader thread
 
   ~Impl() {
     if (reader.joinable()) {
@@ -571,7 +572,8 @@ Result<std::shared_ptr<AuditEngine>> AuditEngine::load(const EngineOptions& opti
       return sysError("epoll_ctl", "audit reader");
     }
   }
-  m.reader = std::thread([&m] { m.readLoop(); });
+  if (m.options.reader_thread) m.reader = std::thread([&m] { m.readLoop(); });
+  m.next_drop_check = std::chrono::steady_clock::now() + m.options.drop_check_interval;
   return engine;
 }
 
@@ -680,6 +682,23 @@ Result<> AuditEngine::drain() {
   return {};
 }
 
+int AuditEngine::readableFd() const {
+  return impl_->options.reader_thread ? -1 : ring_buffer__epoll_fd(impl_->ring);
+}
+
+void AuditEngine::pump() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard lock(m.consume_mu);
+    ring_buffer__consume(m.ring);
+  }
+  auto now = std::chrono::steady_clock::now();
+  if (now >= m.next_drop_check) {
+    m.checkDrops();
+    m.next_drop_check = now + m.options.drop_check_interval;
+  }
+}
+
 bool AuditEngine::syscallCounterAttached() const {
   std::lock_guard lock(impl_->mu);
   return impl_->syscall_link != nullptr;
@@ -743,6 +762,10 @@ void SandboxAudit::setTenant(const std::string& tenant) {
 }
 
 void SandboxAudit::beginExecution(const std::string& execution_id) {
+  // Records of what ran before (PID 1's own exec) belong to no execution: dispatch them first,
+  // whether a reader thread has got to them yet or the caller pumps the ring. An error here
+  // shows again in endExecution's drain.
+  (void)engine_->drain();
   Counters now = engine_->impl_->readCounters(*state_);
   std::lock_guard lock(state_->mu);
   state_->ids.execution = execution_id;

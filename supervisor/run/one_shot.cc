@@ -187,8 +187,10 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   // the first), attached before PID 1 starts.
   if (req.audit && sandbox::needsAudit(profile)) {
     auto ctx = std::make_shared<sandbox::AuditContext>();
-    auto engine = audit::AuditEngine::load(
-        {.ring_bytes = pol->audit.run_ring_kb << 10, .pin_root = audit::kEnginePinRoot});
+    // Read from this thread while it waits for the agent (setSideReader below), not a thread.
+    auto engine = audit::AuditEngine::load({.ring_bytes = pol->audit.run_ring_kb << 10,
+                                            .pin_root = audit::kEnginePinRoot,
+                                            .reader_thread = false});
     if (engine) {
       ctx->engine = std::move(*engine);
     } else {
@@ -208,6 +210,10 @@ Result<RunResult> runOnce(const RunRequest& req, const RunPaths& paths) {
   if (!sb) return Unexpected(sb.error());
   sandbox::Sandbox& box = **sb;
   box.agent().setCancelFd(req.cancel_fd);
+  if (opts.audit && opts.audit->engine) {
+    std::shared_ptr<audit::AuditEngine> engine = opts.audit->engine;
+    box.agent().setSideReader(engine->readableFd(), [engine] { engine->pump(); });
+  }
   res.sandbox_id = box.id();
   res.create_ms = box.timings().create_ms;
   res.create_steps = box.timings().steps;

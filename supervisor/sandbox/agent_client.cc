@@ -42,8 +42,11 @@ Result<AgentClient::Frame> AgentClient::nextFrame(Clock::time_point deadline, in
       auto& [header, payload] = **ready;
       return Frame{header, std::move(payload)};
     }
-    pollfd fds[3] = {{fd_.get(), POLLIN, 0}, {extra_fd, POLLIN, 0}, {cancel_fd_, POLLIN, 0}};
-    int n = poll(fds, 3, msUntil(deadline));
+    pollfd fds[4] = {{fd_.get(), POLLIN, 0},
+                     {extra_fd, POLLIN, 0},
+                     {cancel_fd_, POLLIN, 0},
+                     {side_fd_, POLLIN, 0}};
+    int n = poll(fds, 4, msUntil(deadline));
     if (n < 0) {
       if (errno == EINTR) continue;
       return sysError("poll", "agent channel");
@@ -54,6 +57,10 @@ Result<AgentClient::Frame> AgentClient::nextFrame(Clock::time_point deadline, in
       return fail("timed out waiting for the sandbox agent");
     }
     if (fds[2].revents != 0) return Unexpected(Error("interrupted by a signal", {}, EINTR));
+    if (side_fd_ >= 0 && fds[3].revents != 0) {
+      on_side_readable_();
+      if (fds[0].revents == 0 && (extra_fd < 0 || fds[1].revents == 0)) continue;
+    }
     if (extra_fd >= 0 && fds[1].revents != 0) {
       *extra_ready = true;
       return Frame{};

@@ -69,6 +69,12 @@ class AgentClient {
   // When fd becomes readable (a signal's self-pipe), every wait returns an "interrupted" error
   // with errnum EINTR, so the caller tears the sandbox down instead of waiting on.
   void setCancelFd(int fd) { cancel_fd_ = fd; }
+  // Work to drive while waiting for the agent: whenever fd polls readable, on_readable runs and
+  // the wait goes on (`airlock run` reads its audit ring so, audit::EngineOptions::reader_thread).
+  void setSideReader(int fd, std::function<void()> on_readable) {
+    side_fd_ = fd;
+    on_side_readable_ = std::move(on_readable);
+  }
 
   // The channel itself, for the service's multiplexed connection (service/agent_connection.h),
   // which takes over once the handshake is done; this client is not used afterwards.
@@ -95,6 +101,8 @@ class AgentClient {
   protocol::FrameReader reader_;
   uint32_t next_id_ = 1;
   int cancel_fd_ = -1;
+  int side_fd_ = -1;
+  std::function<void()> on_side_readable_;
 };
 
 }  // namespace airlock::sandbox

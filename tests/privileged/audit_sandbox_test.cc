@@ -119,6 +119,28 @@ TEST(AuditRun, JsonShowsTheProgramAndItsChildren) {
   EXPECT_EQ(snapshotHostResources(), before);
 }
 
+TEST(AuditRun, ARunReadsItsRingWhileTheProgramRuns) {
+  AIRLOCK_REQUIRE_AUDIT_ENGINE();
+  // `airlock run` has no reader thread: it reads the ring while it waits for the agent. 200
+  // execs of ~600-byte records cannot wait in a 16 KiB ring until the end (it holds 27), so
+  // nothing dropped means they were read as they came (the engine-level test,
+  // Audit.WithoutAReaderThreadTheCallerPumpsTheRing, shows the same ring overflowing unread).
+  TempDir dir;
+  dir.write("policy.toml",
+            "schema = 1\n[audit]\nrun_ring_kb = 16\n[profiles.default.audit]\nexec = true\n");
+  auto r = airlock::testing::runAirlock({"run", "--policy", dir.file("policy.toml"), "--lang",
+                                         "shell", "--json", "-c",
+                                         "for i in $(seq 200); do /usr/bin/true; done; echo done"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto doc = Json::parse(r.out);
+  EXPECT_EQ(doc["stdout"], "done\n");
+  const Json& audit = doc["audit"];
+  ASSERT_TRUE(audit.is_object()) << doc.dump(2);
+  EXPECT_EQ(audit["events_dropped"], 0) << audit.dump(2);
+  // bash, seq and the 200 trues.
+  EXPECT_EQ(audit["processes_started"], 202) << audit.dump(2);
+}
+
 TEST(AuditRun, ProfileThatAuditsNothingHasNoSummary) {
   AIRLOCK_REQUIRE_ROOT();
   TempDir dir;

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -722,6 +723,58 @@ TEST_F(Audit, AFloodShowsCountedDropsAndFailsClosed) {
   for (int i = 0; i < 50 && reported.load() == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_GT(reported.load(), 0u) << "on_drops is told while the execution runs";
+}
+
+TEST_F(Audit, WithoutAReaderThreadTheCallerPumpsTheRing) {
+  // `airlock run`'s mode: no thread; the caller polls readableFd() and calls pump() while it
+  // waits. 2,000 refused datagrams, ten at a time, against a ring of 16 pages
+  // (~700 records): it overflows unless someone reads it while the flood runs.
+  auto own = AuditEngine::load(
+      {.ring_bytes = 16 * static_cast<uint32_t>(::sysconf(_SC_PAGESIZE)), .reader_thread = false});
+  ASSERT_TRUE(own) << own.error().message();
+  ASSERT_GE((*own)->readableFd(), 0);
+  EXPECT_EQ(engine()->readableFd(), -1)
+      << "an engine with its own reader thread has nothing for the caller to poll";
+  auto cg = makeCgroup();
+  AttachOptions o;
+  o.cgroup_v2_path = cg.v2Path();
+  o.sandbox_id = cg.name();
+  o.network = policy(NetMode::kNone);
+  auto a = (*own)->attach(o);
+  ASSERT_TRUE(a) << a.error().message();
+  auto flood = [] {
+    for (int i = 0; i < 200; ++i) {
+      if (int e = sendTo(AF_INET, "192.0.2.1", 9, 10); e != EPERM) return e;
+      ::usleep(500);
+    }
+    return EPERM;
+  };
+
+  // Positive control: nobody pumps, and the ring cannot hold the records.
+  (*a)->beginExecution("unpumped");
+  ASSERT_EQ(runIn(cg, flood), EPERM);
+  auto unpumped = (*a)->endExecution();
+  ASSERT_TRUE(unpumped);
+  EXPECT_GT(unpumped->events_dropped, 0u) << dump(*unpumped);
+  EXPECT_EQ(unpumped->connections_denied + unpumped->events_dropped, 2000u) << dump(*unpumped);
+
+  // The same flood while a caller waits the way AgentClient does.
+  (*a)->beginExecution("pumped");
+  std::atomic<bool> done{false};
+  std::thread caller([&] {
+    while (!done.load()) {
+      pollfd p{(*own)->readableFd(), POLLIN, 0};
+      if (::poll(&p, 1, 10) > 0) (*own)->pump();
+    }
+  });
+  int flooded = runIn(cg, flood);
+  done = true;
+  caller.join();
+  ASSERT_EQ(flooded, EPERM);
+  auto pumped = (*a)->endExecution();
+  ASSERT_TRUE(pumped);
+  EXPECT_EQ(pumped->events_dropped, 0u) << dump(*pumped);
+  EXPECT_EQ(pumped->connections_denied, 2000u) << dump(*pumped);
 }
 
 TEST_F(Audit, EventsAndExecutionsGoToTheAuditLog) {
