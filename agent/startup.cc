@@ -5,10 +5,12 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <vector>
 
 namespace airlock::agent {
@@ -67,11 +69,15 @@ Result<UniqueFd> prepareProcess(int channel_in, int channel_out) {
       return sysError("fcntl(O_NONBLOCK) agent channel", std::to_string(fd));
   }
 
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
+  // Launchers may hand over ignored signals and any mask (the namespaces backend execs the agent
+  // with every signal blocked): dispositions and the mask are set here, before anything else.
+  // The raw syscall, because glibc's sigaction() refuses the two signals it reserves (32, 33),
+  // and one ignored by whoever started the supervisor would reach every program (musl and Go
+  // use them). A zeroed kernel sigaction is SIG_DFL, no flags, no mask, on every architecture.
+  const unsigned long dfl[4] = {};
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig == SIGKILL || sig == SIGSTOP) continue;
-    ::sigaction(sig, &dfl, nullptr);  // glibc-internal signals refuse: that is fine
+    ::syscall(SYS_rt_sigaction, sig, dfl, nullptr, sizeof(uint64_t));
   }
   struct sigaction ign {};
   ign.sa_handler = SIG_IGN;

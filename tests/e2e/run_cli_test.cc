@@ -154,6 +154,27 @@ TEST_F(RunCli, SandboxedCodeIsTheOomKillersFirstChoice) {
   EXPECT_NE(agent_score, "1000\n") << "the agent took its child's score";
 }
 
+TEST_F(RunCli, ProgramsStartWithDefaultSignalsAndAnEmptyMask) {
+  // The supervisor catches SIGINT, SIGTERM and SIGHUP and ignores SIGPIPE; none of that may reach
+  // the sandbox. The namespaces backend keeps every signal blocked from the clone through the
+  // agent's exec (plugins/isolation/namespaces/child.h), the agent sets its own mask and
+  // dispositions, and its children start with none. cat reads its own status (grep would not
+  // do: it installs a SIGSEGV handler); after `trap '' PIPE` the same probe sees an ignored
+  // signal, so it can tell.
+  auto r = runAirlock({"run", "--lang", "shell", "-c",
+                       "cat /proc/self/status | grep -E '^Sig(Blk|Ign|Cgt)'; echo --; "
+                       "cat /proc/1/status | grep -E '^Sig(Blk|Cgt)'; echo --; "
+                       "trap '' PIPE; cat /proc/self/status | grep '^SigIgn'"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n"
+            "--\n"
+            // PID 1: SIGCHLD blocked (read through a signalfd), no handlers.
+            "SigBlk:\t0000000000010000\nSigCgt:\t0000000000000000\n"
+            "--\n"
+            "SigIgn:\t0000000000001000\n");
+}
+
 TEST_F(RunCli, EnvironmentIsCleanPlusWhatWasAsked) {
   auto r = runAirlock({"run", "--env", "GREETING=hi there", "--lang", "shell", "-c",
                        "echo \"$GREETING\"; env | sort"});

@@ -32,7 +32,7 @@ static void statusLines(void) {
   while (fgets(line, sizeof line, f) != NULL) {
     if (strncmp(line, "Uid:", 4) == 0 || strncmp(line, "Gid:", 4) == 0 ||
         strncmp(line, "Groups:", 7) == 0 || strncmp(line, "CapEff:", 7) == 0 ||
-        strncmp(line, "SigBlk:", 7) == 0)
+        strncmp(line, "SigBlk:", 7) == 0 || strncmp(line, "SigCgt:", 7) == 0)
       fprintf(out, "status %s", line);
   }
   fclose(f);

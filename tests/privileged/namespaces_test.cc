@@ -307,7 +307,12 @@ TEST_F(NamespacesPlugin, ProbeIsRootInsideAndPidOneWithLoopbackOnly) {
   EXPECT_EQ(r.value("status Gid:"), "0\t0\t0\t0");
   EXPECT_EQ(r.value("status Groups:"), "") << "supplementary groups of the supervisor leaked";
   EXPECT_EQ(r.value("status CapEff:"), "000001ffffffffff") << "root of its own user ns";
-  EXPECT_EQ(r.value("status SigBlk:"), "0000000000000000");
+  // Signals stay blocked from the clone through the exec (child.h), so no handler of the
+  // supervisor's can run in the child; the exec leaves no handler, and the agent sets its own mask.
+  EXPECT_EQ(r.value("status SigCgt:"), "0000000000000000");
+  const uint64_t blocked = std::stoull(r.value("status SigBlk:"), nullptr, 16);
+  for (int sig : {SIGHUP, SIGINT, SIGTERM, SIGCHLD, SIGUSR1, SIGRTMIN})
+    EXPECT_NE(blocked & (uint64_t{1} << (sig - 1)), 0u) << "signal " << sig << " was not blocked";
   EXPECT_EQ(r.value("hostname"), "sbx-test");
   EXPECT_EQ(r.value("lo_up"), "1");
   EXPECT_EQ(r.value("netdevs"), "ENOENT") << "/sys must be absent";

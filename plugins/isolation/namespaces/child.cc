@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <linux/close_range.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -17,18 +16,6 @@
 
 namespace airlock::isolation {
 namespace {
-
-// The supervisor's handlers (and their self-pipes) must never run in the sandbox.
-int resetSignals() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    ::sigaction(sig, &sa, nullptr);  // glibc refuses its internal signals; that is fine
-  }
-  return 0;
-}
 
 int waitParent(int sync_fd) {
   char byte;
@@ -75,11 +62,6 @@ int setupFds(const ChildContext& ctx, int* exe_fd) {
 
 }  // namespace
 
-void planResetSignals(Plan& plan) {
-  plan.add({.stage = Stage::kResetSignals, .kind = StepKind::kResetSignals}, "sigaction(SIG_DFL)",
-           "all signals");
-}
-
 void planWaitParent(Plan& plan) {
   plan.add({.stage = Stage::kWaitParent, .kind = StepKind::kWaitParent}, "read", "sync pipe");
 }
@@ -112,9 +94,6 @@ void runChild(std::span<const Step> steps, const ChildContext& ctx) {
     const Step& step = steps[i];
     int err = 0;
     switch (step.kind) {
-      case StepKind::kResetSignals:
-        err = resetSignals();
-        break;
       case StepKind::kWaitParent:
         err = waitParent(ctx.sync_fd);
         break;
@@ -148,7 +127,6 @@ void runChild(std::span<const Step> steps, const ChildContext& ctx) {
         err = setupFds(ctx, &exe_fd);
         break;
       case StepKind::kExec:
-        ::sigprocmask(SIG_SETMASK, &ctx.exec_sigmask, nullptr);
         ::syscall(SYS_execveat, exe_fd, "", ctx.argv, ctx.envp, AT_EMPTY_PATH);
         err = errno;
         break;

@@ -7,9 +7,12 @@
 
 namespace airlock::isolation {
 
-// Stages reset_signals (first), wait_parent, and fds, exec (last), around the concern-specific
-// stages.
-void planResetSignals(Plan& plan);
+// Stages wait_parent, and fds, exec (last), around the concern-specific stages.
+//
+// The child runs with every signal blocked, from before the clone (the cloning thread blocks
+// them) through execveat, so no handler of the supervisor's ever runs in it; execveat resets
+// every handled signal to SIG_DFL, and the agent sets its own mask and dispositions first thing
+// (agent/startup.cc). So there is no stage that resets 64 dispositions one syscall at a time.
 void planWaitParent(Plan& plan);
 void planHostname(const char* hostname, Plan& plan);
 void planExec(Plan& plan);

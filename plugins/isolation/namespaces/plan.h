@@ -6,7 +6,6 @@
 // failure as {stage, errno, step index}; the parent names the failed step from the same Plan.
 #pragma once
 
-#include <signal.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -24,7 +23,6 @@
 namespace airlock::isolation {
 
 enum class StepKind : uint8_t {
-  kResetSignals,   // every disposition back to SIG_DFL (handlers are the supervisor's)
   kWaitParent,     // read one byte from the sync pipe: id maps and cgroups are in place
   kSetResGid,      // become gid 0 in the new user namespace
   kSetGroups,      // drop the supervisor's supplementary groups
@@ -66,7 +64,6 @@ struct ChildContext {
   int exe_fd = -1;      // O_PATH fd of the agent
   char* const* argv = nullptr;
   char* const* envp = nullptr;
-  sigset_t exec_sigmask;  // the agent starts with this mask (empty)
   // MAP_SHARED page: the child stores CLOCK_MONOTONIC ns at the end of each stage (by Stage
   // index), so the parent can report where setup time goes. May be null.
   int64_t* stage_end_ns = nullptr;

@@ -84,7 +84,6 @@ Result<Plan> buildPlan(const airlock_sandbox_spec_v1& spec) {
   auto ok = validate(spec);
   if (!ok) return Unexpected(ok.error());
   Plan plan;
-  planResetSignals(plan);
   planNetwork(plan);
   planWaitParent(plan);
   planIdentity(plan);
@@ -158,7 +157,6 @@ class Namespaces final : public sdk::IsolationPlugin {
     ctx.exe_fd = spec.agent_exe_fd;
     ctx.argv = plan->keepVector(argv);
     ctx.envp = plan->keepVector({"PATH=/usr/bin:/bin"});
-    sigemptyset(&ctx.exec_sigmask);
 
     StageClock clock;
     ctx.stage_end_ns = clock.slots();

@@ -21,7 +21,6 @@ enum class Stage : int32_t {
   kRelease,
   // Child, in order (nsjail contain.cc::containProc). Network runs before wait_parent (see
   // net.h), so it is listed there.
-  kResetSignals,
   kNetwork,
   kWaitParent,
   kIdentity,
@@ -39,9 +38,9 @@ enum class Stage : int32_t {
 };
 
 inline constexpr const char* kStageNames[] = {
-    "prepare", "clone",       "id_maps",  "cgroups", "oom_score_adj", "release",   "reset_signals",
-    "network", "wait_parent", "identity", "rootfs",  "etc",           "mounts",    "proc",
-    "dev",     "pivot_root",  "hostname", "fds",     "exec",          "wait_exec",
+    "prepare",     "clone",    "id_maps", "cgroups", "oom_score_adj", "release", "network",
+    "wait_parent", "identity", "rootfs",  "etc",     "mounts",        "proc",    "dev",
+    "pivot_root",  "hostname", "fds",     "exec",    "wait_exec",
 };
 static_assert(sizeof kStageNames / sizeof kStageNames[0] == static_cast<int>(Stage::kWaitExec) + 1);
 
