@@ -13,6 +13,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -297,6 +298,8 @@ Result<EngineObjects> openOrLoadPinned(const ObjectOptions& options, const std::
   // Held before the pins are opened: a concurrent unpinUnusedEngines leaves this version alone.
   AIRLOCK_TRY_CTX(users, sys::lockFileIn(options.lock_dir, version + ".users", LOCK_SH),
                   "audit engine");
+  // When this version was last used: the loader of another keeps the most recent one.
+  (void)::futimens(users.get(), nullptr);
   auto usePins = [&](EngineObjects& opened) {
     opened.version = version;
     opened.users_lock = std::move(users);
@@ -317,8 +320,11 @@ Result<EngineObjects> openOrLoadPinned(const ObjectOptions& options, const std::
   if (!loaded_result) return Unexpected(loaded_result.error());
   EngineObjects loaded = std::move(*loaded_result);
   loaded.version = version;
-  // An older airlock's engine, or a loader that died before its rename, goes now if unused.
-  if (auto gone = unpinUnusedEngines(options.pin_root, options.lock_dir, version); !gone)
+  // An older airlock's engine, or a loader that died before its rename, goes now if unused;
+  // the most recently used other version stays. Two airlock versions taking turns on one host
+  // (an upgrade, a second build) would otherwise unpin each other's engine, and every run of
+  // either would pay a full load (~12 ms; +31 ms per run measured on a PVM host).
+  if (auto gone = unpinUnusedEngines(options.pin_root, options.lock_dir, version, 1); !gone)
     std::fprintf(stderr, "airlock: audit: %s\n", gone.error().message().c_str());
   if (auto r = pinObjects(loaded, options.pin_root); !r) {
     (void)removePinDir(dir + "-tmp-" + std::to_string(::getpid()));
@@ -420,7 +426,7 @@ Result<EngineObjects> openOrLoadEngineObjects(const ObjectOptions& options) {
 
 Result<std::vector<std::string>> unpinUnusedEngines(const std::string& pin_root,
                                                     const std::string& lock_dir,
-                                                    const std::string& keep) {
+                                                    const std::string& keep, size_t keep_recent) {
   std::vector<std::string> removed;
   DIR* d = ::opendir(pin_root.c_str());
   if (d == nullptr) {
@@ -433,6 +439,13 @@ Result<std::vector<std::string>> unpinUnusedEngines(const std::string& pin_root,
     if (name != "." && name != ".." && name != keep) names.push_back(name);
   }
   ::closedir(d);
+  // Unused versions, locked so none comes into use while it goes, most recently used first.
+  struct Unused {
+    std::string name;
+    UniqueFd users;  // empty for a dead loader's temporary directory
+    timespec used{};
+  };
+  std::vector<Unused> unused;
   for (const std::string& name : names) {
     UniqueFd users;
     if (name.find("-tmp-") == std::string::npos) {
@@ -446,8 +459,23 @@ Result<std::vector<std::string>> unpinUnusedEngines(const std::string& pin_root,
       pid_t pid = static_cast<pid_t>(std::atoi(name.substr(name.rfind('-') + 1).c_str()));
       if (pid > 0 && ::kill(pid, 0) == 0) continue;
     }
-    if (auto r = removePinDir(pin_root + "/" + name); !r) return Unexpected(r.error());
-    removed.push_back(name);
+    Unused u{name, std::move(users), {}};
+    struct stat st {};
+    if (u.users && ::fstat(u.users.get(), &st) == 0) u.used = st.st_mtim;
+    unused.push_back(std::move(u));
+  }
+  std::stable_sort(unused.begin(), unused.end(), [](const Unused& a, const Unused& b) {
+    return a.used.tv_sec != b.used.tv_sec ? a.used.tv_sec > b.used.tv_sec
+                                          : a.used.tv_nsec > b.used.tv_nsec;
+  });
+  size_t kept = 0;
+  for (const Unused& u : unused) {
+    if (u.users && kept < keep_recent) {
+      ++kept;
+      continue;
+    }
+    if (auto r = removePinDir(pin_root + "/" + u.name); !r) return Unexpected(r.error());
+    removed.push_back(u.name);
   }
   return removed;
 }

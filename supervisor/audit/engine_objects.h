@@ -78,11 +78,13 @@ Result<EngineObjects> openOrLoadEngineObjects(const ObjectOptions& options);
 Result<> attachToSandboxParent(EngineObjects& objects, int parent_fd, uint64_t parent_id,
                                const std::string& parent_path, const std::string& lock_dir);
 
-// Unpins every engine version under `pin_root` that no process uses, except `keep`; returns the
-// versions removed. Removing a version detaches its exec hook.
+// Unpins every engine version under `pin_root` that no process uses, except `keep` and the
+// `keep_recent` most recently used others (by the time of their <version>.users file, which each
+// use touches); returns the versions removed. Removing a version detaches its exec hook.
 Result<std::vector<std::string>> unpinUnusedEngines(const std::string& pin_root,
                                                     const std::string& lock_dir,
-                                                    const std::string& keep = {});
+                                                    const std::string& keep = {},
+                                                    size_t keep_recent = 0);
 
 // libbpf's options for opening one of bpf/'s objects: with the few kernel types the programs'
 // CO-RE relocations need (extracted at build time) when the running kernel is the build's, else

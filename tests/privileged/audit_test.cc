@@ -1071,6 +1071,42 @@ TEST_F(AuditPinned, VersionsNoProcessUsesAreUnpinned) {
 // A pinned engine's links on the parent are pinned too: they outlive every process, and when the
 // parent is removed and made again (a new cgroup id) the next process attaches them anew. The
 // test uses a parent of its own, which it can remove; the shared one may hold other sandboxes.
+TEST_F(AuditPinned, TheMostRecentlyUsedOtherVersionStaysPinned) {
+  // Two versions of other airlocks, neither in use; B was used after A. A load of this version
+  // unpins A and keeps B, so two versions taking turns do not unpin each other's engine.
+  ASSERT_EQ(::mkdir(root_.c_str(), 0700) == 0 || errno == EEXIST, true);
+  auto pinOld = [&](const std::string& version, time_t used) {
+    const std::string dir = root_ + "/" + version;
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    int map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "old", 4, 4, 1, nullptr);
+    ASSERT_GE(map, 0);
+    ASSERT_EQ(bpf_obj_pin(map, (dir + "/slot_config").c_str()), 0);
+    ::close(map);
+    const std::string users = locks_.file(version + ".users");
+    int fd = ::open(users.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    const timespec times[2] = {{used, 0}, {used, 0}};
+    ASSERT_EQ(::futimens(fd, times), 0);
+    ::close(fd);
+  };
+  const time_t now = ::time(nullptr);
+  pinOld("00000000000000aa", now - 3600);
+  pinOld("00000000000000bb", now - 60);
+
+  auto engine = loadPinned();
+  ASSERT_TRUE(engine);
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/00000000000000aa"))
+      << "an older unused version stayed";
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/00000000000000bb"))
+      << "the most recently used other version was unpinned";
+  // `airlock audit unload` keeps nothing that is unused.
+  auto gone = unpinUnusedEngines(root_, locks_.path());
+  ASSERT_TRUE(gone) << gone.error().message();
+  EXPECT_EQ(*gone, std::vector<std::string>{"00000000000000bb"});
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/" + engine->version())) << "in use";
+  engine.reset();
+}
+
 TEST_F(AuditPinned, TheParentsLinksArePinnedAndARecreatedParentGetsThemAgain) {
   const std::string parent = host_.v2_mount + "/airlock-test-parent-" + std::to_string(::getpid());
   const std::string child = parent + "/sandbox";
