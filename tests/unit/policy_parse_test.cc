@@ -281,6 +281,9 @@ TEST(PolicyBuiltin, EqualsItsDefaultsSpelledOutAndParsed) {
   Policy slow = parseOk(text);
   Policy fast = builtinDefault();
   EXPECT_EQ(fast.hash, sha256Hex(text)) << "the hash names every default";
+  // Built in code rather than parsed, so the checks parse() runs are run here.
+  EXPECT_TRUE(validate(fast));
+  EXPECT_EQ(fast.source, "<built-in>");
   EXPECT_EQ(fast.schema, slow.schema);
   EXPECT_EQ(fast.default_profile, slow.default_profile);
   ASSERT_EQ(fast.profiles.size(), 1u);
