@@ -170,6 +170,14 @@ CloneWaiter::CloneWaiter(CloneWaiter&&) noexcept = default;
 CloneWaiter& CloneWaiter::operator=(CloneWaiter&&) noexcept = default;
 CloneWaiter::~CloneWaiter() = default;
 
+#if defined(__x86_64__)
+bool CloneWaiter::returned() const {
+  return clone_ == nullptr || (clone_->state.load() & SharedMemoryClone::kCloneReturned) != 0;
+}
+#else
+bool CloneWaiter::returned() const { return true; }
+#endif
+
 void ChildProcess::killAndReap() noexcept {
   if (!pidfd_) return;
   ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);

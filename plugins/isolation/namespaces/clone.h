@@ -46,6 +46,10 @@ class CloneWaiter {
   CloneWaiter& operator=(CloneWaiter&&) noexcept;
   ~CloneWaiter();
 
+  // Whether the helper thread is back from clone3 (the child exec'd or died), so destruction
+  // no longer waits for the child, only for the thread's own exit. Always true without one.
+  bool returned() const;
+
  private:
   std::unique_ptr<SharedMemoryClone> clone_;
 };
