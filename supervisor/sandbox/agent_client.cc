@@ -93,6 +93,19 @@ Result<> AgentClient::expectOk(uint32_t id, const char* what, Clock::time_point 
                        protocol::msgTypeName(frame->header.type));
 }
 
+Result<> AgentClient::preconfigure(const protocol::Configure& config) {
+  // A Unix stream socket buffers ~200 KiB by default; a Configure is a few KiB (its seccomp
+  // program is most of it).
+  constexpr size_t kAheadMax = 64 * 1024;
+  std::string out;
+  uint32_t id = next_id_;
+  protocol::encode(out, id, config);
+  if (out.size() > kAheadMax) return {};
+  if (auto r = send(out); !r) return Unexpected(r.error());
+  configure_id_ = nextId();
+  return {};
+}
+
 Result<protocol::Hello> AgentClient::handshake(const protocol::Configure& config,
                                                Clock::time_point deadline) {
   auto frame = nextFrame(deadline);
@@ -105,10 +118,13 @@ Result<protocol::Hello> AgentClient::handshake(const protocol::Configure& config
   if (hello->protocol_version != protocol::kProtocolVersion)
     return fail("agent speaks protocol version " + std::to_string(hello->protocol_version) +
                 ", this supervisor speaks " + std::to_string(protocol::kProtocolVersion));
-  uint32_t id = nextId();
-  std::string out;
-  protocol::encode(out, id, config);
-  if (auto r = send(out); !r) return Unexpected(r.error());
+  uint32_t id = configure_id_;
+  if (id == 0) {
+    id = nextId();
+    std::string out;
+    protocol::encode(out, id, config);
+    if (auto r = send(out); !r) return Unexpected(r.error());
+  }
   if (auto r = expectOk(id, "configure", deadline); !r) return Unexpected(r.error());
   return *hello;
 }

@@ -24,7 +24,13 @@ class AgentClient {
  public:
   explicit AgentClient(UniqueFd channel) : fd_(std::move(channel)) {}
 
-  // Waits for the agent's Hello, checks its protocol version, sends Configure, waits for Ok.
+  // Sends Configure before the agent has said Hello, even before it runs: the agent reads it
+  // right after sending Hello (docs/protocol.md), so its Ok is under way while this side is
+  // still waiting, one round trip fewer. Only a frame that fits the socket buffer is sent
+  // ahead (nothing reads it yet); a larger one waits for handshake().
+  Result<> preconfigure(const protocol::Configure& config);
+  // Waits for the agent's Hello, checks its protocol version, sends Configure unless
+  // preconfigure() did, waits for Ok.
   Result<protocol::Hello> handshake(const protocol::Configure& config, Clock::time_point deadline);
 
   // Takes over a configured agent that waits for a new supervisor (docs/protocol.md, WAITING):
@@ -96,6 +102,7 @@ class AgentClient {
   Result<> readEntries(uint32_t id, const std::string& what, bool listing, size_t max_entries,
                        std::vector<protocol::FileEntry>& out, Clock::time_point deadline);
   uint32_t nextId() { return next_id_++; }
+  uint32_t configure_id_ = 0;  // the request id of a Configure sent ahead, 0: none
 
   UniqueFd fd_;
   protocol::FrameReader reader_;

@@ -248,7 +248,11 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
     return sysError("socketpair", "agent channel");
-  UniqueFd ours(pair[0]), theirs(pair[1]);
+  UniqueFd theirs(pair[1]);
+  auto agent = std::make_unique<AgentClient>(UniqueFd(pair[0]));
+  // Queued for the agent before it exists: it answers while we still wait for its Hello.
+  if (auto r = agent->preconfigure(sb->configure_); !r)
+    return Unexpected(std::move(r.error()).wrap(ctx("configure")));
   UniqueFd agent_exe(open(options.agent_path.c_str(), O_PATH | O_CLOEXEC));
   if (!agent_exe) return sysError("open", options.agent_path);
 
@@ -300,7 +304,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
     lap("network_attach");
   }
 
-  sb->agent_ = std::make_unique<AgentClient>(std::move(ours));
+  sb->agent_ = std::move(agent);
   auto hello = sb->agent_->handshake(sb->configure_, Clock::now() + kHandshakeTimeout);
   if (!hello) return Unexpected(std::move(hello.error()).wrap(ctx("agent handshake")));
   lap("agent_handshake");
