@@ -11,6 +11,7 @@ airlock_add_test(agent_tests LABEL privileged
     ${CMAKE_CURRENT_LIST_DIR}/agent_session_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_confinement_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_pid1_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/agent_handshake_test.cc
     ${CMAKE_SOURCE_DIR}/supervisor/sandbox/agent_client.cc
   LIBS airlock_protocol)
 add_dependencies(agent_tests airlock-agent)
