@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -119,6 +120,10 @@ Result<std::vector<Entry>> resolveEntries(const airlock_sandbox_spec_v1& spec,
   }
 
   std::vector<Entry> resolved;
+  // Most entries share a parent (a dozen files of /etc): each realpath() is a readlink per
+  // component, so it is asked once per parent. A syscall is dear in a VM and this runs for
+  // every sandbox.
+  std::map<std::string, std::string> real_parents;
   for (Entry& e : entries) {
     struct stat st;
     if (::lstat(e.source.c_str(), &st) != 0) {
@@ -132,7 +137,8 @@ Result<std::vector<Entry>> resolveEntries(const airlock_sandbox_spec_v1& spec,
       e.kind = Kind::kSymlink;
       e.link = *link;
     } else {
-      if (::stat(e.source.c_str(), &st) != 0) {
+      // Only a symlink needs following: for anything else lstat already said what it is.
+      if (S_ISLNK(st.st_mode) && ::stat(e.source.c_str(), &st) != 0) {
         if (errno == ENOENT && e.optional) continue;
         return sysError("stat(mount source for " + e.target + ")", e.source);
       }
@@ -140,11 +146,15 @@ Result<std::vector<Entry>> resolveEntries(const airlock_sandbox_spec_v1& spec,
       if (!image && e.source == e.target && e.target != "/") {
         // A path under a symlinked directory (/lib/x on merged /usr) is mounted where it
         // really is, so that it dedups against /usr and never resolves through a host link.
-        char real[PATH_MAX];
         std::string parent = parentOf(e.source);
-        if (::realpath(parent.c_str(), real) == nullptr)
-          return sysError("realpath(mount source)", parent);
-        std::string dir = real;
+        auto known = real_parents.find(parent);
+        if (known == real_parents.end()) {
+          char real[PATH_MAX];
+          if (::realpath(parent.c_str(), real) == nullptr)
+            return sysError("realpath(mount source)", parent);
+          known = real_parents.emplace(parent, real).first;
+        }
+        const std::string& dir = known->second;
         e.source = e.target = (dir == "/" ? "" : dir) + e.source.substr(e.source.rfind('/'));
       }
     }
