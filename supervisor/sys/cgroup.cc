@@ -320,9 +320,16 @@ Result<CgroupHost> CgroupHost::detect(const std::string& mountinfo,
   if (!host.v2_mount.empty()) {
     auto ctl = readControl(host.v2_mount + "/cgroup.controllers");
     if (!ctl) return Unexpected(std::move(ctl.error()).wrap("detect cgroups"));
-    std::istringstream in(*ctl);
-    std::string c;
-    while (in >> c) host.v2_controllers.insert(c);
+    // "cpuset cpu io memory pids\n": split by hand, the only stream on the run's path.
+    std::string_view rest = *ctl;
+    while (!rest.empty()) {
+      size_t start = rest.find_first_not_of(" \t\n");
+      if (start == std::string_view::npos) break;
+      size_t end = rest.find_first_of(" \t\n", start);
+      if (end == std::string_view::npos) end = rest.size();
+      host.v2_controllers.emplace(rest.substr(start, end - start));
+      rest.remove_prefix(end);
+    }
   }
   return host;
 }
