@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -205,7 +206,7 @@ class Namespaces final : public sdk::IsolationPlugin {
       throw sdk::PluginError(record.err != 0 ? record.err : EINVAL, plan->describe(record));
     }
     const int64_t t_exec = nowNs();
-    deferJoin(std::move(spawned->waiter));
+    joinReturnedClones(std::move(spawned->waiter));
 
     out.struct_size = sizeof(airlock_sandbox_v1);
     out.pid = pid;
@@ -228,22 +229,18 @@ class Namespaces final : public sdk::IsolationPlugin {
  private:
   std::atomic<bool> oom_warned_{false};
   // Clones whose agent has exec'd but whose helper thread may still be on its way out of
-  // clone3 (clone.h). Joining it before start() returns cost ~0.3 ms of every sandbox's
-  // creation on a slow host: the thread needs a CPU to wake up and exit while the agent starts.
-  // They are joined on the next start() or release() instead, and the rest when the plugin
-  // goes, before its code is unloaded.
+  // clone3 (clone.h). Joined before start() returned, it needed a CPU to wake up and exit
+  // while the agent started: the handshake began ~1.5 ms after the agent's exec on a slow
+  // 2-CPU host, ~0.25 ms since. They are joined on the next start() or release() instead,
+  // and the rest when the plugin goes, before its code is unloaded.
   std::mutex clones_mu_;
   std::vector<CloneWaiter> clones_;
 
-  void deferJoin(CloneWaiter waiter) {
+  // Joins the clones whose helper is back from clone3 (an instant wait), then keeps `waiter`.
+  void joinReturnedClones(std::optional<CloneWaiter> waiter = std::nullopt) {
     std::lock_guard lock(clones_mu_);
     std::erase_if(clones_, [](const CloneWaiter& w) { return w.returned(); });
-    clones_.push_back(std::move(waiter));
-  }
-
-  void joinReturnedClones() noexcept {
-    std::lock_guard lock(clones_mu_);
-    std::erase_if(clones_, [](const CloneWaiter& w) { return w.returned(); });
+    if (waiter) clones_.push_back(std::move(*waiter));
   }
 
   // true: a child stage failed and record is filled; false: EOF, the agent was exec'd.
