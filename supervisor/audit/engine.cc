@@ -135,7 +135,7 @@ struct AuditEngine::Impl {
   uint64_t parent_cgroup_id = 0;  // the sandboxes' parent the cgroup programs were last seen on
 
   std::atomic<bool> stopping{false};
-  std::chrono::steady_clock::time_point next_drop_check;  // pump()'s, without a reader thread
+  std::chrono::steady_clock::time_point next_drop_check;  // read by one thread: reader or pump()
 
   ~Impl() {
     if (reader.joinable()) {
@@ -287,24 +287,29 @@ struct AuditEngine::Impl {
     }
   }
 
+  // Dispatches what waits in the ring, and checks the drop counters once drop_check_interval
+  // has passed: the reader thread's loop body, or the caller's pump() without a thread.
+  void consumeAndCheckDrops() {
+    {
+      std::lock_guard lock(consume_mu);
+      ring_buffer__consume(ring);
+    }
+    if (std::chrono::steady_clock::now() >= next_drop_check) {
+      checkDrops();
+      next_drop_check = std::chrono::steady_clock::now() + options.drop_check_interval;
+    }
+  }
+
   void readLoop() {
-    auto next_check = std::chrono::steady_clock::now() + options.drop_check_interval;
     while (!stopping.load()) {
       epoll_event ev[2];
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      next_check - std::chrono::steady_clock::now())
+                      next_drop_check - std::chrono::steady_clock::now())
                       .count();
       int n = ::epoll_wait(epoll.get(), ev, 2, static_cast<int>(std::max<long long>(left, 0)));
       if (n < 0 && errno != EINTR) break;
       if (stopping.load()) break;
-      {
-        std::lock_guard lock(consume_mu);
-        ring_buffer__consume(ring);
-      }
-      if (std::chrono::steady_clock::now() >= next_check) {
-        checkDrops();
-        next_check = std::chrono::steady_clock::now() + options.drop_check_interval;
-      }
+      consumeAndCheckDrops();
     }
   }
 
@@ -572,8 +577,8 @@ Result<std::shared_ptr<AuditEngine>> AuditEngine::load(const EngineOptions& opti
       return sysError("epoll_ctl", "audit reader");
     }
   }
-  if (m.options.reader_thread) m.reader = std::thread([&m] { m.readLoop(); });
   m.next_drop_check = std::chrono::steady_clock::now() + m.options.drop_check_interval;
+  if (m.options.reader_thread) m.reader = std::thread([&m] { m.readLoop(); });
   return engine;
 }
 
@@ -686,18 +691,7 @@ int AuditEngine::readableFd() const {
   return impl_->options.reader_thread ? -1 : ring_buffer__epoll_fd(impl_->ring);
 }
 
-void AuditEngine::pump() {
-  Impl& m = *impl_;
-  {
-    std::lock_guard lock(m.consume_mu);
-    ring_buffer__consume(m.ring);
-  }
-  auto now = std::chrono::steady_clock::now();
-  if (now >= m.next_drop_check) {
-    m.checkDrops();
-    m.next_drop_check = now + m.options.drop_check_interval;
-  }
-}
+void AuditEngine::pump() { impl_->consumeAndCheckDrops(); }
 
 bool AuditEngine::syscallCounterAttached() const {
   std::lock_guard lock(impl_->mu);

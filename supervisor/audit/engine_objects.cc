@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <tuple>
 
 #include "exec_audit.skel.h"
 #include "min_core_btf.h"
@@ -465,8 +466,7 @@ Result<std::vector<std::string>> unpinUnusedEngines(const std::string& pin_root,
     unused.push_back(std::move(u));
   }
   std::stable_sort(unused.begin(), unused.end(), [](const Unused& a, const Unused& b) {
-    return a.used.tv_sec != b.used.tv_sec ? a.used.tv_sec > b.used.tv_sec
-                                          : a.used.tv_nsec > b.used.tv_nsec;
+    return std::tie(a.used.tv_sec, a.used.tv_nsec) > std::tie(b.used.tv_sec, b.used.tv_nsec);
   });
   size_t kept = 0;
   for (const Unused& u : unused) {
