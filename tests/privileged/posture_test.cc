@@ -9,9 +9,11 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -145,6 +147,10 @@ class LiveSandbox {
         break;
       }
     }
+    // The program turns up at its exec, while its dynamic loader may still hold a library or a
+    // locale file open on fd 3: its posture is read once it sits in its sleep.
+    for (int i = 0; i < 250 && sandboxed_ > 0 && !sleeping(sandboxed_); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ~LiveSandbox() {
     if (airlock_ > 0 && !exited_) {
@@ -172,6 +178,15 @@ class LiveSandbox {
     return false;
   }
   int exitStatus() const { return status_; }
+
+  // Whether pid is blocked in nanosleep or clock_nanosleep (/proc/<pid>/syscall: "230 0x..."
+  // while blocked, "running" otherwise).
+  static bool sleeping(pid_t pid) {
+    std::string sc = readFile("/proc/" + std::to_string(pid) + "/syscall");
+    if (sc.empty() || !std::isdigit(static_cast<unsigned char>(sc[0]))) return false;
+    long nr = std::strtol(sc.c_str(), nullptr, 10);
+    return nr == SYS_clock_nanosleep || nr == SYS_nanosleep;
+  }
 
   // Every host process whose argv[0] is "sleep" with our token and whose uid is a sandbox uid.
   pid_t find() const {
