@@ -2,6 +2,8 @@
 # B1 one-shot (docs: /work/shared/design/PERFORMANCE.md, bench/README.md): `airlock run` of
 # print(1) / console.log(1) / true, cold (a new sandbox per run), default policy, measured side by
 # side with the bare interpreter, bwrap --unshare-all, runsc do and firejail in the same run.
+# "bwrap+pid1" is bwrap with a minimal static PID 1 (bench/floor/min_pid1.cc) in front of the
+# program: the floor of any design that, like airlock's, execs an agent between the two.
 #
 # Usage: bench/b1_oneshot.sh [--smoke] [--runs N] [--airlock PATH] [--langs "python node shell"]
 #                            [--json FILE]
@@ -18,6 +20,7 @@ runs=30
 warmup=2
 langs="python node shell"
 airlock="${AIRLOCK:-$repo/build/bin/airlock}"
+min_pid1="$repo/build/bench/airlock_min_pid1"
 json_out=""
 py=/usr/bin/python3
 # Every command runs with the same minimal environment airlock gives its programs: a host variable
@@ -83,12 +86,14 @@ expected_out() { case "$1" in shell) echo "" ;; *) echo "1" ;; esac; }
 airlock_code() { case "$1" in python) echo "print(1)" ;; node) echo "console.log(1)" ;; shell) echo "true" ;; esac; }
 
 # Runners: name and the prefix put before the bare command (airlock is special-cased).
-runners="bare airlock bwrap runsc firejail"
-if $fdm_row; then runners="bare airlock airlock-fdm bwrap runsc firejail"; fi
+runners="bare airlock bwrap bwrap+pid1 runsc firejail"
+if $fdm_row; then runners="bare airlock airlock-fdm bwrap bwrap+pid1 runsc firejail"; fi
 prefix() {
   case "$1" in
     bare) echo "" ;;
     bwrap) echo "bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --" ;;
+    # The binary is bound into bwrap's /tmp: the repository may itself be under /tmp.
+    bwrap+pid1) echo "$(prefix bwrap | sed 's/ --$//') --ro-bind $min_pid1 /tmp/airlock-min-pid1 -- /tmp/airlock-min-pid1" ;;
     runsc) echo "runsc --network=none do" ;;
     firejail) echo "firejail --quiet --noprofile" ;;
   esac
@@ -112,6 +117,10 @@ preflight() {
   mapfile -t argv < <(argv_of "$runner" "$lang")
   if ! command -v "${argv[0]}" >/dev/null 2>&1 && [[ ! -x "${argv[0]}" ]]; then
     echo "not installed (${argv[0]})"
+    return
+  fi
+  if [[ "$runner" == bwrap+pid1 && ! -x "$min_pid1" ]]; then
+    echo "not built ($min_pid1)"
     return
   fi
   if [[ "$runner" == airlock* && $(id -u) -ne 0 ]]; then
