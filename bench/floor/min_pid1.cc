@@ -8,7 +8,12 @@
 #include <unistd.h>
 
 int main(int argc, char** argv) {
-  if (argc < 2) return 2;
+  if (argc < 2) {
+    static const char kUsage[] = "usage: airlock_min_pid1 PROGRAM [ARG...]\n";
+    ssize_t n = write(2, kUsage, sizeof kUsage - 1);
+    (void)n;
+    return 2;
+  }
   pid_t pid = vfork();  // the cheapest spawn: no copy of page tables
   if (pid == 0) {
     execv(argv[1], argv + 1);
