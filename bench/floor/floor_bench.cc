@@ -140,6 +140,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string truth = which("true");
+  if (truth.empty()) {
+    std::fprintf(stderr, "floor: no true(1) in /usr/bin, /bin or /usr/local/bin\n");
+    return 2;
+  }
   const std::string bwrap = which("bwrap");
   struct Row {
     const char* name;
@@ -149,7 +153,7 @@ int main(int argc, char** argv) {
     double rate = -1;
   };
   std::vector<Row> rows = {
-      {"fork + exec true", 0, {truth}, truth.empty() ? "no true(1)" : ""},
+      {"fork + exec true", 0, {truth}, ""},
       {"clone3, 7 namespaces + true", kAllNamespaces, {truth}, ""},
       {"... + static PID 1 + true",
        kAllNamespaces,
