@@ -118,7 +118,8 @@ AIRLOCK_ABI_FIELD(airlock_plugin_v1, ops, 48);
 // Values are part of the ABI too: never renumbered.
 static_assert(AIRLOCK_PLUGIN_ISOLATION == 1 && AIRLOCK_PLUGIN_LANGUAGE == 2 &&
               AIRLOCK_PLUGIN_TRANSFER == 3 && AIRLOCK_PLUGIN_REVIEW == 4);
-static_assert(AIRLOCK_CODE_INLINE == 1 && AIRLOCK_CODE_FILE == 2 && AIRLOCK_CODE_SESSION == 3);
+static_assert(AIRLOCK_CODE_INLINE == 1 && AIRLOCK_CODE_FILE == 2 && AIRLOCK_CODE_SESSION == 3 &&
+              AIRLOCK_CODE_PRESTART == 4);
 static_assert(AIRLOCK_MOUNT_READONLY == 1u && AIRLOCK_MOUNT_OPTIONAL == 2u);
 static_assert(AIRLOCK_NETWORK_LOOPBACK == 0 && AIRLOCK_NETWORK_LINKED == 1);
 

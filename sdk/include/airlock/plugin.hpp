@@ -98,6 +98,12 @@ class LanguagePlugin : public PluginBase {
   virtual Command buildSession() {
     throw PluginError(ENOTSUP, "this language has no session driver");
   }
+  // AIRLOCK_CODE_PRESTART requests (ABI 1.4): the command starting this language's prestart
+  // driver, which imports `modules` and then waits for one program on stdin (docs/plugins.md,
+  // "Prestart drivers"). Languages without one keep the default.
+  virtual Command buildPrestart(const std::vector<std::string>& /*modules*/) {
+    throw PluginError(ENOTSUP, "this language has no prestart driver");
+  }
 };
 
 // Review plugins (ABI 1.2): one link of a profile's review chain. review() returns a Verdict, or
@@ -195,8 +201,16 @@ struct LanguageTrampolines {
     return guard(err, [&] {
       auto owned = std::make_unique<Owned>();
       P* plugin = static_cast<P*>(instance);
-      owned->command = request->source == AIRLOCK_CODE_SESSION ? plugin->buildSession()
-                                                               : plugin->buildCommand(*request);
+      if (request->source == AIRLOCK_CODE_SESSION) {
+        owned->command = plugin->buildSession();
+      } else if (request->source == AIRLOCK_CODE_PRESTART) {
+        std::vector<std::string> modules;
+        for (const char* const* m = request->args; m != nullptr && *m != nullptr; ++m)
+          modules.emplace_back(*m);
+        owned->command = plugin->buildPrestart(modules);
+      } else {
+        owned->command = plugin->buildCommand(*request);
+      }
       for (auto& a : owned->command.argv) owned->argv.push_back(a.c_str());
       owned->argv.push_back(nullptr);
       for (auto& e : owned->command.env) owned->env.push_back(e.c_str());

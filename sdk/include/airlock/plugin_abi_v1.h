@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AIRLOCK_PLUGIN_ABI_MAJOR 1
-#define AIRLOCK_PLUGIN_ABI_MINOR 3
+#define AIRLOCK_PLUGIN_ABI_MINOR 4
 #define AIRLOCK_PLUGIN_ENTRY_SYMBOL "airlock_plugin_entry_v1"
 
 /* A borrowed byte string; not NUL-terminated. */
@@ -157,7 +157,18 @@ typedef enum airlock_code_source_v1 {
    * control pipe; docs/plugins.md has the protocol. code, path and args are unused. A language
    * without sessions fails with ENOTSUP; plugins built against 1.0 fail it as an unknown
    * source. */
-  AIRLOCK_CODE_SESSION = 3
+  AIRLOCK_CODE_SESSION = 3,
+  /* Since 1.4. Build the command that starts this language's prestart driver, for a warm pool:
+   * an interpreter that starts now, imports the modules named in args (e.g. "pandas",
+   * "matplotlib.pyplot"; one that fails to import is skipped silently), then waits for exactly
+   * one program on stdin: a decimal byte length, '\n', then that many bytes of UTF-8 JSON
+   * {"code": str | null, "path": str | null, "args": [str]} (exactly one of code and path). It
+   * runs that program as the INLINE or FILE command would, with the rest of stdin as the
+   * program's stdin, and exits with its status; docs/plugins.md has the details. code and path
+   * are unused. The environment is the one of INLINE and FILE commands. A language without a
+   * prestart driver fails with ENOTSUP; plugins built against 1.3 or earlier fail it as an
+   * unknown source. */
+  AIRLOCK_CODE_PRESTART = 4
 } airlock_code_source_v1;
 
 typedef struct airlock_code_request_v1 {
@@ -165,7 +176,8 @@ typedef struct airlock_code_request_v1 {
   int source;                    /* airlock_code_source_v1 */
   airlock_str_v1 code;           /* INLINE: the program text; borrowed */
   const char* path;              /* FILE: sandbox path; borrowed */
-  const char* const* args;       /* program arguments, NULL-terminated; borrowed */
+  const char* const* args;       /* program arguments (PRESTART: modules), NULL-terminated;
+                                    borrowed */
 } airlock_code_request_v1;
 
 /* A command for the agent. Allocated by the plugin in build_command(), released by the plugin
