@@ -1,8 +1,9 @@
-# Embeds a session driver's source into a language plugin as a C++ raw string literal.
+# Embeds a driver's source (session_driver.py, prestart_driver.js, ...) into a language plugin as
+# a C++ raw string literal.
 #
 #   airlock_embed_driver(<target> <source> <symbol>)
 #
-# generates ${CMAKE_CURRENT_BINARY_DIR}/generated/session_driver.h defining
+# generates ${CMAKE_CURRENT_BINARY_DIR}/generated/<source name without extension>.h defining
 # `inline constexpr char <symbol>[]`, regenerated whenever <source> changes, and adds its
 # directory to <target>'s include path. Run as a script (cmake -P) it does the generation.
 
@@ -27,7 +28,8 @@ set(AIRLOCK_EMBED_DRIVER_SCRIPT ${CMAKE_CURRENT_LIST_FILE})
 
 function(airlock_embed_driver target source symbol)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/generated)
-  set(header ${dir}/session_driver.h)
+  get_filename_component(name ${source} NAME_WE)
+  set(header ${dir}/${name}.h)
   add_custom_command(
     OUTPUT ${header}
     COMMAND ${CMAKE_COMMAND} -DIN=${CMAKE_CURRENT_SOURCE_DIR}/${source} -DOUT=${header}
