@@ -61,6 +61,14 @@ inline std::string programPath(const airlock_code_request_v1& request) {
   return path;
 }
 
+// The modules a prestart driver imports before its program arrives (AIRLOCK_CODE_PRESTART). They
+// travel as the driver's arguments, so none may be empty or look like an option.
+inline void checkPrestartModule(const std::string& module) {
+  if (module.empty() || module.front() == '-')
+    throw sdk::PluginError(EINVAL,
+                           "prestart module name '" + module + "' is empty or starts with '-'");
+}
+
 // Linux's limit on one argv string, NUL included (MAX_ARG_STRLEN: 32 pages). Session drivers
 // travel as a single argument and are checked against it at compile time.
 inline constexpr size_t kMaxArgStrlen = 32 * 4096;

@@ -1,6 +1,7 @@
 // airlock.language.python: CPython 3 from the host's /usr/bin/python3.
 #include "common/language_support.h"
-#include "session_driver.h"  // kSessionDriver: session_driver.py, generated at build time
+#include "prestart_driver.h"  // kPrestartDriver: prestart_driver.py, generated at build time
+#include "session_driver.h"   // kSessionDriver: session_driver.py, generated at build time
 
 namespace {
 
@@ -42,16 +43,49 @@ class Python final : public airlock::sdk::LanguagePlugin {
   // working directory must import as they would in a notebook.
   Command buildSession() override { return {{interpreter_, "-u", "-c", kSessionDriver}, env()}; }
 
+  // The one-shot command's interpreter, flags (none: no -u, since the program's streams must
+  // buffer as in `python3 -c`; env() sets the same PYTHONUNBUFFERED for both) and environment.
+  // The modules follow the driver, which reads them from sys.argv and then resets it.
+  Command buildPrestart(const std::vector<std::string>& modules) override {
+    Command c{{interpreter_, "-c", kPrestartDriver}, env()};
+    for (const auto& m : modules) {
+      airlock::languages::checkPrestartModule(m);
+      if (!isDottedName(m))
+        throw airlock::sdk::PluginError(
+            EINVAL, "prestart module '" + m + "' is not a dotted Python module name");
+      c.argv.push_back(m);
+    }
+    return c;
+  }
+
  private:
   static std::vector<std::string> env() {
     return {"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "MPLBACKEND=Agg",
             "PYTHONIOENCODING=utf-8"};
+  }
+  // "pandas", "matplotlib.pyplot": identifiers (ASCII, or any non-ASCII UTF-8) joined by dots.
+  static bool isDottedName(const std::string& name) {
+    bool start = true;
+    for (unsigned char ch : name) {
+      if (ch == '.') {
+        if (start) return false;
+        start = true;
+      } else if (((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z') || ch == '_' || ch >= 0x80 ||
+                 (!start && ch >= '0' && ch <= '9')) {
+        start = false;
+      } else {
+        return false;
+      }
+    }
+    return !start;
   }
   std::string interpreter_;
 };
 
 static_assert(sizeof(kSessionDriver) <= airlock::languages::kMaxArgStrlen,
               "session_driver.py no longer fits in one argv string");
+static_assert(sizeof(kPrestartDriver) <= airlock::languages::kMaxArgStrlen,
+              "prestart_driver.py no longer fits in one argv string");
 
 }  // namespace
 
