@@ -1,6 +1,7 @@
 // airlock.language.node: Node.js from the host's /usr/bin/node.
 #include "common/language_support.h"
-#include "session_driver.h"  // kSessionDriver: session_driver.js, generated at build time
+#include "prestart_driver.h"  // kPrestartDriver: prestart_driver.js, generated at build time
+#include "session_driver.h"   // kSessionDriver: session_driver.js, generated at build time
 
 namespace {
 
@@ -41,12 +42,27 @@ class Node final : public airlock::sdk::LanguagePlugin {
     return {{interpreter_, "--expose-internals", "-e", kSessionDriver}, {}};
   }
 
+  // --expose-internals: the driver runs the program through node's own `-e` and main-module entry
+  // points (internal/process/execution, Module.runMain) and restores node's frames in stack
+  // traces. The modules follow "--", where the driver reads them from process.argv. No
+  // environment, as for one-shot runs.
+  Command buildPrestart(const std::vector<std::string>& modules) override {
+    Command c{{interpreter_, "--expose-internals", "-e", kPrestartDriver, "--"}, {}};
+    for (const auto& m : modules) {
+      airlock::languages::checkPrestartModule(m);
+      c.argv.push_back(m);
+    }
+    return c;
+  }
+
  private:
   std::string interpreter_;
 };
 
 static_assert(sizeof(kSessionDriver) <= airlock::languages::kMaxArgStrlen,
               "session_driver.js no longer fits in one argv string");
+static_assert(sizeof(kPrestartDriver) <= airlock::languages::kMaxArgStrlen,
+              "prestart_driver.js no longer fits in one argv string");
 
 }  // namespace
 
