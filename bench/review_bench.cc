@@ -14,9 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "airlock/policy/policy.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/review/chain.h"
-#include "supervisor/run/sandbox_review.h"
+#include "supervisor/sandbox/review_runner.h"
 
 namespace {
 
@@ -133,10 +134,10 @@ int main(int argc, char** argv) {
   row("[limits, patterns], cache hit", n, measure(*cached, code, n), base.p50);
 
   if (geteuid() == 0) {
-    auto paths = airlock::run::RunPaths{plugin::defaultPluginDir(), plugin::defaultAgentPath()};
     review::ChainOptions options;
-    options.sandbox_runner =
-        std::make_shared<airlock::run::OneShotSandboxRunner>("", "default", paths);
+    options.sandbox_runner = std::make_shared<airlock::sandbox::StandaloneReviewRunner>(
+        airlock::policy::builtinDefault(), "default", plugin::defaultPluginDir(),
+        plugin::defaultAgentPath());
     auto ast = build(benchProfile({"python_ast"}, 0), std::move(options));
     const int ast_n = std::max(1, std::min(n, 20));
     row("[python_ast] (one-shot sandbox)", ast_n, measure(*ast, code, ast_n), base.p50);

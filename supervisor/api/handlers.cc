@@ -16,11 +16,11 @@ using encoding::base64Encode;
 using encoding::isValidUtf8;
 namespace {
 
-using service::Caller;
-using service::ErrorCode;
-using service::ServiceError;
-using service::serviceError;
-using service::SResult;
+using sandbox::Caller;
+using sandbox::ErrorCode;
+using sandbox::ServiceError;
+using sandbox::serviceError;
+using sandbox::SResult;
 using Query = std::vector<std::pair<std::string, std::string>>;
 
 constexpr std::string_view kJson = "application/json";
@@ -31,7 +31,7 @@ void sendJson(Exchange& ex, int status, const Json& body) {
 }
 
 void sendError(Exchange& ex, const ServiceError& err) {
-  ex.respond(service::httpStatus(err.code), kJson, errorBody(err));
+  ex.respond(sandbox::httpStatus(err.code), kJson, errorBody(err));
 }
 
 void sendError(Exchange& ex, ErrorCode code, std::string message) {
@@ -98,11 +98,11 @@ SResult<QueryArgs> parseArgs(RouteId route, const std::string& raw) {
 
 // Writes each event as one NDJSON line as soon as the service produces it. Returning destroys
 // the stream, which is how the service learns that a client went away.
-void pumpStream(Exchange& ex, std::unique_ptr<service::EventStream> stream,
+void pumpStream(Exchange& ex, std::unique_ptr<sandbox::EventStream> stream,
                 std::chrono::milliseconds poll) {
   if (!ex.beginStream(200, kNdjson)) return;
   while (true) {
-    auto event = stream->next(service::Clock::now() + poll);
+    auto event = stream->next(sandbox::Clock::now() + poll);
     if (event) {
       if (!ex.writeStream(eventLine(*event))) return;
       // A busy stream never waits in next(): look for a hang-up (or stop()) here too.
@@ -122,11 +122,11 @@ void pumpStream(Exchange& ex, std::unique_ptr<service::EventStream> stream,
 
 // Drains a stream into an aggregate for `"stream": false`; nullopt when the client left first.
 template <typename Aggregate>
-std::optional<Aggregate> collect(Exchange& ex, service::EventStream& stream,
+std::optional<Aggregate> collect(Exchange& ex, sandbox::EventStream& stream,
                                  std::chrono::milliseconds poll) {
   Aggregate agg;
   while (true) {
-    auto event = stream.next(service::Clock::now() + poll);
+    auto event = stream.next(sandbox::Clock::now() + poll);
     if (event) {
       agg.add(*event);
       if (ex.clientGone()) return std::nullopt;
@@ -269,7 +269,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       auto stream = service_.runCommand(caller, sb, r->spec);
       if (!stream) return sendError(ex, stream.error()), label;
       if (r->spec.background) {
-        auto start = (*stream)->next(service::Clock::now() + std::chrono::seconds(10));
+        auto start = (*stream)->next(sandbox::Clock::now() + std::chrono::seconds(10));
         if (!start) {
           return sendError(ex, ErrorCode::kInternal,
                            "background command: the service sent no start event"),
@@ -378,7 +378,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       }
       uint64_t total = 0;
       std::optional<ServiceError> body_error;
-      service::ByteSource source = [&](char* buf, size_t cap) -> SResult<size_t> {
+      sandbox::ByteSource source = [&](char* buf, size_t cap) -> SResult<size_t> {
         auto n = ex.readBody(buf, cap);
         if (!n) {
           body_error = n.error();
@@ -419,7 +419,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       auto r = body(decodeWriteFile);
       if (!r) return sendError(ex, r.error()), label;
       std::string_view rest = r->content;
-      service::ByteSource source = [&](char* buf, size_t cap) -> SResult<size_t> {
+      sandbox::ByteSource source = [&](char* buf, size_t cap) -> SResult<size_t> {
         size_t n = std::min(cap, rest.size());
         std::memcpy(buf, rest.data(), n);
         rest.remove_prefix(n);

@@ -12,7 +12,7 @@
 
 #include "supervisor/api/auth.h"
 #include "supervisor/api/http_metrics.h"
-#include "supervisor/service/service.h"
+#include "supervisor/sandbox/service.h"
 
 namespace airlock::api {
 
@@ -31,7 +31,7 @@ class Exchange {
   virtual ~Exchange() = default;
   // Request body bytes into buf: the count, 0 at the end of the body, or an error (client gone,
   // timeout, malformed chunking). The first call answers `Expect: 100-continue`.
-  virtual service::SResult<size_t> readBody(char* buf, size_t cap) = 0;
+  virtual sandbox::SResult<size_t> readBody(char* buf, size_t cap) = 0;
   // Adds a header to the next response (Allow, WWW-Authenticate).
   virtual void setHeader(std::string name, std::string value) = 0;
   // A whole response. False when the client is gone.
@@ -57,7 +57,7 @@ struct HandlerLimits {
 
 class Dispatcher {
  public:
-  Dispatcher(service::Service& service, const TokenTable& tokens, HttpMetrics& metrics,
+  Dispatcher(sandbox::Service& service, const TokenTable& tokens, HttpMetrics& metrics,
              HandlerLimits limits)
       : service_(service), tokens_(tokens), metrics_(metrics), limits_(limits) {}
 
@@ -65,7 +65,7 @@ class Dispatcher {
   std::string handle(const Request& req, Exchange& ex, bool draining);
 
  private:
-  service::Service& service_;
+  sandbox::Service& service_;
   const TokenTable& tokens_;
   HttpMetrics& metrics_;
   HandlerLimits limits_;

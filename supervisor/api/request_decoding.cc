@@ -14,8 +14,8 @@ using encoding::base64Encode;
 using encoding::isValidUtf8;
 namespace {
 
-using service::ErrorCode;
-using service::serviceError;
+using sandbox::ErrorCode;
+using sandbox::serviceError;
 
 // nlohmann's parser is iterative, but destroying or dumping a value recurses; bodies nested
 // deeper than any real request are refused before parsing.
@@ -215,7 +215,7 @@ class Fields {
   std::optional<std::string> error_;
 };
 
-std::unexpected<service::ServiceError> badRequest(std::string message) {
+std::unexpected<sandbox::ServiceError> badRequest(std::string message) {
   return serviceError(ErrorCode::kBadRequest, std::move(message));
 }
 
@@ -284,8 +284,8 @@ SResult<Json> parseJsonObject(std::string_view body, bool empty_is_object) {
   return j;
 }
 
-SResult<service::SandboxSpec> decodeCreateSandbox(std::string_view body) {
-  return decodeObject<service::SandboxSpec>(body, true, [](Fields& f, service::SandboxSpec& s) {
+SResult<sandbox::SandboxSpec> decodeCreateSandbox(std::string_view body) {
+  return decodeObject<sandbox::SandboxSpec>(body, true, [](Fields& f, sandbox::SandboxSpec& s) {
     s.profile = f.str("profile").value_or("");
     s.language = f.str("language").value_or("");
     s.name = f.str("name").value_or("");

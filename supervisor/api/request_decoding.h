@@ -12,18 +12,18 @@
 #include <string>
 #include <string_view>
 
-#include "supervisor/service/service.h"
+#include "supervisor/sandbox/service.h"
 
 namespace airlock::api {
 
-using service::Json;
-using service::SResult;
+using sandbox::Json;
+using sandbox::SResult;
 
 // Parses a request body that must be one JSON object. An empty body is `{}` when
 // `empty_is_object` (routes whose fields are all optional).
 SResult<Json> parseJsonObject(std::string_view body, bool empty_is_object);
 
-SResult<service::SandboxSpec> decodeCreateSandbox(std::string_view body);
+SResult<sandbox::SandboxSpec> decodeCreateSandbox(std::string_view body);
 
 struct KeepAliveRequest {
   std::optional<int64_t> keep_alive_s;
@@ -39,7 +39,7 @@ SResult<std::vector<std::string>> decodeNetworkRules(std::string_view body);
 SResult<std::string> decodeReviewDecision(std::string_view body);
 
 struct CommandRequest {
-  service::CommandSpec spec;
+  sandbox::CommandSpec spec;
   bool stream = true;
 };
 SResult<CommandRequest> decodeRunCommand(std::string_view body);
@@ -56,7 +56,7 @@ struct SignalRequest {
 SResult<SignalRequest> decodeSignal(std::string_view body);
 
 struct CodeRequest {
-  service::CodeSpec spec;
+  sandbox::CodeSpec spec;
   bool stream = true;
 };
 SResult<CodeRequest> decodeRunCode(std::string_view body);

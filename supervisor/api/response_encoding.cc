@@ -97,14 +97,14 @@ std::string eventLine(const Json& event) {
   return dumpJson(event) + "\n";
 }
 
-std::string errorBody(const service::ServiceError& error) {
+std::string errorBody(const sandbox::ServiceError& error) {
   Json body = {
-      {"error", {{"code", service::errorCodeName(error.code)}, {"message", error.message}}}};
+      {"error", {{"code", sandbox::errorCodeName(error.code)}, {"message", error.message}}}};
   if (!error.review.is_null()) body["error"]["review"] = error.review;
   return dumpJson(body);
 }
 
-Json encodeSandbox(const service::SandboxInfo& s) {
+Json encodeSandbox(const sandbox::SandboxInfo& s) {
   return Json{{"id", s.id},
               {"name", s.name},
               {"tenant", s.tenant},
@@ -123,7 +123,7 @@ Json encodeSandbox(const service::SandboxInfo& s) {
               {"contexts", s.contexts}};
 }
 
-Json encodeCommand(const service::CommandInfo& c) {
+Json encodeCommand(const sandbox::CommandInfo& c) {
   Json j = {{"command_id", c.command_id},
             {"argv", c.argv},
             {"pid", c.pid},
@@ -138,7 +138,7 @@ Json encodeCommand(const service::CommandInfo& c) {
   return j;
 }
 
-Json encodeWorkspace(const service::WorkspaceInfo& w) {
+Json encodeWorkspace(const sandbox::WorkspaceInfo& w) {
   return {{"name", w.name},
           {"size_bytes", w.size_bytes},
           {"used_bytes", w.used_bytes},
@@ -146,7 +146,7 @@ Json encodeWorkspace(const service::WorkspaceInfo& w) {
           {"in_use", w.in_use}};
 }
 
-Json encodeContext(const service::ContextInfo& c) {
+Json encodeContext(const sandbox::ContextInfo& c) {
   return Json{{"context_id", c.context_id},
               {"language", c.language},
               {"state", c.state},
@@ -154,7 +154,7 @@ Json encodeContext(const service::ContextInfo& c) {
               {"runs", c.runs}};
 }
 
-Json encodeFileEntry(const service::FileEntry& e, bool with_path) {
+Json encodeFileEntry(const sandbox::FileEntry& e, bool with_path) {
   Json j;
   if (with_path) {
     j["path"] = e.name;

@@ -4,11 +4,11 @@
 
 #include <string>
 
-#include "supervisor/service/service.h"
+#include "supervisor/sandbox/service.h"
 
 namespace airlock::api {
 
-using service::Json;
+using sandbox::Json;
 
 // Serializes without ever throwing: strings that are not valid UTF-8 (a path parameter echoed in
 // an error message, say) get U+FFFD instead of aborting the response.
@@ -17,15 +17,15 @@ std::string dumpJson(const Json& j);
 std::string eventLine(const Json& event);
 
 // {"error": {"code": "not_found", "message": "..."}}
-std::string errorBody(const service::ServiceError& error);
+std::string errorBody(const sandbox::ServiceError& error);
 
-Json encodeSandbox(const service::SandboxInfo& s);
-Json encodeCommand(const service::CommandInfo& c);
-Json encodeContext(const service::ContextInfo& c);
-Json encodeWorkspace(const service::WorkspaceInfo& w);
+Json encodeSandbox(const sandbox::SandboxInfo& s);
+Json encodeCommand(const sandbox::CommandInfo& c);
+Json encodeContext(const sandbox::ContextInfo& c);
+Json encodeWorkspace(const sandbox::WorkspaceInfo& w);
 // A list entry has "name"; a stat entry (`with_path`) has "path" (FileEntry::name holds the
 // absolute path there) and the base name.
-Json encodeFileEntry(const service::FileEntry& e, bool with_path);
+Json encodeFileEntry(const sandbox::FileEntry& e, bool with_path);
 
 // Puts `bytes` under `key` when valid UTF-8, else base64 under `key`_base64.
 void putText(Json& doc, const std::string& key, std::string_view bytes);

@@ -180,10 +180,10 @@ class BeastExchange final : public Exchange {
         expect_continue_(expect_continue),
         skippable_(parser.content_length() && *parser.content_length() <= kMaxDiscard) {}
 
-  service::SResult<size_t> readBody(char* buf, size_t cap) override {
+  sandbox::SResult<size_t> readBody(char* buf, size_t cap) override {
     if (parser_.is_done()) return size_t{0};
     if (broken_)
-      return service::serviceError(service::ErrorCode::kBadRequest,
+      return sandbox::serviceError(sandbox::ErrorCode::kBadRequest,
                                    "request body: connection broken");
     if (expect_continue_) {
       expect_continue_ = false;
@@ -282,13 +282,13 @@ class BeastExchange final : public Exchange {
     return keep_alive_ && !broken_ && (parser_.is_done() || (skippable_ && !expect_continue_));
   }
 
-  service::SResult<size_t> bodyError(const error_code& ec) {
+  sandbox::SResult<size_t> bodyError(const error_code& ec) {
     broken_ = true;
     if (ec == net::error::timed_out) {
-      return service::serviceError(service::ErrorCode::kBadRequest,
+      return sandbox::serviceError(sandbox::ErrorCode::kBadRequest,
                                    "request body: no data within the I/O timeout");
     }
-    return service::serviceError(service::ErrorCode::kBadRequest, "request body: " + ec.message());
+    return sandbox::serviceError(sandbox::ErrorCode::kBadRequest, "request body: " + ec.message());
   }
 
   FdStream& stream_;
@@ -304,9 +304,9 @@ class BeastExchange final : public Exchange {
   std::vector<std::pair<std::string, std::string>> headers_;
 };
 
-std::string rejectionResponse(int status, const char* reason, service::ErrorCode code,
+std::string rejectionResponse(int status, const char* reason, sandbox::ErrorCode code,
                               const std::string& message) {
-  std::string body = errorBody(service::ServiceError{code, message});
+  std::string body = errorBody(sandbox::ServiceError{code, message});
   return "HTTP/1.1 " + std::to_string(status) + " " + reason +
          "\r\nServer: airlock\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
@@ -315,7 +315,7 @@ std::string rejectionResponse(int status, const char* reason, service::ErrorCode
 }  // namespace
 
 struct Server::Impl {
-  service::Service& service;
+  sandbox::Service& service;
   ServerOptions options;
   TokenTable tokens;
   HttpMetrics metrics;
@@ -336,7 +336,7 @@ struct Server::Impl {
   std::mutex lifecycle_mu;  // serializes drain() and stop()
   bool listeners_closed = false;
 
-  Impl(service::Service& s, ServerOptions o, TokenTable t)
+  Impl(sandbox::Service& s, ServerOptions o, TokenTable t)
       : service(s),
         options(std::move(o)),
         tokens(std::move(t)),
@@ -401,7 +401,7 @@ struct Server::Impl {
   void rejectConnection(UniqueFd conn) {
     metrics.rejectConnection();
     static const std::string kResponse =
-        rejectionResponse(429, "Too Many Requests", service::ErrorCode::kTooManyRequests,
+        rejectionResponse(429, "Too Many Requests", sandbox::ErrorCode::kTooManyRequests,
                           "too many connections to the supervisor; retry later");
     (void)send(conn.get(), kResponse.data(), kResponse.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(conn.get(), SHUT_WR);
@@ -476,7 +476,7 @@ struct Server::Impl {
         int status = ec == http::error::header_limit ? 431 : 400;
         std::string msg = rejectionResponse(
             status, status == 431 ? "Request Header Fields Too Large" : "Bad Request",
-            service::ErrorCode::kBadRequest, "malformed HTTP request: " + ec.message());
+            sandbox::ErrorCode::kBadRequest, "malformed HTTP request: " + ec.message());
         error_code ignored;
         net::write(stream, net::buffer(msg), ignored);
         metrics.observe("unknown", status, 0);
@@ -515,13 +515,13 @@ struct Server::Impl {
         if (ex.status() == 0) {
           ex.closeAfterResponse();
           ex.respond(500, "application/json",
-                     errorBody({service::ErrorCode::kInternal,
+                     errorBody({sandbox::ErrorCode::kInternal,
                                 std::string("internal error: ") + e.what()}));
         }
       }
       if (ex.status() == 0 && !ex.broken()) {
         ex.respond(500, "application/json",
-                   errorBody({service::ErrorCode::kInternal, "the handler sent no answer"}));
+                   errorBody({sandbox::ErrorCode::kInternal, "the handler sent no answer"}));
       }
       double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       metrics.observe(label.empty() ? "unknown" : label, ex.status(), seconds);
@@ -561,7 +561,7 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() { stop(); }
 
-Result<std::unique_ptr<Server>> Server::start(service::Service& service, ServerOptions options) {
+Result<std::unique_ptr<Server>> Server::start(sandbox::Service& service, ServerOptions options) {
   if (options.socket_path.empty()) return fail("server options: socket_path is required");
   if (options.max_connections == 0) return fail("server options: max_connections must be > 0");
   auto tokens = TokenTable::create(options.token_sha256_to_tenant);

@@ -21,7 +21,7 @@
 #include <string_view>
 
 #include "airlock/result.h"
-#include "supervisor/service/service.h"
+#include "supervisor/sandbox/service.h"
 
 namespace airlock::api {
 
@@ -46,7 +46,7 @@ struct ServerOptions {
 class Server {
  public:
   // Binds the listeners and starts accepting. `service` must outlive the server.
-  static Result<std::unique_ptr<Server>> start(service::Service& service, ServerOptions options);
+  static Result<std::unique_ptr<Server>> start(sandbox::Service& service, ServerOptions options);
   ~Server();  // stop()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -20,7 +20,7 @@
 #include "supervisor/audit/engine_objects.h"
 #include "supervisor/audit/log_reader.h"
 #include "supervisor/cli/cli.h"
-#include "supervisor/run/run_result.h"
+#include "supervisor/sandbox/run_result.h"
 #include "supervisor/sys/cgroup.h"
 #include "supervisor/sys/lock_file.h"
 
@@ -85,7 +85,7 @@ int follow(const std::string& path, uint64_t offset, const audit::RecordFilter& 
     auto next = audit::scanFile(path, offset, filter, print, bad);
     if (!next) {
       printError(next.error().message());
-      return run::kExitAirlockError;
+      return sandbox::kExitAirlockError;
     }
     offset = *next;
   }
@@ -109,10 +109,10 @@ int unloadCommand() {
   // Under the loaders' lock: no version is being pinned while we look.
   auto locked = sys::lockFileIn(locks, "load.lock", LOCK_EX);
   if (!locked)
-    return printError("audit unload: " + locked.error().message()), run::kExitAirlockError;
+    return printError("audit unload: " + locked.error().message()), sandbox::kExitAirlockError;
   auto removed = audit::unpinUnusedEngines(root, locks);
   if (!removed) {
-    return printError("audit unload: " + removed.error().message()), run::kExitAirlockError;
+    return printError("audit unload: " + removed.error().message()), sandbox::kExitAirlockError;
   }
   for (const auto& v : *removed) std::cout << "unpinned " << root << "/" << v << "\n";
   auto kept = pinnedVersions(root);
@@ -140,7 +140,7 @@ int auditCommand(const std::vector<std::string>& args) {
     }
     if (args.size() > 1) {
       printError("audit unload: unexpected argument '" + args[1] + "' (it takes none)");
-      return run::kExitAirlockError;
+      return sandbox::kExitAirlockError;
     }
     return unloadCommand();
   }
@@ -152,7 +152,7 @@ int auditCommand(const std::vector<std::string>& args) {
     printError(
         "audit: expected `airlock audit tail`, `airlock audit query` or `airlock audit unload` "
         "(--help)");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   const bool tail = args[0] == "tail";
   std::string log, policy_file, since;
@@ -177,7 +177,7 @@ int auditCommand(const std::vector<std::string>& args) {
     po::notify(vm);
   } catch (const po::error& e) {
     printError("audit " + args[0] + ": " + e.what());
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   if (vm.count("help")) {
     std::cout << opts << "\n";
@@ -186,11 +186,11 @@ int auditCommand(const std::vector<std::string>& args) {
   if (!filter.type.empty() && !audit::knownRecordType(filter.type)) {
     printError("audit: --type '" + filter.type +
                "': expected exec, net, connect, execution or review");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   if (!since.empty()) {
     auto s = audit::parseSince(since, nowNs());
-    if (!s) return printError("audit query: " + s.error().message()), run::kExitAirlockError;
+    if (!s) return printError("audit query: " + s.error().message()), sandbox::kExitAirlockError;
     filter.since = *s;
   }
   if (log.empty()) {
@@ -198,13 +198,13 @@ int auditCommand(const std::vector<std::string>& args) {
     if (policy_file.empty()) {
       printError("audit: which log? give --log FILE or --policy FILE (no installed policy at " +
                  std::string(kDefaultPolicy) + ")");
-      return run::kExitAirlockError;
+      return sandbox::kExitAirlockError;
     }
     auto pol = policy::loadFile(policy_file);
-    if (!pol) return printError(pol.error().message()), run::kExitAirlockError;
+    if (!pol) return printError(pol.error().message()), sandbox::kExitAirlockError;
     if (pol->audit.log.empty()) {
       printError("audit: policy " + policy_file + " has no [audit] log: the supervisor keeps none");
-      return run::kExitAirlockError;
+      return sandbox::kExitAirlockError;
     }
     log = pol->audit.log;
   }
@@ -218,12 +218,12 @@ int auditCommand(const std::vector<std::string>& args) {
     auto files = audit::logFiles(log);
     if (files.empty()) {
       printError("audit: no log at " + log);
-      return run::kExitAirlockError;
+      return sandbox::kExitAirlockError;
     }
     for (const auto& f : files) {
       current_file = f;
       auto r = audit::scanFile(f, 0, filter, print, bad);
-      if (!r) return printError(r.error().message()), run::kExitAirlockError;
+      if (!r) return printError(r.error().message()), sandbox::kExitAirlockError;
     }
     return 0;
   }
@@ -235,7 +235,7 @@ int auditCommand(const std::vector<std::string>& args) {
     if (last.size() > lines) last.pop_front();
   };
   auto end = audit::scanFile(log, 0, filter, keep, bad);
-  if (!end) return printError(end.error().message()), run::kExitAirlockError;
+  if (!end) return printError(end.error().message()), sandbox::kExitAirlockError;
   for (const auto& record : last) print(record);
   if (!vm.count("follow")) return 0;
   return follow(log, *end, filter, bad);

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "supervisor/run/run_result.h"
+#include "supervisor/sandbox/run_result.h"
 
 namespace airlock::cli {
 
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
     std::cout << kUsage;
-    return args.empty() ? run::kExitAirlockError : 0;
+    return args.empty() ? sandbox::kExitAirlockError : 0;
   }
   std::string cmd = args[0];
   args.erase(args.begin());
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   printError("unknown command '" + cmd + "'\n" + kUsage);
-  return run::kExitAirlockError;
+  return sandbox::kExitAirlockError;
 }
 
 }  // namespace airlock::cli

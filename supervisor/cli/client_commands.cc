@@ -21,7 +21,7 @@
 #include "supervisor/cli/cli.h"
 #include "supervisor/client/client.h"
 #include "supervisor/encoding/base64.h"
-#include "supervisor/run/run_result.h"
+#include "supervisor/sandbox/run_result.h"
 
 namespace po = boost::program_options;
 
@@ -34,8 +34,8 @@ using client::Json;
 using client::percentEncode;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kExitFailed = run::kExitAirlockError;  // 125: the client or the supervisor failed
-constexpr int kExitTimeout = run::kExitTimeout;      // 124
+constexpr int kExitFailed = sandbox::kExitAirlockError;  // 125: the client or the supervisor failed
+constexpr int kExitTimeout = sandbox::kExitTimeout;      // 124
 
 constexpr const char* kSandboxUsage = R"(Usage:
   airlock sandbox create [--profile P] [--language L] [--name N] [--env K=V]... [--meta K=V]...

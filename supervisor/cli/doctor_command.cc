@@ -3,14 +3,14 @@
 
 #include "supervisor/cli/cli.h"
 #include "supervisor/doctor/doctor.h"
-#include "supervisor/run/run_result.h"
+#include "supervisor/sandbox/run_result.h"
 
 namespace airlock::cli {
 
 int doctorCommand(const std::vector<std::string>& args) {
   if (!args.empty()) {
     printError("doctor: takes no arguments");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   auto checks = doctor::probeHost();
   if (!checks) {

@@ -10,7 +10,7 @@
 #include "supervisor/mcp/mcp_server.h"
 #include "supervisor/mcp/sandbox_tools.h"
 #include "supervisor/mcp/stdio_transport.h"
-#include "supervisor/run/run_result.h"
+#include "supervisor/sandbox/run_result.h"
 
 namespace airlock::cli {
 
@@ -45,13 +45,13 @@ int mcpCommand(const std::vector<std::string>& args) {
                           : options.default_language) = args[++i];
     } else {
       printError("mcp: unexpected argument '" + a + "'\n" + kUsage);
-      return run::kExitAirlockError;
+      return sandbox::kExitAirlockError;
     }
   }
   // Checked now, so a bad URL is a clear start-up error rather than a failure of every tool.
   if (auto http = sdk::Http::connect(options.connection.url, options.connection.token); !http) {
     printError("mcp: " + http.error().message());
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   mcp::SandboxTools tools(options);
   mcp::McpServer server([&tools](const std::string& name, const mcp::Json& arguments) {
@@ -62,7 +62,7 @@ int mcpCommand(const std::vector<std::string>& args) {
   tools.endAll();
   if (!ended) {
     printError("mcp: " + ended.error().message());
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   std::cerr << "airlock mcp: stopped (" << *ended << ")\n";
   return 0;

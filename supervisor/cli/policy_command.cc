@@ -4,7 +4,7 @@
 #include "airlock/policy/keys.h"
 #include "airlock/policy/policy.h"
 #include "supervisor/cli/cli.h"
-#include "supervisor/run/run_result.h"
+#include "supervisor/sandbox/run_result.h"
 
 namespace airlock::cli {
 
@@ -13,7 +13,7 @@ int policyCommand(const std::vector<std::string>& args) {
     printError(
         "policy: expected `airlock policy check FILE` or `airlock policy explain "
         "[--policy FILE] [--profile NAME] [--tenant NAME]`");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   std::string file, profile, tenant;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -26,12 +26,12 @@ int policyCommand(const std::vector<std::string>& args) {
       file = args[i];
     } else {
       printError("policy " + args[0] + ": unexpected argument '" + args[i] + "'");
-      return run::kExitAirlockError;
+      return sandbox::kExitAirlockError;
     }
   }
   if (args[0] == "check" && file.empty()) {
     printError("policy check: which file? `airlock policy check FILE`");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   auto pol =
       file.empty() ? Result<policy::Policy>(policy::builtinDefault()) : policy::loadFile(file);

@@ -12,8 +12,8 @@
 #include "supervisor/cli/cli.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/review/chain.h"
-#include "supervisor/run/run_result.h"
-#include "supervisor/run/sandbox_review.h"
+#include "supervisor/sandbox/review_runner.h"
+#include "supervisor/sandbox/run_result.h"
 
 namespace po = boost::program_options;
 
@@ -65,7 +65,7 @@ int reviewCommand(const std::vector<std::string>& args) {
     po::notify(vm);
   } catch (const po::error& e) {
     printError(std::string("review: ") + e.what() + " (see `airlock review --help`)");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   if (vm.count("help")) {
     std::cout << opts << "\n";
@@ -73,14 +73,15 @@ int reviewCommand(const std::vector<std::string>& args) {
   }
   if (file.empty()) {
     printError("review: which code? `airlock review --profile P FILE` (or - for stdin)");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
 
   auto pol = policy_file.empty() ? Result<policy::Policy>(policy::builtinDefault())
                                  : policy::loadFile(policy_file);
-  if (!pol) return printError(pol.error().message()), run::kExitAirlockError;
+  if (!pol) return printError(pol.error().message()), sandbox::kExitAirlockError;
   auto profile = pol->profile(profile_name);
-  if (!profile) return printError("review: " + profile.error().message()), run::kExitAirlockError;
+  if (!profile)
+    return printError("review: " + profile.error().message()), sandbox::kExitAirlockError;
 
   std::string text;
   if (file == "-") {
@@ -89,7 +90,7 @@ int reviewCommand(const std::vector<std::string>& args) {
     text = ss.str();
   } else {
     std::ifstream in(file, std::ios::binary);
-    if (!in) return printError("review: cannot read '" + file + "'"), run::kExitAirlockError;
+    if (!in) return printError("review: cannot read '" + file + "'"), sandbox::kExitAirlockError;
     std::ostringstream ss;
     ss << in.rdbuf();
     text = ss.str();
@@ -100,21 +101,20 @@ int reviewCommand(const std::vector<std::string>& args) {
     language = "shell";
   } else if (language.empty() && file == "-") {
     printError("review: code on stdin needs --language");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   } else {
     auto lang = language.empty() ? registry.languageForFile(file) : registry.language(language);
-    if (!lang) return printError("review: " + lang.error().message()), run::kExitAirlockError;
+    if (!lang) return printError("review: " + lang.error().message()), sandbox::kExitAirlockError;
     language = (*lang)->name();
   }
 
   review::ChainOptions options;
   options.policy_hash = pol->hash;
-  options.sandbox_runner = std::make_shared<run::OneShotSandboxRunner>(
-      policy_file, (*profile)->name,
-      run::RunPaths{plugin::defaultPluginDir(), plugin::defaultAgentPath()});
+  options.sandbox_runner = std::make_shared<sandbox::StandaloneReviewRunner>(
+      *pol, (*profile)->name, plugin::defaultPluginDir(), plugin::defaultAgentPath());
   options.plugins = &registry;
   auto chain = review::Chain::build(**profile, std::move(options));
-  if (!chain) return printError("review: " + chain.error().message()), run::kExitAirlockError;
+  if (!chain) return printError("review: " + chain.error().message()), sandbox::kExitAirlockError;
 
   review::Subject subject = as_command ? review::Subject::commandLine(std::move(text))
                                        : review::Subject::code(language, std::move(text));

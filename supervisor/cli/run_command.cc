@@ -1,4 +1,4 @@
-// airlock run: flags → RunRequest → runOnce → output and exit code.
+// airlock run: flags → RunRequest → the sandbox manager, in-process → output and exit code.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 
 #include "supervisor/cli/cli.h"
 #include "supervisor/plugin/registry.h"
-#include "supervisor/run/one_shot.h"
+#include "supervisor/sandbox/manager.h"
 
 namespace po = boost::program_options;
 
@@ -60,9 +60,9 @@ itself failed (bad flags, bad policy, sandbox could not start).
 
 Options)";
 
-Result<run::FileCopy> parseCopy(const std::string& spec, bool local_first) {
+Result<sandbox::FileCopy> parseCopy(const std::string& spec, bool local_first) {
   // The sandbox side is the one split off: local paths may contain ':', sandbox ones rarely do.
-  run::FileCopy c;
+  sandbox::FileCopy c;
   if (local_first) {
     auto colon = spec.rfind(':');
     c.local = colon == std::string::npos ? spec : spec.substr(0, colon);
@@ -90,8 +90,9 @@ Result<std::string> readAll(std::istream& in, const std::string& what) {
 }  // namespace
 
 int runCommand(const std::vector<std::string>& args) {
-  run::RunRequest req;
+  sandbox::RunRequest req;
   std::vector<std::string> env, files, outs, positional;
+  std::string policy_file;
   bool json = false, no_stdin = false;
   uint32_t timeout = 0;
   uint64_t memory = 0;
@@ -101,7 +102,7 @@ int runCommand(const std::vector<std::string>& args) {
       "lang,l", po::value(&req.language),
       "language: python, node, shell (or an alias: py, js, sh, bash)")(
       "code,c", po::value(&req.code), "the program text")(
-      "policy", po::value(&req.policy_file), "policy file (default: the built-in default policy)")(
+      "policy", po::value(&policy_file), "policy file (default: the built-in default policy)")(
       "profile,p", po::value(&req.profile), "profile of the policy (default: its default_profile)")(
       "timeout,t", po::value(&timeout), "wall-clock limit in seconds (overrides limits.timeout_s)")(
       "memory,m", po::value(&memory),
@@ -127,7 +128,7 @@ int runCommand(const std::vector<std::string>& args) {
     po::notify(vm);
   } catch (const po::error& e) {
     printError(std::string("run: ") + e.what() + " (see `airlock run --help`)");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   if (vm.count("help")) {
     std::cout << opts << "\n";
@@ -139,18 +140,18 @@ int runCommand(const std::vector<std::string>& args) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
       printError("run: --env '" + kv + "': expected K=V");
-      return run::kExitAirlockError;
+      return sandbox::kExitAirlockError;
     }
     req.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   for (const auto& f : files) {
     auto c = parseCopy(f, true);
-    if (!c) return printError("run: --file " + c.error().message()), run::kExitAirlockError;
+    if (!c) return printError("run: --file " + c.error().message()), sandbox::kExitAirlockError;
     req.files_in.push_back(*c);
   }
   for (const auto& o : outs) {
     auto c = parseCopy(o, false);
-    if (!c) return printError("run: --out " + c.error().message()), run::kExitAirlockError;
+    if (!c) return printError("run: --out " + c.error().message()), sandbox::kExitAirlockError;
     req.files_out.push_back(*c);
   }
 
@@ -165,17 +166,17 @@ int runCommand(const std::vector<std::string>& args) {
     std::ifstream probe(req.script);
     if (!probe) {
       printError("run: cannot read '" + req.script + "': " + std::strerror(errno));
-      return run::kExitAirlockError;
+      return sandbox::kExitAirlockError;
     }
   } else if (!positional.empty() || !isatty(STDIN_FILENO)) {
     code_from_stdin = true;
     if (!positional.empty()) req.args.assign(positional.begin() + 1, positional.end());
     auto code = readAll(std::cin, "the program from standard input");
-    if (!code) return printError("run: " + code.error().message()), run::kExitAirlockError;
+    if (!code) return printError("run: " + code.error().message()), sandbox::kExitAirlockError;
     req.code = std::move(*code);
   } else {
     printError("run: nothing to run: give -c CODE, a FILE, or the program on standard input");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   if (!code_from_stdin && !no_stdin && !isatty(STDIN_FILENO)) req.stdin_fd = STDIN_FILENO;
   if (!json) {
@@ -188,16 +189,27 @@ int runCommand(const std::vector<std::string>& args) {
     printError(
         "run: needs root: the supervisor maps each sandbox to its own range of host user ids "
         "and creates its cgroup (try sudo)");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
 
   if (auto r = installSignalPipe(); !r) {
     printError("run: " + r.error().message());
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
-  req.cancel_fd = g_signal_pipe[0];
-  run::RunPaths paths{plugin::defaultPluginDir(), plugin::defaultAgentPath()};
-  auto result = run::runOnce(req, paths);
+  auto result = [&]() -> Result<sandbox::RunResult> {
+    auto pol = policy_file.empty() ? Result<policy::Policy>(policy::builtinDefault())
+                                   : policy::loadFile(policy_file);
+    if (!pol) return Unexpected(pol.error());
+    sandbox::ManagerOptions options;
+    options.policy = std::move(*pol);
+    options.plugin_dir = plugin::defaultPluginDir();
+    options.agent_path = plugin::defaultAgentPath();
+    options.mode = sandbox::ManagerOptions::Mode::kOneShot;
+    options.cancel_fd = g_signal_pipe[0];
+    auto manager = sandbox::Manager::start(std::move(options));
+    if (!manager) return Unexpected(manager.error());
+    return (*manager)->runProgram(req);
+  }();
   if (int sig = pendingSignal(); sig != 0) {
     printError(std::string("run: stopped by SIG") + sigabbrev_np(sig) +
                "; the sandbox was removed");
@@ -205,15 +217,15 @@ int runCommand(const std::vector<std::string>& args) {
   }
   if (!result) {
     if (json) {
-      nlohmann::json j = {{"schema", run::RunResult::kSchema},
+      nlohmann::json j = {{"schema", sandbox::RunResult::kSchema},
                           {"status", "error"},
-                          {"airlock_exit_code", run::kExitAirlockError},
+                          {"airlock_exit_code", sandbox::kExitAirlockError},
                           {"message", result.error().message()}};
       std::cout << j.dump() << "\n";
     } else {
       printError(result.error().message());
     }
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   if (json) {
     std::cout << result->toJson().dump() << "\n";
@@ -230,8 +242,8 @@ int runCommand(const std::vector<std::string>& args) {
   }
   // A program that succeeded but whose output could not be copied out did not do its job.
   for (const auto& f : result->files_out)
-    if (!f.error.empty() && result->status == run::Status::kExited && result->exit_code == 0)
-      return run::kExitAirlockError;
+    if (!f.error.empty() && result->status == sandbox::Status::kExited && result->exit_code == 0)
+      return sandbox::kExitAirlockError;
   return result->processExitCode();
 }
 

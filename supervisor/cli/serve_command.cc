@@ -14,8 +14,8 @@
 #include "supervisor/api/server.h"
 #include "supervisor/cli/cli.h"
 #include "supervisor/plugin/registry.h"
-#include "supervisor/run/run_result.h"
-#include "supervisor/service/sandbox_service.h"
+#include "supervisor/sandbox/manager.h"
+#include "supervisor/sandbox/run_result.h"
 
 namespace po = boost::program_options;
 
@@ -68,7 +68,7 @@ int serveCommand(const std::vector<std::string>& args) {
     po::notify(vm);
   } catch (const po::error& e) {
     printError(std::string("serve: ") + e.what());
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   if (vm.count("help")) {
     std::cout << opts << "\n";
@@ -76,14 +76,14 @@ int serveCommand(const std::vector<std::string>& args) {
   }
   if (geteuid() != 0) {
     printError("serve: must run as root (it creates namespaces, cgroups and mounts)");
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   if (policy_file.empty() && std::filesystem::exists(kDefaultPolicy)) policy_file = kDefaultPolicy;
   auto pol = policy_file.empty() ? Result<policy::Policy>(policy::builtinDefault())
                                  : policy::loadFile(policy_file);
   if (!pol) {
     printError(pol.error().message());
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   for (const auto& r : policy::relaxations(*pol))
     std::cerr << "airlock: policy relaxation: " << r << "\n";
@@ -96,16 +96,16 @@ int serveCommand(const std::vector<std::string>& args) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the supervisor
 
-  service::ServiceOptions so;
+  sandbox::ManagerOptions so;
   so.policy = *pol;
   so.plugin_dir = plugin::defaultPluginDir();
   so.agent_path = plugin::defaultAgentPath();
   so.state_dir = state_dir;
   so.workspace_dir = pol->server.state_dir + "/workspaces";
-  auto svc = service::SandboxService::start(std::move(so));
+  auto svc = sandbox::Manager::start(std::move(so));
   if (!svc) {
     printError("serve: " + svc.error().message());
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
 
   api::ServerOptions server_opts = serverOptionsFrom(*pol);
@@ -113,7 +113,7 @@ int serveCommand(const std::vector<std::string>& args) {
   auto server = api::Server::start(**svc, server_opts);
   if (!server) {
     printError("serve: " + server.error().message());
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   std::cerr << "airlock: serving on unix://" << server_opts.socket_path
             << (server_opts.tcp_listen.empty() ? "" : " and http://" + server_opts.tcp_listen)

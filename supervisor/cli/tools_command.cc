@@ -4,7 +4,7 @@
 
 #include "supervisor/cli/cli.h"
 #include "supervisor/mcp/tool_catalog.h"
-#include "supervisor/run/run_result.h"
+#include "supervisor/sandbox/run_result.h"
 
 namespace airlock::cli {
 
@@ -37,17 +37,17 @@ int toolsCommand(const std::vector<std::string>& args) {
       compact = true;
     } else {
       printError("tools: unexpected argument '" + args[i] + "'\n" + kUsage);
-      return run::kExitAirlockError;
+      return sandbox::kExitAirlockError;
     }
   }
   if (format.empty()) {
     printError(std::string("tools: --format is required\n") + kUsage);
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   auto defs = mcp::toolDefinitions(format);
   if (!defs) {
     printError("tools: " + defs.error().message());
-    return run::kExitAirlockError;
+    return sandbox::kExitAirlockError;
   }
   std::cout << defs->dump(compact ? -1 : 2) << "\n";
   return 0;

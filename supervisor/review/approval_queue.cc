@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <random>
 
-#include "supervisor/run/run_result.h"
+#include "supervisor/sandbox/run_result.h"
 
 namespace airlock::review {
 
@@ -67,7 +67,7 @@ Verdict ApprovalQueue::await(const Subject& subject, const Verdict& hold, Steady
     preview.pop_back();
   }
   if (!preview.empty() && static_cast<unsigned char>(preview.back()) >= 0xc0) preview.pop_back();
-  item.preview = run::toValidUtf8(preview);
+  item.preview = sandbox::toValidUtf8(preview);
   item.reviewer = hold.reviewer;
   item.rule = hold.rule;
   item.reason = hold.reason;

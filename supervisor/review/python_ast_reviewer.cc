@@ -4,7 +4,7 @@
 
 #include "supervisor/review/external_verdict.h"
 #include "supervisor/review/python_ast_script.h"
-#include "supervisor/run/run_result.h"
+#include "supervisor/sandbox/run_result.h"
 
 namespace airlock::review {
 
@@ -14,7 +14,7 @@ const std::string& PythonAstReviewer::checkerScript() {
 }
 
 std::string PythonAstReviewer::checkerRequest(const Subject& subject) const {
-  return nlohmann::json{{"code", run::toValidUtf8(subject.text)},
+  return nlohmann::json{{"code", sandbox::toValidUtf8(subject.text)},
                         {"deny_imports", config_.deny_imports},
                         {"deny_calls", config_.deny_calls},
                         {"deny_attributes", config_.deny_attributes}}

@@ -1,7 +1,7 @@
 // How reviewers that must run code to judge it (python_ast) get a throwaway sandbox. The review
 // library never runs such code in the supervisor or on the host: whoever builds a chain injects
-// a runner. `airlock run` uses run::OneShotSandboxRunner (a fresh sandbox per check, through the
-// same machinery as the run itself); `airlock serve` may back it with a pooled sandbox.
+// a runner. The sandbox manager injects its own (sandbox/review_runner.h): each check is a
+// one-shot program in a fresh sandbox of the reviewed profile.
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,7 @@
 #include "supervisor/review/verdict.h"
 
 #include "airlock/policy/keys.h"
-#include "supervisor/run/run_result.h"
+#include "supervisor/sandbox/run_result.h"
 
 namespace airlock::review {
 
@@ -78,7 +78,7 @@ nlohmann::json Subject::toJson() const {
   // Text that is not UTF-8 cannot be a JSON string; reviewers get each bad byte as U+FFFD.
   return {{"kind", kindName(kind)},
           {"language", language},
-          {"code", run::toValidUtf8(text)},
+          {"code", sandbox::toValidUtf8(text)},
           {"argv", argv.empty() ? nlohmann::json(nullptr) : nlohmann::json(argv)},
           {"profile", profile},
           {"tenant", tenant},

@@ -12,7 +12,9 @@
 #include <set>
 
 #include "agent_harness.h"
-#include "supervisor/sandbox/agent_client.h"
+#include "supervisor/sandbox/agent/connection.h"
+#include "supervisor/sandbox/agent/file_ops.h"
+#include "supervisor/sandbox/agent/program.h"
 #include "test_support.h"
 
 namespace airlock::agent::testing {
@@ -345,51 +347,62 @@ TEST(AgentFileOpsRoot, RunAsTheSandboxUser) {
   EXPECT_EQ(st.st_uid, 1000u);
 }
 
-// The supervisor's synchronous client: Started during exec, and the file helpers.
-TEST(AgentClientSync, ExecAndFileHelpers) {
+// The supervisor's connection to the agent (sandbox/agent/), driven inline as `airlock run`
+// drives it: Started during a program, and the file operations, with the agent's errno named.
+TEST(AgentConnectionInline, ProgramAndFileOperations) {
   TempDir dir;
   AgentProcess agent;
   ASSERT_EQ(agent.configure(AgentProcess::defaultConfigure()).first.type, proto::MsgType::kOk);
-  sandbox::AgentClient client(agent.takeChannel());
+  UniqueFd channel = agent.takeChannel();
+  auto hub = sandbox::ChannelHub::start(sandbox::ChannelHub::Mode::kInline);
+  ASSERT_TRUE(hub) << hub.error().message();
+  auto conn = (*hub)->attach(channel.get(), "sb-test");
+  ASSERT_TRUE(conn) << conn.error().message();
   auto deadline = sandbox::Clock::now() + std::chrono::seconds(30);
 
   std::string out;
-  auto r = client.exec(
-      shell("echo $$"), [&](proto::Stream, std::string_view d) { out += d; }, -1, deadline);
+  auto r = sandbox::runProgram(
+      **conn, shell("echo $$"), [&](proto::Stream, std::string_view d) { out += d; }, {}, deadline);
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_GT(r->pid, 0u);
   EXPECT_EQ(static_cast<uint32_t>(std::atoi(out.c_str())), r->pid);
   EXPECT_EQ(r->exited.exit_code, 0);
 
-  ASSERT_TRUE(client.makeDirectory(dir.file("x/y"), true, 0755, deadline));
-  auto exists_err = client.makeDirectory(dir.file("x"), false, 0755, deadline);
+  namespace files = sandbox::files;
+  using sandbox::ErrorCode;
+  ASSERT_TRUE(files::mkdir(**conn, dir.file("x/y"), true));
+  auto exists_err = files::mkdir(**conn, dir.file("x"), false);
   ASSERT_FALSE(exists_err);
-  EXPECT_EQ(exists_err.error().errnum(), EEXIST);
-  EXPECT_THAT(exists_err.error().message(), HasSubstr(dir.file("x")));
+  EXPECT_EQ(exists_err.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(exists_err.error().message, HasSubstr("EEXIST"));
+  EXPECT_THAT(exists_err.error().message, HasSubstr(dir.file("x")));
 
   dir.write("x/y/f", "data");
-  auto list = client.listFiles(dir.file("x/y"), deadline);
-  ASSERT_TRUE(list) << list.error().message();
+  auto list = files::list(**conn, dir.file("x/y"));
+  ASSERT_TRUE(list) << list.error().message;
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].name, "f");
   EXPECT_EQ((*list)[0].size, 4u);
-  auto too_many = client.listFiles(dir.path(), deadline, 0);
+  auto too_many = files::list(**conn, dir.path(), 0);
   ASSERT_FALSE(too_many);
 
-  auto st = client.statFile(dir.file("x/y/f"), deadline);
-  ASSERT_TRUE(st) << st.error().message();
-  EXPECT_EQ(st->type, proto::FileType::kFile);
-  auto missing = client.statFile(dir.file("nope"), deadline);
+  auto st = files::stat(**conn, dir.file("x/y/f"));
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(st->type, "file");
+  auto missing = files::stat(**conn, dir.file("nope"));
   ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.error().errnum(), ENOENT);
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(missing.error().message, HasSubstr("ENOENT"));
 
-  ASSERT_TRUE(client.renameFile(dir.file("x/y/f"), dir.file("g"), deadline));
+  ASSERT_TRUE(files::rename(**conn, dir.file("x/y/f"), dir.file("g")));
   EXPECT_EQ(dir.read("g"), "data");
-  auto not_empty = client.removeFile(dir.file("x"), false, deadline);
+  auto not_empty = files::remove(**conn, dir.file("x"), false);
   ASSERT_FALSE(not_empty);
-  EXPECT_EQ(not_empty.error().errnum(), ENOTEMPTY);
-  ASSERT_TRUE(client.removeFile(dir.file("x"), true, deadline));
+  EXPECT_EQ(not_empty.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(not_empty.error().message, HasSubstr("ENOTEMPTY"));
+  ASSERT_TRUE(files::remove(**conn, dir.file("x"), true));
   EXPECT_FALSE(exists(dir.file("x")));
+  (*hub)->detach(*conn);
 }
 
 }  // namespace

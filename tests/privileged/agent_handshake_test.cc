@@ -1,4 +1,4 @@
-// The supervisor's side of the handshake (sandbox/agent_client.h): a Configure queued in the
+// The supervisor's side of the handshake (sandbox/agent/handshake.h): a Configure queued in the
 // channel before the agent exists is answered like one sent after its Hello, and one too large
 // to queue waits for the Hello.
 #include <fcntl.h>
@@ -16,14 +16,16 @@
 
 #include "agent_harness.h"
 #include "airlock/protocol/channel.h"
-#include "supervisor/sandbox/agent_client.h"
+#include "supervisor/sandbox/agent/connection.h"
+#include "supervisor/sandbox/agent/handshake.h"
+#include "supervisor/sandbox/agent/program.h"
 #include "test_support.h"
 
 namespace airlock::agent::testing {
 namespace {
 
 namespace proto = airlock::protocol;
-using sandbox::AgentClient;
+using sandbox::AgentHandshake;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -52,7 +54,7 @@ TEST(AgentHandshake, AConfigureQueuedBeforeTheAgentRunsIsAnswered) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   UniqueFd theirs(fcntl(sv[1], F_DUPFD_CLOEXEC, 10));
   close(sv[1]);
-  AgentClient client{UniqueFd(sv[0])};
+  AgentHandshake client{UniqueFd(sv[0])};
 
   ASSERT_TRUE(client.preconfigure(AgentProcess::defaultConfigure()));
   // The frame is in the channel before any agent exists.
@@ -65,12 +67,20 @@ TEST(AgentHandshake, AConfigureQueuedBeforeTheAgentRunsIsAnswered) {
   ASSERT_TRUE(hello) << hello.error().message();
   EXPECT_EQ(hello->protocol_version, proto::kProtocolVersion);
 
-  // Configured: it runs programs.
-  auto ran = client.exec(
-      shell("echo configured"), [](proto::Stream, std::string_view) {}, -1, Clock::now() + 30s);
-  ASSERT_TRUE(ran) << ran.error().message();
-  EXPECT_EQ(ran->exited.exit_code, 0);
-  EXPECT_TRUE(ran->error.empty()) << ran->error;
+  // Configured: it runs programs, through the connection that takes the channel over.
+  {
+    auto hub = sandbox::ChannelHub::start(sandbox::ChannelHub::Mode::kInline);
+    ASSERT_TRUE(hub) << hub.error().message();
+    auto conn = (*hub)->attach(client.channelFd(), "sb-test");
+    ASSERT_TRUE(conn) << conn.error().message();
+    auto ran = sandbox::runProgram(
+        **conn, shell("echo configured"), [](proto::Stream, std::string_view) {}, {},
+        Clock::now() + 30s);
+    ASSERT_TRUE(ran) << ran.error().message();
+    EXPECT_EQ(ran->exited.exit_code, 0);
+    EXPECT_TRUE(ran->error.empty()) << ran->error;
+    (*hub)->detach(*conn);
+  }
 
   client.shutdown();
   int status = 0;
@@ -82,7 +92,7 @@ TEST(AgentHandshake, AConfigureTooLargeToQueueWaitsForTheHello) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   UniqueFd agent_end(sv[1]);
-  AgentClient client{UniqueFd(sv[0])};
+  AgentHandshake client{UniqueFd(sv[0])};
   proto::Configure big = AgentProcess::defaultConfigure();
   big.writable_paths.assign(3000, "/home/user/a/rather/long/path/name");  // ~100 KiB
 
@@ -93,7 +103,7 @@ TEST(AgentHandshake, AConfigureTooLargeToQueueWaitsForTheHello) {
     int sv2[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv2), 0);
     UniqueFd end2(sv2[1]);
-    AgentClient small{UniqueFd(sv2[0])};
+    AgentHandshake small{UniqueFd(sv2[0])};
     ASSERT_TRUE(small.preconfigure(AgentProcess::defaultConfigure()));
     EXPECT_GT(pending(end2.get()), 0);
   }

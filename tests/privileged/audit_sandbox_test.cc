@@ -20,11 +20,11 @@
 #include <thread>
 
 #include "supervisor/audit/engine.h"
-#include "supervisor/sandbox/sandbox.h"
-#include "supervisor/service/sandbox_service.h"
+#include "supervisor/sandbox/host/sandbox.h"
+#include "supervisor/sandbox/manager.h"
 #include "test_support.h"
 
-namespace airlock::service {
+namespace airlock::sandbox {
 namespace {
 
 using airlock::testing::snapshotHostResources;
@@ -203,12 +203,12 @@ class AuditService : public ::testing::Test {
         "schema = 1\n[audit]\nlog = \"" + log() + "\"\n" + audit_keys + "\n" + extra;
     auto pol = policy::parse(text, "test.toml");
     ASSERT_TRUE(pol) << pol.error().message();
-    ServiceOptions o;
+    ManagerOptions o;
     o.policy = std::move(*pol);
     o.plugin_dir = airlock::testing::pluginDir();
     o.agent_path = airlock::testing::agentBinary();
     o.workspace_dir = dir_.path() + "/workspaces";
-    auto s = SandboxService::start(std::move(o));
+    auto s = Manager::start(std::move(o));
     ASSERT_TRUE(s) << s.error().message();
     svc_ = std::move(*s);
   }
@@ -228,7 +228,7 @@ class AuditService : public ::testing::Test {
 
   TempDir dir_;
   airlock::testing::HostResources before_;
-  std::unique_ptr<SandboxService> svc_;
+  std::unique_ptr<Manager> svc_;
 };
 
 constexpr const char* kConnectRefused =
@@ -564,4 +564,4 @@ TEST_F(AuditServe, NetworkRoutesAnswer400409AndTheLogIsQueried) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::sandbox

@@ -35,7 +35,7 @@
 
 #include "airlock/policy/policy.h"
 #include "supervisor/net/sandbox_network.h"
-#include "supervisor/service/sandbox_service.h"
+#include "supervisor/sandbox/manager.h"
 #include "test_support.h"
 
 namespace airlock::net {
@@ -1062,12 +1062,12 @@ TEST_F(SandboxEgressTest, ServiceSandboxKeepsItsLinkAcrossExecutionsAndShowsIt) 
   airlock::testing::TempDir dir;
   auto pol = policy::parse("schema = 1\n[profiles.default.network]\nmode = \"open\"\n", "t.toml");
   ASSERT_TRUE(pol) << pol.error().message();
-  service::ServiceOptions o;
+  sandbox::ManagerOptions o;
   o.policy = std::move(*pol);
   o.plugin_dir = airlock::testing::pluginDir();
   o.agent_path = airlock::testing::agentBinary();
   o.workspace_dir = dir.path() + "/workspaces";
-  auto svc = service::SandboxService::start(std::move(o));
+  auto svc = sandbox::Manager::start(std::move(o));
   ASSERT_TRUE(svc) << svc.error().message();
   auto sb = (*svc)->createSandbox({}, {});
   ASSERT_TRUE(sb) << sb.error().message;
@@ -1079,13 +1079,13 @@ TEST_F(SandboxEgressTest, ServiceSandboxKeepsItsLinkAcrossExecutionsAndShowsIt) 
   EXPECT_TRUE((*shown)["link"]["address_v4"].get<std::string>().starts_with("10.200."));
 
   for (int round = 0; round < 2; ++round) {
-    service::CommandSpec c;
+    sandbox::CommandSpec c;
     c.cmd = "python3 - <<'EOF'\n" + probeProgram({{"tcp", kInternetV4, srv.tcpPort()}}) + "EOF\n";
     auto stream = (*svc)->runCommand({}, sb->id, c);
     ASSERT_TRUE(stream) << stream.error().message;
     std::string out;
-    auto deadline = service::Clock::now() + std::chrono::seconds(30);
-    while (!(*stream)->done() && service::Clock::now() < deadline)
+    auto deadline = sandbox::Clock::now() + std::chrono::seconds(30);
+    while (!(*stream)->done() && sandbox::Clock::now() < deadline)
       if (auto e = (*stream)->next(deadline); e && (*e)["type"] == "stdout")
         out += (*e)["data"].template get<std::string>();
     EXPECT_EQ(out, "[\"ok " + std::string(kInternetHostV4) + "\"]\n") << "round " << round;

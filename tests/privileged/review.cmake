@@ -1,4 +1,4 @@
-# The python_ast reviewer on real throwaway sandboxes (OneShotSandboxRunner): what it denies,
+# The python_ast reviewer on real throwaway sandboxes (sandbox::StandaloneReviewRunner): what it denies,
 # what it allows, and hostile input that must not crash or hang it. Needs root.
 airlock_add_test(review_privileged_tests LABEL privileged TIMEOUT 300
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/review_python_ast_test.cc

@@ -4,9 +4,10 @@
 
 #include <chrono>
 
+#include "airlock/policy/policy.h"
 #include "supervisor/review/chain.h"
 #include "supervisor/review/python_ast_reviewer.h"
-#include "supervisor/run/sandbox_review.h"
+#include "supervisor/sandbox/review_runner.h"
 #include "test_support.h"
 
 namespace airlock::review {
@@ -20,11 +21,12 @@ class PythonAst : public ::testing::Test {
   void SetUp() override {
     AIRLOCK_REQUIRE_ROOT();
     before_ = snapshotHostResources();
-    runner_ = std::make_shared<run::OneShotSandboxRunner>(
-        "", "default", run::RunPaths{pluginDir(), agentBinary()});
+    runner_ = std::make_shared<sandbox::StandaloneReviewRunner>(policy::builtinDefault(), "default",
+                                                                pluginDir(), agentBinary());
   }
   void TearDown() override {
     if (IsSkipped()) return;
+    runner_.reset();  // its manager too
     EXPECT_EQ(snapshotHostResources(), before_) << "a checker sandbox left something behind";
   }
   Result<Verdict> review(const std::string& code, policy::ReviewPythonAst cfg = {}) {
@@ -37,7 +39,7 @@ class PythonAst : public ::testing::Test {
     EXPECT_EQ(v->decision, Decision::kDeny) << code;
     EXPECT_EQ(v->rule, rule) << code << " → " << v->reason;
   }
-  std::shared_ptr<run::OneShotSandboxRunner> runner_;
+  std::shared_ptr<sandbox::StandaloneReviewRunner> runner_;
   HostResources before_;
 };
 

@@ -10,10 +10,10 @@
 #include <fstream>
 #include <thread>
 
-#include "supervisor/service/sandbox_service.h"
+#include "supervisor/sandbox/manager.h"
 #include "test_support.h"
 
-namespace airlock::service {
+namespace airlock::sandbox {
 namespace {
 
 using airlock::testing::snapshotHostResources;
@@ -54,12 +54,12 @@ class ServiceTest : public ::testing::Test {
   }
   void start(policy::Policy pol) {
     svc_.reset();
-    ServiceOptions o;
+    ManagerOptions o;
     o.policy = std::move(pol);
     o.plugin_dir = airlock::testing::pluginDir();
     o.agent_path = airlock::testing::agentBinary();
     o.workspace_dir = workspace_root_.path() + "/workspaces";
-    auto s = SandboxService::start(std::move(o));
+    auto s = Manager::start(std::move(o));
     ASSERT_TRUE(s) << s.error().message();
     svc_ = std::move(*s);
   }
@@ -78,7 +78,7 @@ class ServiceTest : public ::testing::Test {
 
   airlock::testing::TempDir workspace_root_;  // declared before svc_: outlives the service
   airlock::testing::HostResources before_;
-  std::unique_ptr<SandboxService> svc_;
+  std::unique_ptr<Manager> svc_;
 };
 
 TEST_F(ServiceTest, CreateGetListDestroy) {
@@ -553,9 +553,9 @@ TEST_F(ServiceTest, CodeContextsKeepStateAndReturnRichResults) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::sandbox
 
-namespace airlock::service {
+namespace airlock::sandbox {
 namespace {
 
 // Loop devices whose backing file lies under `dir` (the kernel lists it in sysfs).
@@ -650,9 +650,9 @@ TEST_F(ServiceTest, PersistentWorkspaceOutlivesItsSandboxes) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::sandbox
 
-namespace airlock::service {
+namespace airlock::sandbox {
 namespace {
 
 // The profile's review chain decides before anything reaches the sandbox: a denied command or
@@ -751,4 +751,4 @@ languages = ["python"]
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::sandbox

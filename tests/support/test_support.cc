@@ -174,7 +174,7 @@ HostResources snapshotHostResources() {
          !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
       if (it->is_directory()) ++r.airlock_cgroups;
   }
-  // Sandbox uids live at or above 2^28 (see supervisor/sandbox/id_range.h).
+  // Sandbox uids live at or above 2^28 (see supervisor/sandbox/host/id_range.h).
   for (auto it = std::filesystem::directory_iterator("/proc", ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     struct stat st {};

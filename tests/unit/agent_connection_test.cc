@@ -1,6 +1,6 @@
 // The hub that routes a served sandbox's agent frames to per-request handlers, over a socket
 // pair standing in for the agent.
-#include "supervisor/service/agent_connection.h"
+#include "supervisor/sandbox/agent/connection.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -12,7 +12,7 @@
 
 #include "airlock/protocol/messages.h"
 
-namespace airlock::service {
+namespace airlock::sandbox {
 namespace {
 
 namespace proto = airlock::protocol;
@@ -110,4 +110,4 @@ TEST_F(AgentConnectionTest, AFailingChannelMayReleaseTheLastReferenceToAnOwner) 
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::sandbox

@@ -18,7 +18,7 @@ using encoding::base64Encode;
 using encoding::isValidUtf8;
 namespace {
 
-using service::ErrorCode;
+using sandbox::ErrorCode;
 
 template <typename R>
 std::string errorOf(const R& r) {
@@ -145,7 +145,7 @@ TEST(ApiDecodingFuzz, EveryDecoderSurvivesMutatedBodies) {
     return [fn](std::string_view body) -> std::optional<std::string> {
       auto r = fn(body);
       if (r) return std::nullopt;
-      return std::string(service::errorCodeName(r.error().code)) + ": " + r.error().message;
+      return std::string(sandbox::errorCodeName(r.error().code)) + ": " + r.error().message;
     };
   };
   std::vector<std::pair<Decoder, std::string>> decoders = {
@@ -281,7 +281,7 @@ TEST(ApiRouter, MatchesParamsAndMethods) {
 
 // Every route of the router is in the OpenAPI document, and the document has no other.
 TEST(ApiOpenApi, DocumentCoversExactlyTheRouteTable) {
-  auto doc = service::Json::parse(openApiDocument(), nullptr, false);
+  auto doc = sandbox::Json::parse(openApiDocument(), nullptr, false);
   ASSERT_FALSE(doc.is_discarded()) << "openapi.json is not valid JSON";
   EXPECT_EQ(doc["openapi"].get<std::string>().substr(0, 2), "3.");
   std::set<std::string> documented, routed;
@@ -327,7 +327,7 @@ TEST(ApiEncoding, AggregatesCommandAndCodeEvents) {
 
 TEST(ApiEncoding, ErrorBodyNeverThrowsOnBadUtf8) {
   auto body = errorBody({ErrorCode::kNotFound, "sandbox '\xff' not found"});
-  auto j = service::Json::parse(body);
+  auto j = sandbox::Json::parse(body);
   EXPECT_EQ(j["error"]["code"], "not_found");
 }
 

@@ -11,15 +11,15 @@
 #include <set>
 #include <thread>
 
-#include "supervisor/service/service.h"
+#include "supervisor/sandbox/service.h"
 
 namespace airlock::testing {
 
-using service::Clock;
-using service::ErrorCode;
-using service::Json;
-using service::serviceError;
-using service::SResult;
+using sandbox::Clock;
+using sandbox::ErrorCode;
+using sandbox::Json;
+using sandbox::serviceError;
+using sandbox::SResult;
 
 struct ScriptedEvent {
   std::chrono::milliseconds delay{0};  // after the previous event
@@ -35,7 +35,7 @@ struct StreamRecord {
 
 // Plays `events` in order, each `delay` after the previous one; `endless` repeats the last
 // event forever (a command that never ends).
-class ScriptedStream : public service::EventStream {
+class ScriptedStream : public sandbox::EventStream {
  public:
   ScriptedStream(std::vector<ScriptedEvent> events, StreamRecord& record, bool endless = false)
       : events_(std::move(events)), record_(record), endless_(endless), ready_(Clock::now()) {
@@ -69,7 +69,7 @@ class ScriptedStream : public service::EventStream {
   Clock::time_point ready_;
 };
 
-class FakeService : public service::Service {
+class FakeService : public sandbox::Service {
  public:
   // Scripts for the next foreground command or code run; defaults below when empty.
   std::vector<ScriptedEvent> command_script;
@@ -81,9 +81,9 @@ class FakeService : public service::Service {
 
   // What the last calls received.
   std::mutex mu;
-  service::SandboxSpec last_spec;
-  service::CommandSpec last_command;
-  service::CodeSpec last_code;
+  sandbox::SandboxSpec last_spec;
+  sandbox::CommandSpec last_command;
+  sandbox::CodeSpec last_code;
   std::string last_stdin;
   bool last_stdin_eof = false;
   int last_signal = 0;
@@ -94,8 +94,8 @@ class FakeService : public service::Service {
   std::map<std::string, std::string> files;  // path → content (uploads up to 1 MiB)
   uint64_t big_file_size = 0;                // GET of "/big" streams this many bytes
 
-  SResult<service::SandboxInfo> createSandbox(const service::Caller& caller,
-                                              const service::SandboxSpec& spec) override {
+  SResult<sandbox::SandboxInfo> createSandbox(const sandbox::Caller& caller,
+                                              const sandbox::SandboxSpec& spec) override {
     if (on_create) on_create();
     std::lock_guard lock(mu);
     last_spec = spec;
@@ -107,7 +107,7 @@ class FakeService : public service::Service {
     }
     char id[17];
     std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(++next_id_));
-    service::SandboxInfo s;
+    sandbox::SandboxInfo s;
     s.id = id;
     s.name = spec.name;
     s.tenant = caller.tenant;
@@ -123,10 +123,10 @@ class FakeService : public service::Service {
     return s;
   }
 
-  SResult<std::vector<service::SandboxInfo>> listSandboxes(
-      const service::Caller& caller, const std::map<std::string, std::string>& metadata) override {
+  SResult<std::vector<sandbox::SandboxInfo>> listSandboxes(
+      const sandbox::Caller& caller, const std::map<std::string, std::string>& metadata) override {
     std::lock_guard lock(mu);
-    std::vector<service::SandboxInfo> out;
+    std::vector<sandbox::SandboxInfo> out;
     for (auto& [id, s] : sandboxes_) {
       if (s.tenant != caller.tenant) continue;
       bool match = true;
@@ -139,7 +139,7 @@ class FakeService : public service::Service {
     return out;
   }
 
-  SResult<service::SandboxInfo> getSandbox(const service::Caller& caller,
+  SResult<sandbox::SandboxInfo> getSandbox(const sandbox::Caller& caller,
                                            const std::string& sb) override {
     std::lock_guard lock(mu);
     auto* s = find(caller, sb);
@@ -147,7 +147,7 @@ class FakeService : public service::Service {
     return *s;
   }
 
-  SResult<> destroySandbox(const service::Caller& caller, const std::string& sb) override {
+  SResult<> destroySandbox(const sandbox::Caller& caller, const std::string& sb) override {
     std::lock_guard lock(mu);
     auto* s = find(caller, sb);
     if (s == nullptr) return notFound(sb);
@@ -155,7 +155,7 @@ class FakeService : public service::Service {
     return {};
   }
 
-  SResult<service::SandboxInfo> keepAlive(const service::Caller& caller, const std::string& sb,
+  SResult<sandbox::SandboxInfo> keepAlive(const sandbox::Caller& caller, const std::string& sb,
                                           std::optional<int64_t> keep_alive_s,
                                           std::optional<int64_t> lifetime_s) override {
     std::lock_guard lock(mu);
@@ -166,15 +166,15 @@ class FakeService : public service::Service {
     return *s;
   }
 
-  SResult<std::unique_ptr<service::EventStream>> runCommand(
-      const service::Caller& caller, const std::string& sb,
-      const service::CommandSpec& spec) override {
+  SResult<std::unique_ptr<sandbox::EventStream>> runCommand(
+      const sandbox::Caller& caller, const std::string& sb,
+      const sandbox::CommandSpec& spec) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
     last_command = spec;
     Json start = {{"type", "start"}, {"command_id", "c1"}, {"pid", 7}};
     if (spec.background) {
-      return std::unique_ptr<service::EventStream>(
+      return std::unique_ptr<sandbox::EventStream>(
           new ScriptedStream({{std::chrono::milliseconds(0), start}}, streams));
     }
     auto script = command_script;
@@ -193,36 +193,36 @@ class FakeService : public service::Service {
                   {"stderr_truncated", false},
                   {"duration_ms", 3.1}}}};
     }
-    return std::unique_ptr<service::EventStream>(
+    return std::unique_ptr<sandbox::EventStream>(
         new ScriptedStream(std::move(script), streams, command_endless));
   }
 
-  SResult<std::vector<service::CommandInfo>> listCommands(const service::Caller& caller,
+  SResult<std::vector<sandbox::CommandInfo>> listCommands(const sandbox::Caller& caller,
                                                           const std::string& sb) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
-    service::CommandInfo c;
+    sandbox::CommandInfo c;
     c.command_id = "c1";
     c.argv = {"sleep", "100"};
     c.pid = 7;
     c.state = "running";
     c.background = true;
-    return std::vector<service::CommandInfo>{c};
+    return std::vector<sandbox::CommandInfo>{c};
   }
 
-  SResult<std::unique_ptr<service::EventStream>> attachCommand(const service::Caller& caller,
+  SResult<std::unique_ptr<sandbox::EventStream>> attachCommand(const sandbox::Caller& caller,
                                                                const std::string& sb,
                                                                const std::string& cid) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
     if (cid != "c1") return serviceError(ErrorCode::kNotFound, "command '" + cid + "' not found");
-    return std::unique_ptr<service::EventStream>(
+    return std::unique_ptr<sandbox::EventStream>(
         new ScriptedStream({{{}, {{"type", "stdout"}, {"data", "buffered\n"}}},
                             {{}, {{"type", "exit"}, {"exit_code", 0}, {"signal", 0}}}},
                            streams));
   }
 
-  SResult<> sendStdin(const service::Caller& caller, const std::string& sb, const std::string&,
+  SResult<> sendStdin(const sandbox::Caller& caller, const std::string& sb, const std::string&,
                       std::string data, bool eof) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
@@ -231,7 +231,7 @@ class FakeService : public service::Service {
     return {};
   }
 
-  SResult<> signalCommand(const service::Caller& caller, const std::string& sb,
+  SResult<> signalCommand(const sandbox::Caller& caller, const std::string& sb,
                           const std::string& cid, int signo) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
@@ -240,24 +240,24 @@ class FakeService : public service::Service {
     return {};
   }
 
-  SResult<service::ContextInfo> createContext(const service::Caller& caller, const std::string& sb,
+  SResult<sandbox::ContextInfo> createContext(const sandbox::Caller& caller, const std::string& sb,
                                               const std::string& language) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
-    service::ContextInfo c{"ctx" + std::to_string(contexts_.size() + 1),
+    sandbox::ContextInfo c{"ctx" + std::to_string(contexts_.size() + 1),
                            language.empty() ? "python" : language, "idle", 1795000000000, 0};
     contexts_.push_back(c);
     return c;
   }
 
-  SResult<std::vector<service::ContextInfo>> listContexts(const service::Caller& caller,
+  SResult<std::vector<sandbox::ContextInfo>> listContexts(const sandbox::Caller& caller,
                                                           const std::string& sb) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
     return contexts_;
   }
 
-  SResult<service::ContextInfo> restartContext(const service::Caller& caller, const std::string& sb,
+  SResult<sandbox::ContextInfo> restartContext(const sandbox::Caller& caller, const std::string& sb,
                                                const std::string& ctx) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
@@ -267,7 +267,7 @@ class FakeService : public service::Service {
     return serviceError(ErrorCode::kNotFound, "context '" + ctx + "' not found");
   }
 
-  SResult<> destroyContext(const service::Caller& caller, const std::string& sb,
+  SResult<> destroyContext(const sandbox::Caller& caller, const std::string& sb,
                            const std::string& ctx) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
@@ -280,9 +280,9 @@ class FakeService : public service::Service {
     return serviceError(ErrorCode::kNotFound, "context '" + ctx + "' not found");
   }
 
-  SResult<std::unique_ptr<service::EventStream>> runCode(const service::Caller& caller,
+  SResult<std::unique_ptr<sandbox::EventStream>> runCode(const sandbox::Caller& caller,
                                                          const std::string& sb,
-                                                         const service::CodeSpec& spec) override {
+                                                         const sandbox::CodeSpec& spec) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
     last_code = spec;
@@ -298,12 +298,12 @@ class FakeService : public service::Service {
                   {"context_id", "python"},
                   {"context_restarted", false}}}};
     }
-    return std::unique_ptr<service::EventStream>(new ScriptedStream(std::move(script), streams));
+    return std::unique_ptr<sandbox::EventStream>(new ScriptedStream(std::move(script), streams));
   }
 
-  SResult<service::FileEntry> writeFile(const service::Caller& caller, const std::string& sb,
+  SResult<sandbox::FileEntry> writeFile(const sandbox::Caller& caller, const std::string& sb,
                                         const std::string& path, uint32_t mode,
-                                        const service::ByteSource& source) override {
+                                        const sandbox::ByteSource& source) override {
     {
       std::lock_guard lock(mu);
       if (find(caller, sb) == nullptr) return notFound(sb);
@@ -327,12 +327,12 @@ class FakeService : public service::Service {
     last_upload_hash = hash;
     last_mode = mode;
     if (size <= (1 << 20)) files[path] = content;
-    return service::FileEntry{path, "file", size, mode, 0};
+    return sandbox::FileEntry{path, "file", size, mode, 0};
   }
 
-  SResult<> readFile(const service::Caller& caller, const std::string& sb, const std::string& path,
+  SResult<> readFile(const sandbox::Caller& caller, const std::string& sb, const std::string& path,
                      const std::function<void(uint64_t)>& on_size,
-                     const service::ByteSink& sink) override {
+                     const sandbox::ByteSink& sink) override {
     std::string content;
     uint64_t big = 0;
     {
@@ -366,12 +366,12 @@ class FakeService : public service::Service {
     return {};
   }
 
-  SResult<std::vector<service::FileEntry>> listFiles(const service::Caller& caller,
+  SResult<std::vector<sandbox::FileEntry>> listFiles(const sandbox::Caller& caller,
                                                      const std::string& sb,
                                                      const std::string& path) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
-    std::vector<service::FileEntry> out;
+    std::vector<sandbox::FileEntry> out;
     for (auto& [p, c] : files) {
       if (p.rfind(path + "/", 0) == 0) {
         out.push_back({p.substr(path.size() + 1), "file", c.size(), 0644, 1795000000000});
@@ -380,16 +380,16 @@ class FakeService : public service::Service {
     return out;
   }
 
-  SResult<service::FileEntry> statFile(const service::Caller& caller, const std::string& sb,
+  SResult<sandbox::FileEntry> statFile(const sandbox::Caller& caller, const std::string& sb,
                                        const std::string& path) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
     auto it = files.find(path);
     if (it == files.end()) return serviceError(ErrorCode::kNotFound, "no file '" + path + "'");
-    return service::FileEntry{path, "file", it->second.size(), 0644, 1795000000000};
+    return sandbox::FileEntry{path, "file", it->second.size(), 0644, 1795000000000};
   }
 
-  SResult<> makeDirectory(const service::Caller& caller, const std::string& sb,
+  SResult<> makeDirectory(const sandbox::Caller& caller, const std::string& sb,
                           const std::string& path, bool) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
@@ -397,7 +397,7 @@ class FakeService : public service::Service {
     return {};
   }
 
-  SResult<> removeFile(const service::Caller& caller, const std::string& sb,
+  SResult<> removeFile(const sandbox::Caller& caller, const std::string& sb,
                        const std::string& path, bool) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
@@ -405,7 +405,7 @@ class FakeService : public service::Service {
     return {};
   }
 
-  SResult<> renameFile(const service::Caller& caller, const std::string& sb,
+  SResult<> renameFile(const sandbox::Caller& caller, const std::string& sb,
                        const std::string& from, const std::string& to) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
@@ -417,16 +417,16 @@ class FakeService : public service::Service {
   }
 
   // Workspaces per tenant: "busy" ones are in use.
-  SResult<std::vector<service::WorkspaceInfo>> listWorkspaces(
-      const service::Caller& caller) override {
+  SResult<std::vector<sandbox::WorkspaceInfo>> listWorkspaces(
+      const sandbox::Caller& caller) override {
     std::lock_guard lock(mu);
-    std::vector<service::WorkspaceInfo> out;
+    std::vector<sandbox::WorkspaceInfo> out;
     for (const auto& [key, w] : workspaces)
       if (key.first == caller.tenant) out.push_back(w);
     return out;
   }
 
-  SResult<> deleteWorkspace(const service::Caller& caller, const std::string& name) override {
+  SResult<> deleteWorkspace(const sandbox::Caller& caller, const std::string& name) override {
     std::lock_guard lock(mu);
     auto it = workspaces.find({caller.tenant, name});
     if (it == workspaces.end())
@@ -438,14 +438,14 @@ class FakeService : public service::Service {
   }
 
   // Held reviews: ids in `held`, decisions recorded in `decided`.
-  SResult<Json> listReviews(const service::Caller&) override {
+  SResult<Json> listReviews(const sandbox::Caller&) override {
     std::lock_guard lock(mu);
     Json list = Json::array();
     for (const auto& id : held) list.push_back({{"review_id", id}});
     return Json{{"reviews", list}};
   }
 
-  SResult<> decideReview(const service::Caller&, const std::string& review_id, bool approve,
+  SResult<> decideReview(const sandbox::Caller&, const std::string& review_id, bool approve,
                          const std::string& reason) override {
     std::lock_guard lock(mu);
     if (!held.erase(review_id))
@@ -463,7 +463,7 @@ class FakeService : public service::Service {
     return "# TYPE airlock_sandboxes gauge\nairlock_sandboxes{state=\"running\"} 1\n";
   }
 
-  std::map<std::pair<std::string, std::string>, service::WorkspaceInfo> workspaces;
+  std::map<std::pair<std::string, std::string>, sandbox::WorkspaceInfo> workspaces;
   std::set<std::string> held;
   std::map<std::string, std::pair<bool, std::string>> decided;
 
@@ -473,19 +473,19 @@ class FakeService : public service::Service {
   }
 
  private:
-  service::SandboxInfo* find(const service::Caller& caller, const std::string& sb) {
+  sandbox::SandboxInfo* find(const sandbox::Caller& caller, const std::string& sb) {
     for (auto& [id, s] : sandboxes_) {
       if (s.tenant == caller.tenant && (s.id == sb || (!s.name.empty() && s.name == sb))) return &s;
     }
     return nullptr;
   }
-  static std::unexpected<service::ServiceError> notFound(const std::string& sb) {
+  static std::unexpected<sandbox::ServiceError> notFound(const std::string& sb) {
     return serviceError(ErrorCode::kNotFound, "sandbox '" + sb + "' not found");
   }
 
   uint64_t next_id_ = 0;
-  std::map<std::string, service::SandboxInfo> sandboxes_;
-  std::vector<service::ContextInfo> contexts_;
+  std::map<std::string, sandbox::SandboxInfo> sandboxes_;
+  std::vector<sandbox::ContextInfo> contexts_;
   std::set<std::string> dirs_;
 };
 

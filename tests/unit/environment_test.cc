@@ -1,11 +1,11 @@
-#include "supervisor/run/environment.h"
+#include "supervisor/sandbox/environment.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
 
-namespace airlock::run {
+namespace airlock::sandbox {
 namespace {
 
 bool has(const std::vector<std::string>& env, const std::string& kv) {
@@ -37,4 +37,4 @@ TEST(Environment, LaterLayersOverrideEarlierOnes) {
 }
 
 }  // namespace
-}  // namespace airlock::run
+}  // namespace airlock::sandbox

@@ -1,4 +1,4 @@
-#include "supervisor/sandbox/id_range.h"
+#include "supervisor/sandbox/host/id_range.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>

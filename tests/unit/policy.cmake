@@ -1,5 +1,5 @@
 # The policy library: fixtures, reference.toml drift, validate/relaxations, server and tenants,
-# mutated inputs.
+# mutated inputs, the network rule grammar, and that it includes nothing of the supervisor.
 airlock_add_test(policy_tests LABEL unit
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/policy_test_util.cc
@@ -8,10 +8,10 @@ airlock_add_test(policy_tests LABEL unit
     ${CMAKE_CURRENT_LIST_DIR}/policy_validate_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_serve_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_fuzz_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/policy_net_rule_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/policy_layering_test.cc
   LIBS airlock_policy airlock_dep_toml)
 target_compile_definitions(policy_tests PRIVATE
   AIRLOCK_POLICY_TEST_DATA="${CMAKE_SOURCE_DIR}/tests/data/policy"
   AIRLOCK_POLICY_EXAMPLES="${CMAKE_SOURCE_DIR}/policy/examples"
   AIRLOCK_POLICY_DOCS="${CMAKE_SOURCE_DIR}/docs/policy.md")
-# network.rules errors quote the rule parser (supervisor/audit/net_rules.h, bpf/airlock_wire.h).
-target_include_directories(policy_tests PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/bpf)

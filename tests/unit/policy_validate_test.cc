@@ -7,8 +7,8 @@
 #include <string>
 
 #include "airlock/policy/keys.h"
+#include "airlock/policy/net_rule.h"
 #include "airlock/policy/policy.h"
-#include "supervisor/audit/net_rules.h"
 
 namespace airlock::policy {
 namespace {
@@ -153,9 +153,9 @@ TEST(PolicyValidate, EveryRuleAtAndPastItsBounds) {
        [](Profile& p) {
          p.network.rules = {"deny tcp 192.0.2.0/24 443", "allow tcp 10.0.0.1/8 80"};
        },
-       "network.rules[1]: " + audit::NetRule::parse("allow tcp 10.0.0.1/8 80").error().message()},
+       "network.rules[1]: " + NetRule::parse("allow tcp 10.0.0.1/8 80").error().message()},
       {"network rule no verb", [](Profile& p) { p.network.rules = {"tcp 10.0.0.0/8"}; },
-       "network.rules[0]: " + audit::NetRule::parse("tcp 10.0.0.0/8").error().message()},
+       "network.rules[0]: " + NetRule::parse("tcp 10.0.0.0/8").error().message()},
       {"network too many rules",
        [](Profile& p) { p.network.rules.assign(1025, "deny tcp 192.0.2.0/24 443"); },
        "network.rules: 1025 rules, more than the 1024 a sandbox holds"},

@@ -1,0 +1,333 @@
+#include "supervisor/sandbox/agent/code_context.h"
+
+#include <signal.h>
+
+namespace airlock::sandbox {
+
+namespace proto = airlock::protocol;
+
+namespace {
+
+constexpr auto kReadyTimeout = std::chrono::seconds(30);
+// After SIGINT, how long the interpreter has to answer before it is killed and restarted.
+constexpr auto kInterruptGrace = std::chrono::seconds(2);
+// A PNG of a large figure is a few MiB in base64; a longer line is a misbehaving driver.
+constexpr size_t kMaxControlLine = 64 << 20;
+
+int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool isStringMap(const Json& j) {
+  if (!j.is_object()) return false;
+  for (const auto& [k, v] : j.items())
+    if (!v.is_string()) return false;
+  return true;
+}
+
+}  // namespace
+
+struct CodeContext::Run {
+  std::string id;
+  std::shared_ptr<EventQueue> queue = std::make_shared<EventQueue>();
+  Clock::time_point started = Clock::now();
+  Clock::time_point deadline;
+  std::optional<Clock::time_point> interrupted_at;
+  bool killed = false;
+  uint64_t out_bytes = 0, err_bytes = 0;
+  bool out_truncated = false, err_truncated = false;
+  OutputEncoder out_enc, err_enc;
+};
+
+CodeContext::CodeContext(std::shared_ptr<AgentConnection> conn, std::string id, DriverLaunch launch)
+    : conn_(std::move(conn)), launch_(std::move(launch)) {
+  info_.context_id = std::move(id);
+  info_.language = launch_.language;
+  info_.state = "starting";
+  info_.created_at = nowMs();
+}
+
+CodeContext::~CodeContext() { stop(); }
+
+SResult<> CodeContext::start() {
+  proto::Exec exec = launch_.exec;
+  exec.stdin_pipe = true;
+  exec.control_pipe = true;
+  exec.kill_scope = proto::ExecKillScope::kSession;
+  exec.stdout_cap = exec.stderr_cap = 0;  // capped per run here
+  exec.timeout_ms = 0;
+  {
+    std::lock_guard lock(mu_);
+    ++generation_;
+    alive_ = true;
+    ready_ = false;
+    start_error_.clear();
+    control_.clear();
+    info_.state = "starting";
+  }
+  std::weak_ptr<CodeContext> weak = weak_from_this();
+  uint64_t gen = generation_;
+  uint32_t id = conn_->open([weak, gen](const proto::FrameHeader& h, std::string_view p) {
+    auto self = weak.lock();
+    if (self == nullptr) return true;
+    {
+      std::lock_guard lock(self->mu_);
+      if (self->generation_ != gen) return true;  // a frame of a driver already replaced
+    }
+    return self->onFrame(h, p);
+  });
+  {
+    std::lock_guard lock(mu_);
+    request_id_ = id;
+  }
+  std::string frame;
+  proto::encode(frame, id, exec);
+  if (auto r = conn_->send(frame); !r)
+    return serviceError(ErrorCode::kInternal,
+                        "starting the " + launch_.language + " context: " + r.error().message());
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_for(lock, kReadyTimeout, [&] { return ready_ || !alive_; })) {
+    lock.unlock();
+    sendSignal(SIGKILL);
+    return serviceError(ErrorCode::kInternal,
+                        "the " + launch_.language + " session driver did not get ready in 30 s");
+  }
+  if (!ready_) {
+    info_.state = "dead";
+    return serviceError(ErrorCode::kInternal,
+                        "the " + launch_.language + " session driver failed to start: " +
+                            (start_error_.empty() ? "it exited" : start_error_));
+  }
+  info_.state = "idle";
+  return {};
+}
+
+void CodeContext::sendSignal(int signo) {
+  uint32_t id;
+  {
+    std::lock_guard lock(mu_);
+    if (!alive_) return;
+    id = request_id_;
+  }
+  std::string frame;
+  proto::encode(frame, id, proto::Signal{signo});
+  (void)conn_->send(frame);  // a closed channel means the driver is gone anyway
+}
+
+void CodeContext::stop() {
+  sendSignal(SIGKILL);
+  uint32_t id;
+  {
+    std::lock_guard lock(mu_);
+    id = request_id_;
+  }
+  conn_->close(id);  // outside mu_: the hub takes the connection's lock before ours
+  std::lock_guard lock(mu_);
+  ++generation_;
+  alive_ = ready_ = false;
+  info_.state = "dead";
+  if (run_) endRun("context_lost");
+}
+
+SResult<> CodeContext::restart() {
+  stop();
+  return start();
+}
+
+SResult<std::unique_ptr<EventStream>> CodeContext::run(const std::string& code,
+                                                       std::chrono::milliseconds timeout) {
+  bool restarted = false;
+  {
+    std::unique_lock lock(mu_);
+    if (run_)
+      return serviceError(ErrorCode::kConflict,
+                          "context '" + info_.context_id + "' is busy with another run");
+    if (!alive_ || !ready_) {
+      lock.unlock();
+      if (auto r = start(); !r) return std::unexpected(r.error());
+      restarted = info_.runs > 0;
+    }
+  }
+  std::unique_lock lock(mu_);
+  if (run_)
+    return serviceError(ErrorCode::kConflict,
+                        "context '" + info_.context_id + "' is busy with another run");
+  auto run = std::make_shared<Run>();
+  run->id = "r" + std::to_string(++info_.runs);
+  // Drivers enforce timeout_ms themselves where they can (Node); SIGINT is the backstop, a
+  // little later so the two do not race at the same instant.
+  run->deadline = run->started + timeout + std::chrono::milliseconds(250);
+  run_ = run;
+  restarted_by_timeout_ = restarted || restarted_by_timeout_;
+  info_.state = "busy";
+  uint32_t id = request_id_;
+  lock.unlock();
+
+  Json request{{"id", run->id}, {"code", code}, {"timeout_ms", timeout.count()}};
+  std::string line = request.dump() + "\n";
+  for (size_t off = 0; off < line.size(); off += proto::kMaxChunk) {
+    proto::Stdin m;
+    m.data = line.substr(off, proto::kMaxChunk);
+    std::string frame;
+    proto::encode(frame, id, m);
+    if (auto r = conn_->send(frame); !r) {
+      std::lock_guard relock(mu_);
+      if (run_ == run) endRun("context_lost");
+      break;
+    }
+  }
+  std::weak_ptr<CodeContext> weak = weak_from_this();
+  return std::make_unique<QueueStream>(
+      run->queue,
+      [weak] {
+        if (auto self = weak.lock()) self->checkTimeout();
+      },
+      [weak] {
+        // The client left: interrupt the run; the context stays for the next one.
+        if (auto self = weak.lock()) self->sendSignal(SIGINT);
+      });
+}
+
+void CodeContext::checkTimeout() {
+  int signo = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (!run_) return;
+    auto now = Clock::now();
+    if (!run_->interrupted_at && now >= run_->deadline) {
+      run_->interrupted_at = now;
+      signo = SIGINT;
+    } else if (run_->interrupted_at && !run_->killed &&
+               now >= *run_->interrupted_at + kInterruptGrace) {
+      run_->killed = true;  // the interpreter ignored SIGINT: its state is lost
+      signo = SIGKILL;
+    }
+  }
+  if (signo != 0) sendSignal(signo);
+}
+
+// mu_ held.
+void CodeContext::endRun(const std::string& status, Json error) {
+  auto run = std::move(run_);
+  run_.reset();
+  if (!run) return;
+  Json tail{{"type", "stdout"}};
+  if (run->out_enc.flush(tail)) run->queue->push(std::move(tail));
+  Json etail{{"type", "stderr"}};
+  if (run->err_enc.flush(etail)) run->queue->push(std::move(etail));
+  if (!error.is_null()) run->queue->push(std::move(error));
+  bool restarted = status == "context_lost" || run->killed || restarted_by_timeout_;
+  restarted_by_timeout_ = false;
+  Json end{{"type", "end"},
+           {"status", status},
+           {"duration_ms",
+            std::chrono::duration<double, std::milli>(Clock::now() - run->started).count()},
+           {"context_id", info_.context_id},
+           {"context_restarted", restarted},
+           {"stdout_truncated", run->out_truncated},
+           {"stderr_truncated", run->err_truncated}};
+  run->queue->finish(std::move(end));
+  if (alive_ && ready_) info_.state = "idle";
+}
+
+bool CodeContext::onFrame(const proto::FrameHeader& h, std::string_view payload) {
+  std::unique_lock lock(mu_);
+  if (isChannelFailure(h) || h.type == proto::MsgType::kError ||
+      h.type == proto::MsgType::kExited) {
+    if (h.type == proto::MsgType::kError && !isChannelFailure(h) && ready_) {
+      return false;  // e.g. a stdin write after the driver closed stdin; the exit follows
+    }
+    if (h.type != proto::MsgType::kExited) {
+      auto m = proto::decodeError(payload);
+      start_error_ = m ? m->message : "malformed error from the agent";
+    }
+    alive_ = ready_ = false;
+    info_.state = "dead";
+    if (run_) {
+      bool timed_out = run_->interrupted_at.has_value();
+      endRun(timed_out ? "timeout" : "context_lost");
+    }
+    cv_.notify_all();
+    return true;
+  }
+  if (h.type != proto::MsgType::kOutput) return false;  // Started, Ok
+  auto m = proto::decodeOutput(payload);
+  if (!m) return false;
+  if (m->stream == proto::Stream::kControl) {
+    control_.append(m->data);
+    size_t pos;
+    while ((pos = control_.find('\n')) != std::string::npos) {
+      std::string line = control_.substr(0, pos);
+      control_.erase(0, pos + 1);
+      onControlLine(line);
+    }
+    if (control_.size() > kMaxControlLine) {
+      control_.clear();
+      lock.unlock();
+      sendSignal(SIGKILL);  // a driver that floods its control pipe has been subverted
+    }
+    return false;
+  }
+  if (!run_) return false;  // output between runs (a thread still printing): nobody to give it to
+  bool out = m->stream == proto::Stream::kStdout;
+  uint64_t& n = out ? run_->out_bytes : run_->err_bytes;
+  std::string_view data = m->data;
+  if (launch_.output_cap != 0 && n + data.size() > launch_.output_cap) {
+    data = data.substr(0, n >= launch_.output_cap ? 0 : launch_.output_cap - n);
+    (out ? run_->out_truncated : run_->err_truncated) = true;
+  }
+  n += m->data.size();
+  if (data.empty()) return false;
+  Json e{{"type", out ? "stdout" : "stderr"}};
+  if ((out ? run_->out_enc : run_->err_enc).encode(data, e)) run_->queue->push(std::move(e));
+  return false;
+}
+
+// mu_ held.
+void CodeContext::onControlLine(std::string_view line) {
+  try {
+    handleControlLine(line);
+  } catch (const Json::exception&) {
+    // A field of the wrong type: the line is dropped like any other malformed one.
+  }
+}
+
+// mu_ held.
+void CodeContext::handleControlLine(std::string_view line) {
+  Json j = Json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string()) return;
+  std::string type = j["type"];
+  if (type == "ready") {
+    ready_ = true;
+    cv_.notify_all();
+    return;
+  }
+  if (!run_ || j.value("id", "") != run_->id) return;  // stale or forged: not this run's
+  if ((type == "result" || type == "display") && j.contains("data") && isStringMap(j["data"])) {
+    run_->queue->push(Json{{"type", type}, {"data", j["data"]}});
+  } else if (type == "error") {
+    Json e{{"type", "error"},
+           {"name", j.value("name", "Error")},
+           {"value", j.value("value", "")},
+           {"traceback", Json::array()}};
+    if (j.contains("traceback") && j["traceback"].is_array())
+      for (const auto& t : j["traceback"])
+        if (t.is_string()) e["traceback"].push_back(t);
+    if (!e["name"].is_string() || !e["value"].is_string()) return;
+    run_->queue->push(std::move(e));
+  } else if (type == "done") {
+    std::string status = j.value("status", "error");
+    if (status == "interrupted") status = run_->interrupted_at ? "timeout" : "error";
+    if (status != "ok" && status != "timeout") status = "error";
+    endRun(status);
+  }
+}
+
+ContextInfo CodeContext::info() const {
+  std::lock_guard lock(mu_);
+  return info_;
+}
+
+}  // namespace airlock::sandbox

@@ -1,0 +1,66 @@
+// A stateful code context: one language session driver process living in a served sandbox
+// (plugins/language/*/session_driver.*), fed one run at a time.
+//
+// The driver reads requests as JSON lines on its stdin and reports on its control pipe (fd 3)
+// as JSON lines: ready, then per run result/display/error events and one done. Its stdout and
+// stderr are the run's. Everything the driver says is untrusted: lines are bounded and shapes
+// checked before they become API events.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "airlock/protocol/messages.h"
+#include "supervisor/sandbox/agent/connection.h"
+#include "supervisor/sandbox/agent/encoding.h"
+#include "supervisor/sandbox/agent/event_queue.h"
+#include "supervisor/sandbox/service.h"
+
+namespace airlock::sandbox {
+
+struct DriverLaunch {
+  protocol::Exec exec;  // argv/env of the driver; the context fills in pipes and scope
+  std::string language;
+  uint64_t output_cap = 0;  // stdout and stderr bytes kept per run and stream
+};
+
+class CodeContext : public std::enable_shared_from_this<CodeContext> {
+ public:
+  CodeContext(std::shared_ptr<AgentConnection> conn, std::string id, DriverLaunch launch);
+  ~CodeContext();
+
+  // Starts the driver and waits for its ready line.
+  SResult<> start();
+  // Stops the driver (if alive) and starts a fresh one.
+  SResult<> restart();
+  void stop();
+  // One run; the stream ends with the "end" event. A busy context answers 409.
+  SResult<std::unique_ptr<EventStream>> run(const std::string& code,
+                                            std::chrono::milliseconds timeout);
+  ContextInfo info() const;
+
+ private:
+  struct Run;
+  bool onFrame(const protocol::FrameHeader& h, std::string_view payload);
+  void onControlLine(std::string_view line);
+  void handleControlLine(std::string_view line);
+  void endRun(const std::string& status, Json error = nullptr);
+  void checkTimeout();
+  void sendSignal(int signo);
+
+  std::shared_ptr<AgentConnection> conn_;
+  DriverLaunch launch_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  ContextInfo info_;
+  uint32_t request_id_ = 0;
+  bool alive_ = false;
+  bool ready_ = false;
+  std::string start_error_;
+  std::string control_;  // control bytes not yet ending in a newline
+  uint64_t generation_ = 0;
+  std::shared_ptr<Run> run_;  // the run in progress
+  bool restarted_by_timeout_ = false;
+};
+
+}  // namespace airlock::sandbox

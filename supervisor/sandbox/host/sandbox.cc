@@ -1,0 +1,479 @@
+#include "supervisor/sandbox/host/sandbox.h"
+
+#include "airlock/policy/keys.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "supervisor/sandbox/host/orphans.h"
+#include "supervisor/sandbox/host/workspace_mount.h"
+#include "supervisor/sys/seccomp_filter.h"
+
+namespace airlock::sandbox {
+
+namespace {
+
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+constexpr auto kCgroupDrainTimeout = std::chrono::seconds(5);
+constexpr int kAgentReattachFd = 3;  // agent/agent.h kReattachFd
+
+const sys::CgroupHost& cgroupHost() {
+  // The host's cgroup layout does not change while we run; detect it once per process.
+  static const Result<sys::CgroupHost> host = sys::CgroupHost::detect();
+  static const sys::CgroupHost none{};
+  return host ? *host : none;
+}
+
+int attachCgroupsTrampoline(void* ctx, pid_t pid, airlock_error_v1* err) {
+  auto* cg = static_cast<sys::SandboxCgroup*>(ctx);
+  auto r = cg->attachV1(pid);
+  if (r) return 0;
+  if (err != nullptr) {
+    err->code = r.error().errnum() != 0 ? r.error().errnum() : EIO;
+    std::snprintf(err->message, sizeof err->message, "%s", r.error().message().c_str());
+  }
+  return err != nullptr ? err->code : EIO;
+}
+
+Result<> ensureDir(const std::string& path, mode_t mode) {
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return sysError("mkdir", path);
+  return {};
+}
+
+}  // namespace
+
+std::string newSandboxId() {
+  unsigned char bytes[8];
+  if (getrandom(bytes, sizeof bytes, 0) != sizeof bytes) {
+    auto t = std::chrono::steady_clock::now().time_since_epoch().count();
+    for (size_t i = 0; i < sizeof bytes; ++i) bytes[i] = static_cast<unsigned char>(t >> (i * 8));
+  }
+  char hex[17];
+  for (size_t i = 0; i < sizeof bytes; ++i) std::snprintf(hex + 2 * i, 3, "%02x", bytes[i]);
+  return std::string(hex, 16);
+}
+
+Result<protocol::Configure> configureFor(const policy::Profile& profile,
+                                         const std::vector<std::string>& extra_syscalls) {
+  protocol::Configure c;
+  bool as_root = profile.user == "root";
+  c.uid = as_root ? 0 : kSandboxUid;
+  c.gid = as_root ? 0 : kSandboxGid;
+  if (as_root) {
+    for (const auto& name : profile.capabilities) {
+      // validate() has already refused unknown names; a -1 here would be a bug upstream.
+      int cap = policy::capabilityNumber(name);
+      if (cap < 0) return fail("unknown capability", name);
+      c.keep_caps |= 1ull << cap;
+    }
+  }
+  const auto& l = profile.limits;
+  uint64_t fsize = l.file_size_mb << 20;
+  c.rlimits = {{RLIMIT_FSIZE, fsize, fsize},
+               {RLIMIT_NOFILE, l.open_files, l.open_files},
+               {RLIMIT_NPROC, l.pids, l.pids},
+               {RLIMIT_CORE, 0, 0}};
+  c.landlock = profile.landlock;
+  c.writable_paths = {"/home/user", "/tmp", "/dev"};
+  sys::SeccompOptions opts;
+  opts.allow = profile.seccomp.allow;
+  opts.allow.insert(opts.allow.end(), extra_syscalls.begin(), extra_syscalls.end());
+  opts.deny = profile.seccomp.deny;
+  auto bpf = sys::compileSeccompFilter(opts);
+  if (!bpf) return Unexpected(std::move(bpf.error()).wrap("seccomp profile"));
+  c.seccomp_bpf = std::move(*bpf);
+  return c;
+}
+
+bool needsAudit(const policy::Profile& profile) {
+  return profile.audit.any() || !profile.network.rules.empty() || needsNetworkLink(profile);
+}
+
+bool needsNetworkLink(const policy::Profile& profile) { return profile.network.mode != "none"; }
+
+net::NetworkOptions networkOptionsFor(const policy::Policy& policy) {
+  net::NetworkOptions o;
+  o.ipv4_range = policy.egress.ipv4_range;
+  o.ipv6_range = policy.egress.ipv6_range;
+  o.nameservers = policy.egress.nameservers;
+  o.mtu = static_cast<int>(policy.egress.mtu);
+  o.lock_dir = kNetworkLockDir;
+  return o;
+}
+
+Result<audit::NetPolicy> netPolicyFor(const policy::Network& network) {
+  audit::NetPolicy out;
+  AIRLOCK_TRY_CTX(mode, audit::parseNetMode(network.mode), "network.mode");
+  out.mode = mode;
+  for (size_t i = 0; i < network.rules.size(); ++i) {
+    AIRLOCK_TRY_CTX(rule, audit::NetRule::parse(network.rules[i]),
+                    "network.rules[" + std::to_string(i) + "]");
+    out.rules.push_back(std::move(rule));
+  }
+  // Names are resolved now, by the supervisor: the sandbox's rules hold addresses, fixed for its
+  // life (or until its rules are replaced through the API).
+  return audit::resolveHosts(out, audit::systemResolver());
+}
+
+Result<> Sandbox::attachAudit(const policy::Profile& profile,
+                              const std::shared_ptr<const AuditContext>& ctx,
+                              const std::string& tenant) {
+  if (ctx == nullptr || !needsAudit(profile)) return {};
+  if (ctx->engine == nullptr) {
+    // Fail closed: a profile that asks for an audit never runs unaudited.
+    return fail("profile '" + profile.name +
+                "' audits executions but the eBPF audit engine is not available (" +
+                ctx->load_error +
+                "); `airlock doctor` lists what this host lacks. To run this profile "
+                "unaudited, set exec, network and syscalls to false in its [audit] table, "
+                "remove its network.rules and keep network.mode = 'none'");
+  }
+  AIRLOCK_TRY_CTX(network, netPolicyFor(profile.network), "profile '" + profile.name + "'");
+  audit::AttachOptions o;
+  o.cgroup_v2_path = cgroup_->v2Path();
+  o.sandbox_id = id_;
+  o.tenant = tenant;
+  o.network = std::move(network);
+  o.audit_exec = profile.audit.exec;
+  o.audit_net = profile.audit.network;
+  o.count_syscalls = profile.audit.syscalls;
+  o.fail_closed = profile.audit.fail_closed;
+  o.log = ctx->log;
+  auto attached = ctx->engine->attach(o);
+  if (!attached) return Unexpected(attached.error());
+  audit_ = std::move(*attached);
+  return {};
+}
+
+Result<> Sandbox::attachNetwork(const std::shared_ptr<net::NetworkHost>& host) {
+  AIRLOCK_TRY_CTX(netns, net::openNetns(sandbox_.pid), "network namespace of PID 1");
+  // A backend bug that left PID 1 in the supervisor's namespace must not turn into an eth0 (and
+  // routes) on the host: compare the namespaces before touching anything.
+  struct stat theirs {
+  }, ours{};
+  if (fstat(netns.get(), &theirs) != 0 || stat("/proc/self/ns/net", &ours) != 0)
+    return sysError("stat", "network namespaces");
+  if (theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev)
+    return fail("PID 1 shares the supervisor's network namespace; refusing to add a link to it");
+  AIRLOCK_TRY_CTX(link, net::SandboxNetwork::attach(host, id_, netns.get()), "attaching");
+  network_ = std::move(link);
+  return {};
+}
+
+Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
+                                                 const SandboxOptions& options) {
+  auto started_at = Clock::now();
+  auto step_at = started_at;
+  const policy::Profile& profile = *options.profile;
+  std::unique_ptr<Sandbox> sb(new Sandbox());
+  sb->id_ = options.id.empty() ? newSandboxId() : options.id;
+  auto ctx = [&](const char* step) { return "sandbox " + sb->id_ + ": " + step; };
+  auto lap = [&](const char* step) {
+    auto now = Clock::now();
+    sb->timings_.steps.emplace_back(
+        step, std::chrono::duration<double, std::milli>(now - step_at).count());
+    step_at = now;
+  };
+
+  auto backend = plugins.isolation(profile.isolation);
+  if (!backend) return Unexpected(std::move(backend.error()).wrap(ctx("isolation backend")));
+  sb->backend_ = *backend;
+  lap("plugin");
+
+  if (auto r = ensureDir(options.state_dir, 0755); !r) return Unexpected(r.error());
+  std::string scratch = options.state_dir + "/rootfs";
+  if (auto r = ensureDir(scratch, 0755); !r) return Unexpected(r.error());
+
+  sb->state_dir_ = options.state_dir;
+  auto lock = lockSandbox(options.state_dir, sb->id_);
+  if (!lock) return Unexpected(std::move(lock.error()).wrap(ctx("lock")));
+  sb->lock_ = std::move(*lock);
+
+  auto lease = IdRangeLease::acquire(options.state_dir + "/idmap");
+  if (!lease) return Unexpected(std::move(lease.error()).wrap(ctx("uid range")));
+  sb->lease_.emplace(std::move(*lease));
+  lap("lock_and_uid_range");
+
+  std::vector<MountEntry> view = options.mounts;
+  if (!options.workspace_image.empty()) {
+    auto mounted = sb->mountPersistentWorkspace(options.workspace_image);
+    if (!mounted) return Unexpected(std::move(mounted.error()).wrap(ctx("persistent workspace")));
+    view.push_back({.source = sb->workspace_mount_,
+                    .target = "/home/user",
+                    .optional = false,
+                    .writable = true});
+    lap("persistent_workspace");
+  }
+
+  sys::CgroupLimits limits;
+  limits.memory_bytes = profile.limits.memory_mb << 20;
+  limits.pids = profile.limits.pids;
+  limits.cpu_percent = profile.limits.cpu_percent;
+  // The v1 directories are made in attach_cgroups, while the child sets itself up.
+  auto cg = sys::SandboxCgroup::create(cgroupHost(), sb->id_, limits,
+                                       sys::SandboxCgroup::V1Dirs::kOnAttach);
+  if (!cg) return Unexpected(std::move(cg.error()).wrap(ctx("cgroup")));
+  sb->cgroup_.emplace(std::move(*cg));
+  lap("cgroup");
+
+  if (auto r = sb->attachAudit(profile, options.audit, options.tenant); !r)
+    return Unexpected(std::move(r.error()).wrap(ctx("audit")));
+  if (sb->audit_) lap("audit_attach");
+  const bool linked = needsNetworkLink(profile);
+  if (linked && (options.network == nullptr || sb->audit_ == nullptr))
+    // Beyond loopback, only the eBPF connect policy keeps the sandbox from private ranges and
+    // the metadata service: no link without it.
+    return fail(ctx("network: profile '") + profile.name + "' has network.mode = '" +
+                profile.network.mode + "' but this caller gives no network host or no audit");
+
+  auto configure = configureFor(profile, sb->backend_->extraSyscalls());
+  if (!configure) return Unexpected(std::move(configure.error()).wrap(ctx("configure")));
+  sb->configure_ = std::move(*configure);
+  lap("seccomp_and_config");
+
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+    return sysError("socketpair", "agent channel");
+  UniqueFd theirs(pair[1]);
+  auto agent = std::make_unique<AgentHandshake>(UniqueFd(pair[0]));
+  // Queued for the agent before it exists: it answers while we still wait for its Hello.
+  if (auto r = agent->preconfigure(sb->configure_); !r)
+    return Unexpected(std::move(r.error()).wrap(ctx("configure")));
+  UniqueFd agent_exe(open(options.agent_path.c_str(), O_PATH | O_CLOEXEC));
+  if (!agent_exe) return sysError("open", options.agent_path);
+
+  std::vector<airlock_mount_v1> mounts;
+  mounts.reserve(view.size());
+  for (const auto& m : view) {
+    uint32_t flags =
+        (m.writable ? 0u : AIRLOCK_MOUNT_READONLY) | (m.optional ? AIRLOCK_MOUNT_OPTIONAL : 0u);
+    mounts.push_back({m.source.c_str(), m.target.c_str(), flags});
+  }
+  std::string grace = std::to_string(options.reattach_grace_ms);
+  const char* agent_argv[] = {"airlock-agent", "--reattach-grace-ms", grace.c_str(), nullptr};
+
+  airlock_sandbox_spec_v1 spec{};
+  spec.struct_size = sizeof spec;
+  spec.sandbox_id = sb->id_.c_str();
+  spec.hostname = profile.hostname.c_str();
+  spec.host_uid_base = sb->lease_->hostBase();
+  spec.host_gid_base = sb->lease_->hostBase();
+  spec.id_count = kIdRangeSize;
+  spec.user_uid = kSandboxUid;
+  spec.user_gid = kSandboxGid;
+  spec.image_dir = profile.filesystem.image.empty() ? nullptr : profile.filesystem.image.c_str();
+  spec.mounts = mounts.data();
+  spec.mounts_len = mounts.size();
+  spec.workspace_bytes = profile.limits.workspace_mb << 20;
+  spec.tmp_bytes = profile.limits.tmp_mb << 20;
+  spec.scratch_dir = scratch.c_str();
+  spec.cgroup_v2_fd = sb->cgroup_->cloneIntoFd();
+  spec.attach_cgroups = &attachCgroupsTrampoline;
+  spec.attach_ctx = &*sb->cgroup_;
+  spec.agent_exe_fd = agent_exe.get();
+  spec.agent_channel_fd = theirs.get();
+  spec.agent_argv = agent_argv;
+  const std::string resolv_conf = linked ? options.network->resolvConf() : "";
+  spec.network_mode = linked ? AIRLOCK_NETWORK_LINKED : AIRLOCK_NETWORK_LOOPBACK;
+  spec.resolv_conf = linked ? resolv_conf.c_str() : nullptr;
+
+  auto started = sb->backend_->start(spec);
+  if (!started) return Unexpected(std::move(started.error()).wrap(ctx("start")));
+  sb->sandbox_ = *started;
+  sb->started_ = true;
+  theirs.reset();
+  lap("backend_start");
+
+  if (linked) {
+    if (auto r = sb->attachNetwork(options.network); !r)
+      return Unexpected(std::move(r.error()).wrap(ctx("network")));
+    lap("network_attach");
+  }
+
+  sb->agent_ = std::move(agent);
+  auto hello = sb->agent_->handshake(sb->configure_, Clock::now() + kHandshakeTimeout);
+  if (!hello) return Unexpected(std::move(hello.error()).wrap(ctx("agent handshake")));
+  lap("agent_handshake");
+
+  sb->timings_.create_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - started_at).count();
+  return sb;
+}
+
+uint64_t processStartTime(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // The command name may hold spaces and parentheses: fields count from the last ')'.
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i)
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  return 0;
+}
+
+Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
+                                                const AdoptOptions& options, UniqueFd lock) {
+  const policy::Profile& profile = *options.profile;
+  std::unique_ptr<Sandbox> sb(new Sandbox());
+  sb->id_ = options.id;
+  sb->state_dir_ = options.state_dir;
+  sb->lock_ = std::move(lock);
+  auto ctx = [&](const char* step) { return "adopting sandbox " + sb->id_ + ": " + step; };
+
+  auto backend = plugins.isolation(profile.isolation);
+  if (!backend) return Unexpected(std::move(backend.error()).wrap(ctx("isolation backend")));
+  sb->backend_ = *backend;
+  auto lease = IdRangeLease::acquireSlot(options.state_dir + "/idmap", options.id_slot);
+  if (!lease) return Unexpected(std::move(lease.error()).wrap(ctx("uid range")));
+  sb->lease_.emplace(std::move(*lease));
+  auto cg = sys::SandboxCgroup::adopt(cgroupHost(), sb->id_);
+  if (!cg) return Unexpected(std::move(cg.error()).wrap(ctx("cgroup")));
+  sb->cgroup_.emplace(std::move(*cg));
+  if (auto r = sb->attachAudit(profile, options.audit, options.tenant); !r)
+    return Unexpected(std::move(r.error()).wrap(ctx("audit")));
+  if (needsNetworkLink(profile)) {
+    if (options.network == nullptr) return fail(ctx("network: no network host given"));
+    AIRLOCK_TRY_CTX(link, net::SandboxNetwork::adopt(options.network, sb->id_), ctx("network"));
+    sb->network_ = std::move(link);
+  }
+
+  // The pid must still be the agent that was journaled, not a process that reused its number.
+  // (Checked after pidfd_open: from then on the number cannot be reused under us.)
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, options.agent_pid, 0));
+  if (pidfd < 0) return sysError(ctx("pidfd_open"), std::to_string(options.agent_pid));
+  if (processStartTime(options.agent_pid) != options.agent_start_time) {
+    close(pidfd);
+    return fail(ctx("the agent's pid now names another process"),
+                std::to_string(options.agent_pid));
+  }
+  sb->sandbox_.pid = options.agent_pid;
+  sb->sandbox_.pidfd = pidfd;
+  sb->started_ = true;
+  sb->adopted_ = true;
+
+  if (!options.workspace_image.empty()) {
+    // Still mounted: the loop device holds the image's open file, flock() included, so the
+    // image stays locked for as long as it is mounted, whoever supervises.
+    std::string at = options.state_dir + "/sandboxes/" + sb->id_ + ".home";
+    struct stat st {
+    }, parent{};
+    if (stat(at.c_str(), &st) != 0 || stat((at + "/..").c_str(), &parent) != 0 ||
+        st.st_dev == parent.st_dev)
+      return fail(ctx("its persistent workspace is no longer mounted"), at);
+    sb->workspace_mount_ = std::move(at);
+  }
+
+  // The waiting agent leaves the far end of a new channel at fd kReattachFd. Until it does (it
+  // first ends the old executions, up to seconds), that fd is still the dead channel: the new
+  // one is recognised by its peer, the agent itself.
+  auto deadline = Clock::now() + kHandshakeTimeout;
+  for (;;) {
+    UniqueFd channel(static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, kAgentReattachFd, 0)));
+    ucred peer{};
+    socklen_t len = sizeof peer;
+    if (channel && getsockopt(channel.get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 &&
+        peer.pid == options.agent_pid) {
+      int flags = fcntl(channel.get(), F_GETFD);
+      fcntl(channel.get(), F_SETFD, flags | FD_CLOEXEC);
+      sb->agent_ = std::make_unique<AgentHandshake>(std::move(channel));
+      break;
+    }
+    if (Clock::now() > deadline) return fail(ctx("the agent never offered a new channel"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto left = sb->agent_->reattach(Clock::now() + kHandshakeTimeout);
+  if (!left) return Unexpected(std::move(left.error()).wrap(ctx("reattach")));
+  sb->left_behind_ = std::move(*left);
+  auto configure = configureFor(profile, sb->backend_->extraSyscalls());
+  if (!configure) return Unexpected(std::move(configure.error()).wrap(ctx("configure")));
+  sb->configure_ = std::move(*configure);
+  return sb;
+}
+
+Result<> Sandbox::mountPersistentWorkspace(const std::string& image) {
+  workspace_image_ = UniqueFd(open(image.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  if (!workspace_image_) return sysError("open", image);
+  if (flock(workspace_image_.get(), LOCK_EX | LOCK_NB) != 0)
+    return errno == EWOULDBLOCK ? fail("in use by another sandbox", image)
+                                : sysError("flock", image);
+  std::string at = state_dir_ + "/sandboxes/" + id_ + ".home";
+  if (mkdir(at.c_str(), 0700) != 0) return sysError("mkdir", at);
+  if (auto r = mountWorkspace(workspace_image_.get(), at, lease_->hostBase()); !r) {
+    (void)rmdir(at.c_str());
+    return r;
+  }
+  workspace_mount_ = std::move(at);
+  return {};
+}
+
+Result<> Sandbox::destroy() {
+  Result<> first_error;
+  auto note = [&](Result<> r, const char* step) {
+    if (!r && first_error) first_error = Unexpected(std::move(r.error()).wrap(step));
+  };
+  if (agent_) agent_->shutdown();
+  if (cgroup_) note(cgroup_->killAll(), "kill sandbox processes");
+  if (started_) {
+    if (sandbox_.pidfd >= 0 && adopted_) {
+      // PID 1 belongs to the host's init since its first supervisor died: wait for it to die
+      // (the pidfd turns readable); init reaps it.
+      pollfd p{sandbox_.pidfd, POLLIN, 0};
+      while (poll(&p, 1, 5000) < 0 && errno == EINTR) {
+      }
+      close(sandbox_.pidfd);
+      sandbox_.pidfd = -1;
+    } else if (sandbox_.pidfd >= 0) {
+      // PID 1 is our child: reap it so no zombie outlives the sandbox.
+      siginfo_t info{};
+      while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sandbox_.pidfd), &info,
+                    WEXITED) != 0 &&
+             errno == EINTR) {
+      }
+      close(sandbox_.pidfd);
+      sandbox_.pidfd = -1;
+    }
+    backend_->release(sandbox_);
+    started_ = false;
+  }
+  if (network_) {
+    note(network_->detach(), "remove network link");
+    network_.reset();
+  }
+  agent_.reset();
+  audit_.reset();  // detached before its cgroup goes
+  if (cgroup_) {
+    note(cgroup_->destroy(
+             std::chrono::duration_cast<std::chrono::milliseconds>(kCgroupDrainTimeout)),
+         "remove cgroup");
+    cgroup_.reset();
+  }
+  if (!workspace_mount_.empty()) {
+    unmountWorkspace(workspace_mount_);  // every process that could use it is gone
+    workspace_mount_.clear();
+  }
+  workspace_image_.reset();
+  lease_.reset();
+  // Only a fully torn-down sandbox gives up its lock file; otherwise the next run reclaims it.
+  if (lock_ && first_error) unlockSandbox(state_dir_, id_, std::move(lock_));
+  return first_error;
+}
+
+Sandbox::~Sandbox() { (void)destroy(); }
+
+}  // namespace airlock::sandbox

@@ -1,0 +1,73 @@
+// One sandbox as the manager tracks it, and the small rules its parts share.
+#pragma once
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "airlock/policy/policy.h"
+#include "supervisor/sandbox/agent/code_context.h"
+#include "supervisor/sandbox/agent/command.h"
+#include "supervisor/sandbox/agent/connection.h"
+#include "supervisor/sandbox/host/sandbox.h"
+
+namespace airlock::sandbox {
+
+inline int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+inline double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Sandbox and workspace names: 1 to 63 of A-Z a-z 0-9 . _ -
+inline bool validName(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'))
+      return false;
+  return true;
+}
+
+struct LiveSandbox {
+  std::string id;
+  std::string name;
+  std::string tenant;
+  std::string language;
+  policy::Profile profile;
+  std::string profile_name;
+  bool adopted = false;  // taken over from a supervisor that died (sandbox_journal.h)
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> metadata;
+  bool persistent = false;
+  std::string workspace_image;  // persistent: the image at /home/user
+  // Network rules set through the API (resolved), replacing the profile's; journaled so that an
+  // adopted sandbox keeps them. nullopt: the profile's rules.
+  std::optional<std::vector<std::string>> network_rules;
+  int64_t created_at = 0;  // Unix ms
+  std::atomic<int64_t> last_active_at{0};
+  std::atomic<int64_t> keep_alive_s{0};
+  std::atomic<int64_t> ends_at{0};
+  std::atomic<int64_t> lifetime_s{0};
+  std::atomic<int> busy{0};  // foreground streams and code runs in progress: never idle
+  std::atomic<bool> audit_claimed{false};  // an execution holds the audit (execution_audit.h)
+
+  std::unique_ptr<sandbox::Sandbox> box;
+  std::shared_ptr<AgentConnection> conn;
+
+  mutable std::mutex mu;  // state, commands, contexts
+  std::string state = "running";
+  std::map<std::string, std::shared_ptr<Command>> commands;
+  std::map<std::string, std::shared_ptr<CodeContext>> contexts;
+  int next_context = 1;
+};
+
+}  // namespace airlock::sandbox

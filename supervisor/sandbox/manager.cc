@@ -1,0 +1,246 @@
+// The manager: start and stop, the policy in force, finding a caller's sandboxes.
+#include "supervisor/sandbox/manager.h"
+
+#include <cstdio>
+
+#include "supervisor/sandbox/host/orphans.h"
+#include "supervisor/sandbox/live_sandbox.h"
+
+namespace airlock::sandbox {
+
+Manager::Manager(ManagerOptions options)
+    : options_(std::move(options)),
+      registry_(plugin::Registry::loadDirectory(options_.plugin_dir)),
+      policy_(std::make_shared<const policy::Policy>(options_.policy)) {}
+
+Result<std::unique_ptr<Manager>> Manager::start(ManagerOptions options) {
+  std::unique_ptr<Manager> s(new Manager(std::move(options)));
+  const bool serve = s->options_.mode == ManagerOptions::Mode::kServe;
+  auto hub = ChannelHub::start(serve ? ChannelHub::Mode::kThread : ChannelHub::Mode::kInline);
+  if (!hub) return Unexpected(hub.error());
+  s->hub_ = std::move(*hub);
+  if (auto r = s->startAudit(); !r) return Unexpected(r.error());
+  if (!serve) {
+    if (s->options_.cancel_fd >= 0) {
+      auto w = s->hub_->watch(s->options_.cancel_fd, [p = s.get()] {
+        p->cancelAll();
+        return false;  // the byte is the front end's to read
+      });
+      if (!w) return Unexpected(std::move(w.error()).wrap("cancel pipe"));
+    }
+    return s;
+  }
+  if (auto r = s->startNetwork(); !r) return Unexpected(r.error());
+  // Sandboxes of a supervisor that died are adopted when their agent still waits, and cleaned
+  // up otherwise, before new ones are made.
+  {
+    std::lock_guard lock(s->mu_);
+    s->buildChains(*s->policy_);
+  }
+  s->adoptOrphans();
+  if (auto r = sandbox::reclaimOrphans(s->options_.state_dir, sandbox::Reclaim::kAll); !r)
+    std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
+  s->reclaimNetworkLeftovers();
+  s->reaper_ = std::thread([p = s.get()] { p->reaperLoop(); });
+  s->pool_thread_ = std::thread([p = s.get()] { p->poolLoop(); });
+  return s;
+}
+
+Result<> Manager::startAudit() {
+  const policy::AuditSettings& settings = options_.policy.audit;
+  if (!settings.log.empty()) {
+    auto log = audit::AuditLog::open({.path = settings.log,
+                                      .max_bytes = uint64_t{settings.max_mb} << 20,
+                                      .keep = static_cast<int>(settings.keep)});
+    if (!log) return Unexpected(std::move(log.error()).wrap("[audit] log"));
+    audit_log_ = std::move(*log);
+  }
+  if (options_.mode == ManagerOptions::Mode::kServe) audit_ = auditContext();
+  return {};
+}
+
+std::shared_ptr<const AuditContext> Manager::auditContext() {
+  std::lock_guard lock(lazy_mu_);
+  if (audit_ != nullptr) return audit_;
+  const policy::AuditSettings& settings = options_.policy.audit;
+  const bool serve = options_.mode == ManagerOptions::Mode::kServe;
+  auto ctx = std::make_shared<sandbox::AuditContext>();
+  ctx->log = audit_log_.get();
+  // One run reads its ring from the inline hub while it waits for the agent, not a thread.
+  auto engine = audit::AuditEngine::load(
+      {.ring_bytes = (serve ? settings.ring_kb : settings.run_ring_kb) << 10,
+       .pin_root = audit::kEnginePinRoot,
+       .reader_thread = serve});
+  if (engine) {
+    ctx->engine = std::move(*engine);
+    if (!serve) {
+      std::shared_ptr<audit::AuditEngine> e = ctx->engine;
+      if (auto w = hub_->watch(e->readableFd(),
+                               [e] {
+                                 e->pump();
+                                 return true;
+                               });
+          !w)
+        std::fprintf(stderr, "airlock: audit: %s\n", w.error().message().c_str());
+    }
+  } else {
+    ctx->load_error = engine.error().message();
+    if (serve) {
+      std::string auditing;
+      for (const auto& [name, profile] : options_.policy.profiles) {
+        if (sandbox::needsAudit(profile)) auditing += (auditing.empty() ? "" : ", ") + name;
+      }
+      // Not fatal: profiles that audit nothing still work; the others refuse to create
+      // sandboxes.
+      std::fprintf(stderr, "airlock: audit: the eBPF engine did not load: %s%s\n",
+                   ctx->load_error.c_str(),
+                   auditing.empty()
+                       ? ""
+                       : ("; sandboxes of these profiles will be refused: " + auditing).c_str());
+    }
+  }
+  audit_ = std::move(ctx);
+  return audit_;
+}
+
+Result<> Manager::startNetwork() {
+  auto host = networkHost();
+  if (!host) return Unexpected(host.error());
+  return {};
+}
+
+Result<std::shared_ptr<net::NetworkHost>> Manager::networkHost() {
+  std::lock_guard lock(lazy_mu_);
+  if (network_ != nullptr) return network_;
+  // Shares the nft table and the address ranges with other airlock processes (lock files).
+  auto host = net::NetworkHost::create(sandbox::networkOptionsFor(options_.policy));
+  // Validated with the policy; nothing on the host is touched until a sandbox needs a link.
+  if (!host) return Unexpected(std::move(host.error()).wrap("[egress]"));
+  network_ = std::move(*host);
+  return network_;
+}
+
+void Manager::cancelAll() {
+  cancelled_ = true;
+  hub_->failAll("interrupted by a signal");
+}
+
+Manager::~Manager() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  reaper_cv_.notify_all();
+  pool_cv_.notify_all();
+  if (reaper_.joinable()) reaper_.join();
+  if (pool_thread_.joinable()) pool_thread_.join();
+  destroyAll();
+}
+
+std::shared_ptr<const policy::Policy> Manager::currentPolicy() {
+  std::lock_guard lock(mu_);
+  return policy_;
+}
+
+void Manager::reloadPolicy(policy::Policy policy) {
+  auto next = std::make_shared<const policy::Policy>(std::move(policy));
+  std::vector<std::shared_ptr<LiveSandbox>> stale;
+  {
+    std::lock_guard lock(mu_);
+    policy_ = next;
+    buildChains(*next);
+    // Warm sandboxes were made under the old profiles: replace them. Live sandboxes keep the
+    // profile they were created with.
+    for (auto& [name, q] : pool_)
+      for (auto& s : q) stale.push_back(s);
+    pool_.clear();
+  }
+  pool_cv_.notify_all();
+  for (auto& s : stale) destroyLive(s, "reload");
+}
+
+void Manager::drain() {
+  {
+    std::lock_guard lock(mu_);
+    draining_ = true;
+  }
+  approvals_.cancelAll("the supervisor is shutting down");
+  pool_cv_.notify_all();
+}
+
+size_t Manager::sandboxCount() {
+  std::lock_guard lock(mu_);
+  return sandboxes_.size();
+}
+
+void Manager::destroyAll() {
+  std::vector<std::shared_ptr<LiveSandbox>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, s] : sandboxes_) all.push_back(s);
+    sandboxes_.clear();
+    for (auto& [name, q] : pool_)
+      for (auto& s : q) all.push_back(s);
+    pool_.clear();
+  }
+  for (auto& s : all) destroyLive(s, "shutdown");
+}
+
+SResult<std::shared_ptr<plugin::Language>> Manager::language(const std::string& name) {
+  auto l = registry_.language(name);
+  if (!l)
+    return serviceError(ErrorCode::kBadRequest, "language '" + name + "': " + l.error().message());
+  return *l;
+}
+
+SandboxInfo Manager::infoOf(const LiveSandbox& s) {
+  SandboxInfo i;
+  i.id = s.id;
+  i.name = s.name;
+  i.tenant = s.tenant;
+  i.profile = s.profile.name;
+  i.language = s.language;
+  i.metadata = s.metadata;
+  i.persistent = s.persistent;
+  i.created_at = s.created_at;
+  i.last_active_at = s.last_active_at;
+  i.keep_alive_s = s.keep_alive_s;
+  i.idle_expires_at = i.last_active_at + i.keep_alive_s * 1000;
+  i.lifetime_s = s.lifetime_s;
+  i.ends_at = s.ends_at;
+  std::lock_guard lock(s.mu);
+  i.state = s.state;
+  for (const auto& [id, c] : s.commands) i.commands_running += c->running() ? 1 : 0;
+  i.contexts = static_cast<int>(s.contexts.size());
+  return i;
+}
+
+SResult<std::shared_ptr<LiveSandbox>> Manager::find(const Caller& caller, const std::string& sb) {
+  std::lock_guard lock(mu_);
+  auto it = sandboxes_.find(sb);
+  if (it != sandboxes_.end() && it->second->tenant == caller.tenant) return it->second;
+  for (const auto& [id, s] : sandboxes_)
+    if (!s->name.empty() && s->name == sb && s->tenant == caller.tenant) return s;
+  // Another tenant's sandbox is "not found" too: ids must not leak across tenants.
+  return serviceError(ErrorCode::kNotFound, "sandbox '" + sb + "' not found");
+}
+
+SResult<std::shared_ptr<LiveSandbox>> Manager::findRunning(const Caller& caller,
+                                                           const std::string& sb) {
+  auto s = find(caller, sb);
+  if (!s) return s;
+  (*s)->last_active_at = nowMs();
+  std::lock_guard lock((*s)->mu);
+  if ((*s)->state != "running")
+    return serviceError(ErrorCode::kConflict, "sandbox '" + sb + "' is " + (*s)->state);
+  return s;
+}
+
+Json Manager::health() {
+  std::lock_guard lock(mu_);
+  return Json{{"status", draining_ ? "draining" : "ok"},
+              {"sandboxes", sandboxes_.size()},
+              {"draining", draining_}};
+}
+
+}  // namespace airlock::sandbox

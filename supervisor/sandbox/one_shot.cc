@@ -1,0 +1,396 @@
+// One-shot programs: the manager's whole path for `airlock run` and reviewers' checker programs.
+// policy → language → review → sandbox → files in → program → audit → files out → teardown.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "supervisor/audit/engine.h"
+#include "supervisor/sandbox/agent/file_ops.h"
+#include "supervisor/sandbox/agent/program.h"
+#include "supervisor/sandbox/environment.h"
+#include "supervisor/sandbox/host/orphans.h"
+#include "supervisor/sandbox/host/rootfs_view.h"
+#include "supervisor/sandbox/live_sandbox.h"
+#include "supervisor/sandbox/manager.h"
+#include "supervisor/sandbox/paths.h"
+
+namespace airlock::sandbox {
+
+namespace {
+
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// Grace beyond the policy timeout before the supervisor stops trusting the agent to report.
+constexpr auto kAgentGrace = std::chrono::seconds(5);
+
+void writeAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the reader went away; keep running, output is still collected
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+// The program file's bytes, as the review chain sees them.
+Result<std::string> readProgram(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return sysError("open", path);
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sysError("read", path);
+    if (n == 0) return text;
+    text.append(buf, static_cast<size_t>(n));
+  }
+}
+
+ByteSource fdSource(int fd, const std::string& what) {
+  return [fd, what](char* buf, size_t cap) -> SResult<size_t> {
+    for (;;) {
+      ssize_t n = read(fd, buf, cap);
+      if (n >= 0) return static_cast<size_t>(n);
+      if (errno != EINTR)
+        return serviceError(ErrorCode::kInternal, "read " + what + ": " + Error::errnoName(errno));
+    }
+  };
+}
+
+ByteSource stringSource(const std::string& data) {
+  size_t off = 0;
+  return [&data, off](char* buf, size_t cap) mutable -> SResult<size_t> {
+    size_t n = std::min(cap, data.size() - off);
+    std::memcpy(buf, data.data() + off, n);
+    off += n;
+    return n;
+  };
+}
+
+// Applies `airlock run`'s --timeout and --memory to the profile.
+void applyOverrides(policy::Profile& profile, const RunRequest& req) {
+  if (req.timeout_s) profile.limits.timeout_s = *req.timeout_s;
+  if (req.memory_mb) {
+    // An explicit --memory wins: the tmpfs workspace and /tmp (which count as memory) shrink
+    // to fit inside it rather than the run being refused.
+    auto& l = profile.limits;
+    l.memory_mb = *req.memory_mb;
+    if (l.workspace_mb + l.tmp_mb >= l.memory_mb) {
+      l.workspace_mb = std::max<uint64_t>(1, std::min(l.workspace_mb, l.memory_mb / 2));
+      l.tmp_mb = std::max<uint64_t>(1, std::min(l.tmp_mb, l.memory_mb / 4));
+    }
+  }
+}
+
+}  // namespace
+
+Result<RunResult> Manager::runProgram(const RunRequest& req) {
+  auto t0 = Clock::now();
+  RunResult res;
+
+  auto pol = currentPolicy();
+  res.policy_source = pol->source;
+  res.policy_hash = pol->hash;
+  auto base = pol->profile(req.profile.empty() ? pol->default_profile : req.profile);
+  if (!base) return Unexpected(base.error());
+  policy::Profile profile = **base;
+  res.profile = profile.name;
+  applyOverrides(profile, req);
+  if (auto v = policy::validate(profile); !v)
+    return Unexpected(std::move(v.error()).wrap("with the command-line overrides"));
+  res.relaxations = policy::relaxations(profile);
+  if (req.log_fd >= 0) {
+    // Operators must never loosen a sandbox silently: every relaxation is said on each run.
+    for (const auto& r : res.relaxations)
+      writeAll(req.log_fd, "airlock: policy relaxation: " + r + "\n");
+  }
+
+  auto lang = req.language.empty()
+                  ? (req.inline_code ? Result<std::shared_ptr<plugin::Language>>(
+                                           fail("no language given: pass --lang (python, node, "
+                                                "shell) or a script file with a known extension"))
+                                     : registry_.languageForFile(req.script))
+                  : registry_.language(req.language);
+  if (!lang) return Unexpected(lang.error());
+  res.language = (*lang)->name();
+
+  if (std::find(profile.languages.begin(), profile.languages.end(), res.language) ==
+      profile.languages.end()) {
+    res.status = Status::kRefused;
+    std::string allowed;
+    for (const auto& l : profile.languages) allowed += (allowed.empty() ? "" : ", ") + l;
+    res.message = "profile '" + profile.name + "' does not allow language '" + res.language +
+                  "' (allowed: " + allowed + ")";
+    res.total_ms = msSince(t0);
+    return res;
+  }
+
+  // One sandbox, one execution: the execution id is the sandbox's id, chosen now so that a
+  // review record names the execution even when it is denied and no sandbox ever exists.
+  const std::string execution_id = newSandboxId();
+
+  // The review chain decides before any sandbox exists.
+  if (req.review) {
+    ReviewChain rc = chainFor(profile.name);
+    if (rc.chain == nullptr && !rc.error.empty()) return fail(rc.error);
+    if (rc.chain != nullptr && !rc.chain->empty()) {
+      auto text = req.inline_code ? Result<std::string>(req.code) : readProgram(req.script);
+      if (!text) return Unexpected(text.error());
+      // No sandbox exists yet: the record carries no sandbox id, and a denied run never gets one.
+      auto verdict = judge(profile.name, review::Subject::code(res.language, std::move(*text)),
+                           {.execution = execution_id});
+      res.review = verdict;
+      if (verdict && !verdict->allowed()) {
+        res.status = Status::kRefused;
+        res.message = verdict->message();
+        res.total_ms = msSince(t0);
+        return res;
+      }
+    }
+  }
+  if (cancelled_) return Unexpected(Error("interrupted by a signal", {}, EINTR));
+  // Leftovers of runs that were killed with -9 are removed before we add one of our own.
+  std::call_once(reclaimed_, [&] {
+    if (auto r = reclaimOrphans(options_.state_dir); !r)
+      std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
+  });
+
+  SandboxOptions opts;
+  opts.profile = &profile;
+  opts.mounts = composeView((*lang)->image_paths, profile.filesystem.readonly_paths);
+  opts.agent_path = options_.agent_path;
+  opts.state_dir = options_.state_dir;
+  opts.id = execution_id;
+  // The audit engine: opened where an earlier airlock process pinned it (loaded and pinned by
+  // the first), attached before PID 1 starts.
+  if (req.audit && needsAudit(profile)) opts.audit = auditContext();
+  if (needsNetworkLink(profile)) {
+    auto host = networkHost();
+    if (!host) return Unexpected(host.error());
+    opts.network = *host;
+  }
+  res.prepare_ms = msSince(t0);
+  auto sb = Sandbox::create(registry_, opts);
+  if (!sb) return Unexpected(sb.error());
+  Sandbox& box = **sb;
+  res.sandbox_id = box.id();
+  res.create_ms = box.timings().create_ms;
+  res.create_steps = box.timings().steps;
+  auto attached = hub_->attach(box.agent().channelFd(), box.id());
+  if (!attached) {
+    (void)box.destroy();
+    return Unexpected(attached.error());
+  }
+  AgentConnection& conn = **attached;
+
+  auto finish = [&](RunResult r) -> Result<RunResult> {
+    auto td = Clock::now();
+    hub_->detach(*attached);
+    auto d = box.destroy();
+    r.teardown_ms = msSince(td);
+    r.total_ms = msSince(t0);
+    if (!d) return Unexpected(std::move(d.error()).wrap("sandbox teardown"));
+    return r;
+  };
+  auto error = [&](Status s, std::string message) {
+    res.status = s;
+    res.message = std::move(message);
+    return finish(std::move(res));
+  };
+  auto upload = [&](const std::string& dest, const ByteSource& source) -> SResult<uint64_t> {
+    std::string dir = std::filesystem::path(dest).parent_path().string();
+    if (dir != kWorkspace && dir != "/tmp") {
+      if (auto r = files::mkdir(conn, dir, true); !r) return std::unexpected(r.error());
+    }
+    auto written = files::write(conn, dest, 0644, source);
+    if (!written) return std::unexpected(written.error());
+    return written->size;
+  };
+
+  for (const auto& f : req.files_in) {
+    auto dest = normalizePath(f.sandbox, "sandbox path", Relative::kInWorkspace);
+    std::string failure;
+    FileOutcome fo{f.sandbox, f.local, 0, {}};
+    if (!dest) {
+      failure = dest.error().message();
+    } else {
+      UniqueFd fd(open(f.local.c_str(), O_RDONLY | O_CLOEXEC));
+      auto n = fd ? upload(*dest, fdSource(fd.get(), f.local))
+                  : SResult<uint64_t>(std::unexpected(ServiceError{
+                        ErrorCode::kBadRequest, sysError("open", f.local).error().message()}));
+      if (n) {
+        fo.sandbox_path = *dest;
+        fo.bytes = *n;
+      } else {
+        failure = n.error().message;
+      }
+    }
+    if (!failure.empty())
+      return error(Status::kError, "--file " + f.local + ":" + f.sandbox + ": " + failure);
+    res.files_in.push_back(fo);
+  }
+
+  // The program: inline code on the command line when it fits, otherwise as a file.
+  std::vector<const char*> arg_ptrs;
+  for (const auto& a : req.args) arg_ptrs.push_back(a.c_str());
+  arg_ptrs.push_back(nullptr);
+  airlock_code_request_v1 code_req{};
+  code_req.struct_size = sizeof code_req;
+  code_req.args = arg_ptrs.data();
+  std::string program_path;
+  if (req.inline_code && req.code.size() <= (*lang)->max_inline_bytes) {
+    code_req.source = AIRLOCK_CODE_INLINE;
+    code_req.code = {req.code.data(), req.code.size()};
+  } else {
+    std::string ext = (*lang)->extensions.empty() ? "" : (*lang)->extensions.front();
+    program_path = req.inline_code
+                       ? "/tmp/airlock-main" + ext
+                       : "/home/user/" + std::filesystem::path(req.script).filename().string();
+    SResult<uint64_t> n = 0;
+    if (req.inline_code) {
+      n = upload(program_path, stringSource(req.code));  // large inline code travels as a file
+    } else {
+      UniqueFd fd(open(req.script.c_str(), O_RDONLY | O_CLOEXEC));
+      n = fd ? upload(program_path, fdSource(fd.get(), req.script))
+             : SResult<uint64_t>(std::unexpected(ServiceError{
+                   ErrorCode::kBadRequest, sysError("open", req.script).error().message()}));
+    }
+    if (!n)
+      return error(Status::kError, "copying the program into the sandbox: " + n.error().message);
+    code_req.source = AIRLOCK_CODE_FILE;
+    code_req.path = program_path.c_str();
+  }
+  auto command = (*lang)->build(code_req);
+  if (!command) return error(Status::kError, command.error().message());
+
+  const uint64_t cap = req.output_cap != 0 ? req.output_cap : profile.limits.output_bytes;
+  protocol::Exec exec;
+  exec.argv = command->argv;
+  exec.env = executionEnvironment(command->env, profile.env, req.env);
+  exec.cwd = kWorkspace;
+  exec.timeout_ms = uint64_t{profile.limits.timeout_s} * 1000;
+  exec.stdout_cap = exec.stderr_cap = cap;
+  exec.stdin_pipe = req.stdin_fd >= 0 || req.has_stdin_data;
+
+  if (box.audit() != nullptr) box.audit()->beginExecution(execution_id);
+  auto deadline = Clock::now() + std::chrono::seconds(profile.limits.timeout_s) + kAgentGrace;
+  if (req.deadline) deadline = std::min(deadline, *req.deadline);
+  auto outcome = sandbox::runProgram(
+      conn, exec,
+      [&](protocol::Stream s, std::string_view data) {
+        bool out = s == protocol::Stream::kStdout;
+        int live = out ? req.live_stdout_fd : req.live_stderr_fd;
+        if (live >= 0) writeAll(live, data);
+        std::string& keep = out ? res.stdout_data : res.stderr_data;
+        if (keep.size() < cap) keep.append(data.substr(0, cap - keep.size()));
+      },
+      {req.stdin_fd, req.stdin_data}, deadline);
+  std::optional<audit::AuditSummary> summary;
+  if (box.audit() != nullptr) {
+    auto ended = box.audit()->endExecution();
+    if (!ended) return error(Status::kError, ended.error().message());
+    summary = std::move(*ended);
+    res.audit = summary->toJson();
+    res.audit["execution"] = execution_id;
+  }
+
+  if (auto st = box.cgroupStats(); st) {
+    res.memory_peak_bytes = st->memory_peak_bytes;
+    res.oom_kills = st->oom_kills;
+  }
+  if (!outcome) {
+    if (cancelled_) return error(Status::kError, "interrupted by a signal");
+    if (req.deadline && Clock::now() >= *req.deadline)
+      return error(Status::kTimeout, "the run exceeded its deadline and was stopped");
+    // The agent died or went silent: an OOM kill of the agent, a hostile takeover, or a bug.
+    if (res.oom_kills > 0)
+      return error(Status::kMemoryLimit, "the sandbox hit its memory limit of " +
+                                             std::to_string(profile.limits.memory_mb) + " MiB");
+    return error(Status::kError, outcome.error().message());
+  }
+  const auto& x = outcome->exited;
+  res.exit_code = x.exit_code;
+  res.signal = x.signal;
+  res.stdout_truncated = x.stdout_truncated;
+  res.stderr_truncated = x.stderr_truncated;
+  res.stdout_bytes = x.stdout_bytes;
+  res.stderr_bytes = x.stderr_bytes;
+  res.exec_ms = static_cast<double>(x.wall_us) / 1000.0;
+  res.user_us = x.user_us;
+  res.sys_us = x.sys_us;
+  res.max_rss_kb = x.max_rss_kb;
+  if (x.timed_out) {
+    res.status = Status::kTimeout;
+    res.message = "the execution exceeded its time limit of " +
+                  std::to_string(profile.limits.timeout_s) + " s and was killed";
+  } else if (x.signal == SIGKILL && res.oom_kills > 0) {
+    res.status = Status::kMemoryLimit;
+    res.message = "the sandbox hit its memory limit of " +
+                  std::to_string(profile.limits.memory_mb) + " MiB and the program was killed";
+  } else if (x.signal != 0) {
+    res.status = Status::kSignaled;
+    res.message = std::string("the program was killed by signal ") + sigabbrev_np(x.signal);
+  } else {
+    res.status = Status::kExited;
+    if (!outcome->error.empty()) res.message = outcome->error;
+  }
+  if (summary && summary->failed()) {
+    // Fail closed: the record of what ran is incomplete, so the run does not count as done.
+    res.status = Status::kError;
+    res.message = "the audit lost " + std::to_string(summary->events_dropped) +
+                  " events (ring buffer full) and the profile fails closed (audit.fail_closed): "
+                  "the execution's record is incomplete";
+  } else if (summary && res.message.empty() && !summary->firstDenial().empty()) {
+    // The program sees EPERM; the denial says which rule refused it.
+    res.message = "audit: " + summary->firstDenial();
+  }
+
+  for (const auto& f : req.files_out) {
+    FileOutcome fo{f.sandbox, f.local, 0, {}};
+    auto src = normalizePath(f.sandbox, "sandbox path", Relative::kInWorkspace);
+    if (!src) {
+      fo.error = src.error().message();
+    } else {
+      fo.sandbox_path = *src;
+      UniqueFd fd(open(f.local.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      std::string write_error;
+      SResult<> n = fd ? files::read(
+                             conn, *src, profile.limits.workspace_mb << 20, [](uint64_t) {},
+                             [&](std::string_view chunk) {
+                               for (size_t off = 0; off < chunk.size();) {
+                                 ssize_t w =
+                                     write(fd.get(), chunk.data() + off, chunk.size() - off);
+                                 if (w < 0 && errno == EINTR) continue;
+                                 if (w < 0) {
+                                   write_error = sysError("write", f.local).error().message();
+                                   return false;
+                                 }
+                                 off += static_cast<size_t>(w);
+                               }
+                               fo.bytes += chunk.size();
+                               return true;
+                             })
+                       : SResult<>(std::unexpected(ServiceError{
+                             ErrorCode::kBadRequest, sysError("open", f.local).error().message()}));
+      if (n && write_error.empty()) {
+        // copied
+      } else {
+        fo.error = !write_error.empty() ? write_error : n.error().message;
+        fo.bytes = 0;
+        if (fd) unlink(f.local.c_str());  // no half-written copies
+      }
+    }
+    res.files_out.push_back(fo);
+  }
+  return finish(std::move(res));
+}
+
+}  // namespace airlock::sandbox

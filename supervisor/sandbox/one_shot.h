@@ -1,0 +1,61 @@
+// One-shot programs: one sandbox, one program, then nothing left behind. What `airlock run` asks
+// of the manager (Manager::runProgram), and what reviewers' checker programs run as.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "airlock/result.h"
+#include "supervisor/sandbox/run_result.h"
+
+namespace airlock::sandbox {
+
+struct FileCopy {
+  std::string local;    // host path
+  std::string sandbox;  // sandbox path; relative paths are under /home/user
+};
+
+struct RunRequest {
+  std::string language;  // name or alias; empty: chosen by the script's extension
+  bool inline_code = true;
+  std::string code;    // inline program text
+  std::string script;  // host path of a program file (inline_code == false)
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  std::vector<FileCopy> files_in;
+  std::vector<FileCopy> files_out;
+  // The program's stdin: this fd's bytes as they come (>= 0), or stdin_data (has_stdin_data),
+  // or nothing (/dev/null).
+  int stdin_fd = -1;
+  std::string stdin_data;
+  bool has_stdin_data = false;
+
+  // false: the profile's review chain is not run (the reviewers' own checker sandboxes).
+  bool review = true;
+  // false: no eBPF audit even when the profile asks (the reviewers' checker sandboxes).
+  bool audit = true;
+
+  std::string profile;  // empty: the policy's default profile
+  std::optional<uint32_t> timeout_s;
+  std::optional<uint64_t> memory_mb;
+  // Bytes of each stream kept in the result (and forwarded by the agent); 0: the profile's
+  // limits.output_bytes.
+  uint64_t output_cap = 0;
+  // Everything included (sandbox, files, program): past it the run ends as a timeout.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+
+  // Live output: the program's stdout/stderr are written here as they arrive (-1: collect only).
+  int live_stdout_fd = -1;
+  int live_stderr_fd = -1;
+  // Where each policy relaxation of the chosen profile is logged before the run (-1: nowhere;
+  // the result record lists them either way).
+  int log_fd = -1;
+};
+
+// What a one-shot run says of a hold: there is no operator to ask.
+inline constexpr const char* kHoldNeedsServe = "held for approval, which needs airlock serve";
+
+}  // namespace airlock::sandbox

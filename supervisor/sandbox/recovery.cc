@@ -1,0 +1,154 @@
+// When a supervisor dies: the journal its sandboxes leave, and the next one adopting them.
+#include "supervisor/sandbox/manager.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+
+#include <cstdio>
+
+#include "airlock/unique_fd.h"
+#include "supervisor/sandbox/host/orphans.h"
+#include "supervisor/sandbox/journal.h"
+#include "supervisor/sandbox/live_sandbox.h"
+
+namespace airlock::sandbox {
+
+void Manager::reclaimNetworkLeftovers() {
+  // Links of sandboxes no process holds any more (their supervisor died, and they were not
+  // adopted); live ones, of this or another airlock process, keep theirs.
+  auto report = network_->reclaimLeftovers(sandbox::liveSandboxes(options_.state_dir));
+  if (!report)
+    std::fprintf(stderr, "airlock: warning: %s\n", report.error().message().c_str());
+  else if (!report->links_removed.empty())
+    std::fprintf(stderr, "airlock: removed %zu sandbox network link(s) left by a dead supervisor\n",
+                 report->links_removed.size());
+}
+
+void Manager::journal(const LiveSandbox& s) {
+  JournalRecord r;
+  r.id = s.id;
+  r.name = s.name;
+  r.tenant = s.tenant;
+  r.profile = s.profile_name;
+  r.language = s.language;
+  r.env = s.env;
+  r.metadata = s.metadata;
+  r.persistent = s.persistent;
+  r.workspace_image = s.workspace_image;
+  r.created_at = s.created_at;
+  r.keep_alive_s = s.keep_alive_s;
+  r.lifetime_s = s.lifetime_s;
+  r.ends_at = s.ends_at;
+  r.id_slot = s.box->idSlot();
+  r.agent_pid = s.box->pid();
+  r.agent_start_time = sandbox::processStartTime(s.box->pid());
+  r.network_rules = s.network_rules;
+  // Without a record the sandbox still works; it just ends with this supervisor.
+  if (auto w = writeJournal(options_.state_dir, r); !w)
+    std::fprintf(stderr, "airlock: sandbox %s: journal: %s\n", s.id.c_str(),
+                 w.error().message().c_str());
+}
+
+void Manager::adoptOrphans() {
+  for (auto& rec : readJournals(options_.state_dir)) {
+    if (!rec) {
+      std::fprintf(stderr, "airlock: warning: %s\n", rec.error().message().c_str());
+      continue;
+    }
+    std::string lock_path = options_.state_dir + "/sandboxes/" + rec->id + ".lock";
+    UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    if (!lock || flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // its supervisor lives
+    auto prof = policy_->profile(rec->profile);
+    if (!prof) {
+      std::fprintf(stderr, "airlock: sandbox %s: not adopted: profile '%s' is gone\n",
+                   rec->id.c_str(), rec->profile.c_str());
+      continue;
+    }
+    auto s = std::make_shared<LiveSandbox>();
+    s->profile = **prof;
+    s->profile_name = rec->profile;
+    sandbox::AdoptOptions o;
+    o.id = rec->id;
+    o.profile = &s->profile;
+    o.state_dir = options_.state_dir;
+    o.id_slot = rec->id_slot;
+    o.agent_pid = static_cast<pid_t>(rec->agent_pid);
+    o.agent_start_time = rec->agent_start_time;
+    o.workspace_image = rec->workspace_image;
+    o.audit = audit_;
+    o.tenant = rec->tenant;
+    o.network = network_;
+    auto box = sandbox::Sandbox::adopt(registry_, o, std::move(lock));
+    if (!box) {  // its lock is free again: reclaimOrphans removes it
+      std::fprintf(stderr, "airlock: %s\n", box.error().message().c_str());
+      continue;
+    }
+    s->box = std::move(*box);
+    s->id = rec->id;
+    auto conn = hub_->attach(s->box->agent().channelFd(), s->id);
+    if (!conn) {
+      std::fprintf(stderr, "airlock: sandbox %s: not adopted: %s\n", rec->id.c_str(),
+                   conn.error().message().c_str());
+      (void)s->box->destroy();
+      continue;
+    }
+    s->conn = *conn;
+    // Command ids continue above the dead supervisor's; its commands that were still running
+    // keep their ids with how they ended, for clients that come back to ask.
+    const auto& left = s->box->leftBehind();
+    s->conn->continueAfter(left.last_request_id);
+    for (const auto& ended : left.ended) {
+      if (ended.code_context) continue;  // contexts start afresh (docs/api.md)
+      auto cmd = Command::endedByRestart(s->conn, ended);
+      s->commands[cmd->info().command_id] = cmd;
+    }
+    s->name = rec->name;
+    s->tenant = rec->tenant;
+    s->language = rec->language;
+    s->env = rec->env;
+    s->metadata = rec->metadata;
+    s->persistent = rec->persistent;
+    s->workspace_image = rec->workspace_image;
+    if (rec->network_rules) restoreNetworkRules(*s, *rec->network_rules);
+    s->created_at = rec->created_at;
+    s->last_active_at = nowMs();  // the downtime does not count as idleness
+    s->keep_alive_s = rec->keep_alive_s;
+    s->lifetime_s = rec->lifetime_s;
+    s->ends_at = rec->ends_at;
+    s->adopted = true;
+    std::fprintf(stderr, "airlock: adopted sandbox %s%s%s of tenant '%s'\n", s->id.c_str(),
+                 s->name.empty() ? "" : " ", s->name.c_str(), s->tenant.c_str());
+    metrics_.sandboxes_adopted++;
+    std::lock_guard guard(mu_);
+    sandboxes_[s->id] = s;
+  }
+}
+
+void Manager::restoreNetworkRules(LiveSandbox& s, const std::vector<std::string>& rules) {
+  auto audit = s.box->auditHandle();
+  if (audit == nullptr) return;
+  audit::NetPolicy policy = audit->network();
+  policy.rules.clear();
+  for (const auto& text : rules) {
+    auto rule = audit::NetRule::parse(text);
+    if (!rule) {
+      std::fprintf(stderr,
+                   "airlock: sandbox %s: journaled network rule '%s': %s; keeping the "
+                   "profile's rules\n",
+                   s.id.c_str(), text.c_str(), rule.error().message().c_str());
+      return;
+    }
+    policy.rules.push_back(std::move(*rule));
+  }
+  // Already resolved when they were set: the same addresses as before the restart.
+  if (auto r = audit->updateNetwork(policy); !r) {
+    std::fprintf(stderr,
+                 "airlock: sandbox %s: journaled network rules: %s; keeping the "
+                 "profile's rules\n",
+                 s.id.c_str(), r.error().message().c_str());
+    return;
+  }
+  s.network_rules = rules;
+}
+
+}  // namespace airlock::sandbox

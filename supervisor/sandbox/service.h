@@ -1,0 +1,274 @@
+// The supervisor service: what `airlock serve` can do, independent of HTTP.
+//
+// supervisor/api/ turns HTTP requests into these calls and their answers into responses
+// (docs/api.md); supervisor/service/ implements them on live sandboxes. Keeping the boundary a
+// plain C++ interface lets the API layer be tested against a fake and the service be tested
+// without sockets.
+//
+// Threading: every method may be called from any thread at once. Methods that wait (create,
+// streams) block only their caller.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace airlock::sandbox {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Every failure the API can report. Each maps to one HTTP status (docs/api.md).
+enum class ErrorCode {
+  kBadRequest,        // 400
+  kUnauthorized,      // 401
+  kForbidden,         // 403
+  kDeniedByReview,    // 403: the review chain or an operator refused (docs/api.md, "Review")
+  kNotFound,          // 404
+  kMethodNotAllowed,  // 405
+  kConflict,          // 409
+  kPayloadTooLarge,   // 413
+  kTooManyRequests,   // 429
+  kInternal,          // 500
+  kUnavailable,       // 503
+};
+
+struct ServiceError {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;  // names the field, value or resource that was wrong
+  Json review;          // kDeniedByReview: the verdict object, sent as error.review
+};
+
+template <typename T = void>
+using SResult = std::expected<T, ServiceError>;
+
+inline std::unexpected<ServiceError> serviceError(ErrorCode code, std::string message) {
+  return std::unexpected(ServiceError{code, std::move(message)});
+}
+
+int httpStatus(ErrorCode code);
+const char* errorCodeName(ErrorCode code);  // "not_found", ...
+
+// Who is asking. The API layer resolves it from the listener and the bearer token.
+struct Caller {
+  std::string tenant = "default";
+};
+
+// ---- sandboxes ----
+
+struct SandboxSpec {
+  std::string profile;   // "": the policy's default profile
+  std::string language;  // "": the profile's first language
+  std::string name;      // "": anonymous; else unique per tenant, [a-zA-Z0-9._-]{1,63}
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> metadata;
+  std::optional<int64_t> keep_alive_s;
+  std::optional<int64_t> lifetime_s;
+  bool persistent = false;
+};
+
+struct SandboxInfo {
+  std::string id;
+  std::string name;
+  std::string tenant;
+  std::string profile;
+  std::string language;
+  std::string state;  // "running", "stopping", "stopped"
+  std::map<std::string, std::string> metadata;
+  bool persistent = false;
+  int64_t created_at = 0;  // Unix ms
+  int64_t last_active_at = 0;
+  int64_t keep_alive_s = 0;
+  int64_t idle_expires_at = 0;
+  int64_t lifetime_s = 0;
+  int64_t ends_at = 0;
+  int commands_running = 0;
+  int contexts = 0;
+};
+
+// A persistent workspace: the files of `persistent: true` sandboxes of one name, kept on disk.
+struct WorkspaceInfo {
+  std::string name;
+  uint64_t size_bytes = 0;  // the quota, fixed when the workspace was made
+  uint64_t used_bytes = 0;  // disk space it takes
+  int64_t modified_at = 0;  // Unix ms
+  bool in_use = false;      // a running sandbox has it mounted
+};
+
+// ---- streams of events (commands, code) ----
+
+// A pull stream of NDJSON events, already in their wire shape (docs/api.md). Destroying a stream
+// before its last event means the client went away: a foreground command or a code run is then
+// stopped; an attached background command keeps running.
+class EventStream {
+ public:
+  virtual ~EventStream() = default;
+  // The next event, waiting until `deadline`. nullopt: nothing yet (deadline passed) or the
+  // stream has ended (then done() is true).
+  virtual std::optional<Json> next(Clock::time_point deadline) = 0;
+  virtual bool done() const = 0;
+};
+
+// ---- commands ----
+
+struct CommandSpec {
+  std::vector<std::string> argv;  // argv[0] looked up on PATH when not absolute
+  std::string cmd;                // or a /bin/sh -c string (exactly one of argv, cmd)
+  std::map<std::string, std::string> env;
+  std::string cwd;  // "": /home/user
+  std::string stdin_data;
+  std::optional<double> timeout_s;  // capped by the profile's timeout_s
+  bool background = false;
+};
+
+struct CommandInfo {
+  std::string command_id;
+  std::vector<std::string> argv;
+  int pid = 0;        // inside the sandbox
+  std::string state;  // "running", "exited"
+  bool background = false;
+  int64_t started_at = 0;  // Unix ms
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  // Why it ended when not on its own: "supervisor_restart" for a command that was running when
+  // its supervisor died (the sandbox was adopted by the next one; its output is lost).
+  std::string ended_by;
+};
+
+// ---- code contexts ----
+
+struct CodeSpec {
+  std::string code;
+  std::string language;    // "": the sandbox's language
+  std::string context_id;  // "": the default context of the language
+  std::optional<double> timeout_s;
+};
+
+struct ContextInfo {
+  std::string context_id;
+  std::string language;
+  std::string state;  // "idle", "busy", "starting", "dead"
+  int64_t created_at = 0;
+  int64_t runs = 0;
+};
+
+// ---- files ----
+
+struct FileEntry {
+  std::string name;  // base name (list) or the absolute path (stat)
+  std::string type;  // "file", "dir", "symlink", "other"
+  uint64_t size = 0;
+  uint32_t mode = 0;  // permission bits
+  int64_t mtime_ms = 0;
+};
+
+// Pulls request-body bytes: returns bytes read into buf (0 at the end), or an error.
+using ByteSource = std::function<SResult<size_t>(char* buf, size_t cap)>;
+// Receives file bytes as they are read; return false to stop (client gone).
+using ByteSink = std::function<bool(std::string_view chunk)>;
+
+class Service {
+ public:
+  virtual ~Service() = default;
+
+  virtual SResult<SandboxInfo> createSandbox(const Caller& caller, const SandboxSpec& spec) = 0;
+  // Only the caller's own sandboxes, each matching every metadata key/value given.
+  virtual SResult<std::vector<SandboxInfo>> listSandboxes(
+      const Caller& caller, const std::map<std::string, std::string>& metadata) = 0;
+  virtual SResult<SandboxInfo> getSandbox(const Caller& caller, const std::string& sb) = 0;
+  virtual SResult<> destroySandbox(const Caller& caller, const std::string& sb) = 0;
+  // Resets the idle timer and changes keep-alive and lifetime within the profile's maxima.
+  virtual SResult<SandboxInfo> keepAlive(const Caller& caller, const std::string& sb,
+                                         std::optional<int64_t> keep_alive_s,
+                                         std::optional<int64_t> lifetime_s) = 0;
+
+  // The sandbox's kernel-enforced network policy: {"mode", "rules"} (docs/api.md "Network").
+  // A service or sandbox without enforcement answers 409.
+  virtual SResult<Json> getNetwork(const Caller& caller, const std::string& sb) {
+    (void)caller;
+    return serviceError(ErrorCode::kConflict,
+                        "sandbox '" + sb + "': this service enforces no network rules");
+  }
+  // Replaces the rules (the mode stays the profile's); 400 names a bad rule.
+  virtual SResult<Json> setNetwork(const Caller& caller, const std::string& sb,
+                                   const std::vector<std::string>& rules) {
+    (void)caller;
+    (void)rules;
+    return serviceError(ErrorCode::kConflict,
+                        "sandbox '" + sb + "': this service enforces no network rules");
+  }
+
+  // Foreground: a stream of start, stdout/stderr, exit. Background: the stream holds only the
+  // start event and has ended; the command keeps running.
+  virtual SResult<std::unique_ptr<EventStream>> runCommand(const Caller& caller,
+                                                           const std::string& sb,
+                                                           const CommandSpec& spec) = 0;
+  virtual SResult<std::vector<CommandInfo>> listCommands(const Caller& caller,
+                                                         const std::string& sb) = 0;
+  // Buffered output so far, then live events until exit.
+  virtual SResult<std::unique_ptr<EventStream>> attachCommand(const Caller& caller,
+                                                              const std::string& sb,
+                                                              const std::string& command_id) = 0;
+  virtual SResult<> sendStdin(const Caller& caller, const std::string& sb,
+                              const std::string& command_id, std::string data, bool eof) = 0;
+  virtual SResult<> signalCommand(const Caller& caller, const std::string& sb,
+                                  const std::string& command_id, int signo) = 0;
+
+  virtual SResult<ContextInfo> createContext(const Caller& caller, const std::string& sb,
+                                             const std::string& language) = 0;
+  virtual SResult<std::vector<ContextInfo>> listContexts(const Caller& caller,
+                                                         const std::string& sb) = 0;
+  virtual SResult<ContextInfo> restartContext(const Caller& caller, const std::string& sb,
+                                              const std::string& context_id) = 0;
+  virtual SResult<> destroyContext(const Caller& caller, const std::string& sb,
+                                   const std::string& context_id) = 0;
+  // Events: stdout, stderr, result, display, error, end.
+  virtual SResult<std::unique_ptr<EventStream>> runCode(const Caller& caller, const std::string& sb,
+                                                        const CodeSpec& spec) = 0;
+
+  virtual SResult<FileEntry> writeFile(const Caller& caller, const std::string& sb,
+                                       const std::string& path, uint32_t mode,
+                                       const ByteSource& source) = 0;
+  // Calls `on_size` once with the file's size before the first chunk (so the API layer can
+  // start its response), then `sink` with each chunk.
+  virtual SResult<> readFile(const Caller& caller, const std::string& sb, const std::string& path,
+                             const std::function<void(uint64_t size)>& on_size,
+                             const ByteSink& sink) = 0;
+  virtual SResult<std::vector<FileEntry>> listFiles(const Caller& caller, const std::string& sb,
+                                                    const std::string& path) = 0;
+  virtual SResult<FileEntry> statFile(const Caller& caller, const std::string& sb,
+                                      const std::string& path) = 0;
+  virtual SResult<> makeDirectory(const Caller& caller, const std::string& sb,
+                                  const std::string& path, bool parents) = 0;
+  virtual SResult<> removeFile(const Caller& caller, const std::string& sb, const std::string& path,
+                               bool recursive) = 0;
+  virtual SResult<> renameFile(const Caller& caller, const std::string& sb, const std::string& from,
+                               const std::string& to) = 0;
+
+  // The caller's persistent workspaces, and deleting one (409 while a sandbox uses it).
+  virtual SResult<std::vector<WorkspaceInfo>> listWorkspaces(const Caller& caller) = 0;
+  virtual SResult<> deleteWorkspace(const Caller& caller, const std::string& name) = 0;
+
+  // Held executions waiting for an operator (docs/api.md, "Review"), and deciding one. The API
+  // serves these on the Unix socket only.
+  virtual SResult<Json> listReviews(const Caller& caller) = 0;  // {"reviews": [...]}
+  virtual SResult<> decideReview(const Caller& caller, const std::string& review_id, bool approve,
+                                 const std::string& reason) = 0;
+
+  // {"status": "ok", "sandboxes": N, "draining": false}
+  virtual Json health() = 0;
+  // Prometheus text exposition of the service's own metrics (sandboxes, executions, ...);
+  // the API layer appends its HTTP metrics.
+  virtual std::string metricsText() = 0;
+};
+
+}  // namespace airlock::sandbox
