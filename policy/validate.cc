@@ -7,10 +7,10 @@
 #include <set>
 
 #include "airlock/policy/keys.h"
+#include "airlock/policy/net_rule.h"
 #include "airlock/policy/policy.h"
 #include "check.h"
 #include "schema.h"
-#include "supervisor/audit/net_rules.h"
 
 namespace airlock::policy {
 namespace {
@@ -70,7 +70,6 @@ constexpr uint64_t kMaxLifetimeS = 365 * 86400;  // a year; ms timestamps stay f
 constexpr uint64_t kMaxPoolSize = 1000;
 constexpr uint64_t kMaxSandboxes = 100000;
 constexpr size_t kMaxSocketPath = 107;  // sun_path holds 108 bytes with the final NUL
-constexpr size_t kMaxNetRules = 1024;   // AIRLOCK_MAX_RULES of bpf/airlock_wire.h
 
 using detail::Problem;
 using Check = std::optional<Problem>;
@@ -291,7 +290,7 @@ Check checkFilesystem(const Filesystem& fs) {
 }
 
 Check checkNetwork(const Network& n) {
-  if (n.mode != "none" && n.mode != "allowlist" && n.mode != "open") {
+  if (!parseNetMode(n.mode)) {
     return Problem{"network.mode", "network.mode = " + q(n.mode) +
                                        ": must be 'none' (loopback only), 'allowlist' (only what "
                                        "a rule allows) or 'open' (all but protected ranges)"};
@@ -303,7 +302,7 @@ Check checkNetwork(const Network& n) {
   }
   for (size_t i = 0; i < n.rules.size(); ++i) {
     const std::string key = "network.rules[" + std::to_string(i) + "]";
-    if (auto rule = audit::NetRule::parse(n.rules[i]); !rule) {
+    if (auto rule = NetRule::parse(n.rules[i]); !rule) {
       return Problem{key, key + ": " + rule.error().message()};  // the message quotes the rule
     }
   }
@@ -403,7 +402,7 @@ Check checkAuditSettings(const AuditSettings& a) {
 // A range of sandbox link addresses: an exact prefix (host bits zero) with room for one slot,
 // clear of the loopback and the protected ::1.
 Check checkRange(const std::string& key, const std::string& text, int family, int max_prefix) {
-  auto cidr = audit::Cidr::parse(text);
+  auto cidr = Cidr::parse(text);
   if (!cidr) return Problem{key, key + " = " + q(text) + ": " + cidr.error().message()};
   if (cidr->family != family)
     return Problem{key,
@@ -412,7 +411,7 @@ Check checkRange(const std::string& key, const std::string& text, int family, in
     return Problem{key, key + " = " + q(text) + ": /" + std::to_string(cidr->prefix) +
                             " is too small: each sandbox takes a /" + std::to_string(max_prefix)};
   for (const char* reserved : {"127.0.0.0/8", "::1/128", "0.0.0.0/8", "::/128"}) {
-    auto r = audit::Cidr::parse(reserved);
+    auto r = Cidr::parse(reserved);
     if (r && r->family == cidr->family && (r->contains(*cidr) || cidr->contains(*r)))
       return Problem{key, key + " = " + q(text) + ": overlaps " + reserved};
   }
@@ -429,7 +428,7 @@ Check checkEgressSettings(const EgressSettings& e) {
                        " servers; the resolver reads at most 3"};
   for (size_t i = 0; i < e.nameservers.size(); ++i) {
     const std::string key = "egress.nameservers[" + std::to_string(i) + "]";
-    auto a = audit::Cidr::parse(e.nameservers[i]);
+    auto a = Cidr::parse(e.nameservers[i]);
     if (!a || e.nameservers[i].find('/') != std::string::npos)
       return Problem{key, key + " = " + q(e.nameservers[i]) + ": must be an IP address"};
   }

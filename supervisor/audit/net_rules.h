@@ -1,6 +1,7 @@
 // A sandbox's network policy as the kernel programs see it (bpf/net_policy.bpf.c): a mode and an
-// ordered list of CIDR + protocol + port rules, compiled into LPM-trie entries. Pure code: no
-// kernel calls, so every rule and decision name is unit-tested.
+// ordered list of CIDR + protocol + port rules, compiled into LPM-trie entries. The rules
+// themselves are parsed by the policy library (airlock/policy/net_rule.h). Pure code apart from
+// systemResolver: no kernel calls, so every rule and decision name is unit-tested.
 #pragma once
 
 #include <array>
@@ -10,59 +11,27 @@
 #include <string_view>
 #include <vector>
 
+#include "airlock/policy/net_rule.h"
 #include "airlock/result.h"
 #include "airlock_wire.h"
 
 namespace airlock::audit {
 
-enum class NetMode : uint8_t {
-  kNone = AIRLOCK_NET_NONE,            // loopback only
-  kAllowlist = AIRLOCK_NET_ALLOWLIST,  // loopback and what a rule allows
-  kOpen = AIRLOCK_NET_OPEN,            // all but the protected ranges, unless a rule says otherwise
-};
+// The rule grammar is the policy library's, which validates rules without the supervisor; the
+// audit engine and its callers use the same types under these names.
+using policy::addressText;
+using policy::Cidr;
+using policy::NetMode;
+using policy::netModeName;
+using policy::NetRule;
+using policy::parseNetMode;
 
-Result<NetMode> parseNetMode(std::string_view text);  // "none" | "allowlist" | "open"
-const char* netModeName(NetMode mode);
-
-// An address prefix. IPv4 is family 4 with 4 bytes used, IPv6 family 6 with 16.
-struct Cidr {
-  int family = 4;
-  std::array<uint8_t, 16> addr{};
-  uint8_t prefix = 0;
-
-  // "10.0.0.0/8", "fd00::/8", "192.0.2.1" (a host: /32 or /128). Host bits must be zero.
-  static Result<Cidr> parse(std::string_view text);
-  std::string toString() const;
-  int addressBits() const { return family == 4 ? 32 : 128; }
-  // Whether every address of `inner` is in this prefix (same family).
-  bool contains(const Cidr& inner) const;
-  bool operator==(const Cidr&) const = default;
-};
-
-// Renders an address of the given family ("10.0.0.1", "::1").
-std::string addressText(int family, const uint8_t* addr);
-
-struct NetRule {
-  bool allow = true;
-  Cidr cidr;
-  // A DNS name in the rule ("allow tcp pypi.org 443"). The supervisor resolves it when the
-  // sandbox is created or its rules change (resolveHosts): one rule per address, each keeping
-  // the name. Until then `cidr` is unset and the rule cannot be compiled.
-  std::string host;
-  bool resolved = false;  // cidr holds one of host's addresses
-  uint8_t protocol = 0;   // 0 any, 6 tcp, 17 udp
-  uint16_t port_lo = 0;
-  uint16_t port_hi = 65535;
-
-  // "allow tcp 10.0.0.0/8 443", "deny udp ::/0 53", "allow any 192.0.2.7 8000-8100",
-  // "allow tcp 203.0.113.0/24 *", "allow tcp api.example.com 443". The form docs/audit.md
-  // documents and the policy can embed.
-  static Result<NetRule> parse(std::string_view text);
-  // The rule as written; a resolved host rule reads "allow tcp 93.184.216.34/32 443", which
-  // parses back to the same destination.
-  std::string toString() const;
-  bool needsResolving() const { return !host.empty() && !resolved; }
-};
+// The policy library cannot include the kernel programs' header, so its copies of their
+// constants are checked here, where both are visible.
+static_assert(static_cast<uint8_t>(NetMode::kNone) == AIRLOCK_NET_NONE);
+static_assert(static_cast<uint8_t>(NetMode::kAllowlist) == AIRLOCK_NET_ALLOWLIST);
+static_assert(static_cast<uint8_t>(NetMode::kOpen) == AIRLOCK_NET_OPEN);
+static_assert(policy::kMaxNetRules == AIRLOCK_MAX_RULES);
 
 struct NetPolicy {
   NetMode mode = NetMode::kNone;
