@@ -14,7 +14,7 @@ int policyCommand(const std::vector<std::string>& args);  // airlock policy chec
 int doctorCommand(const std::vector<std::string>& args);  // airlock doctor
 int serveCommand(const std::vector<std::string>& args);   // airlock serve
 
-// Clients of a running `airlock serve` (client_commands.cc).
+// Clients of a running `airlock serve` (client_support.h; one <name>_command.cc each).
 int sandboxCommand(const std::vector<std::string>& args);  // airlock sandbox create|ls|get|rm|...
 int execCommand(const std::vector<std::string>& args);     // airlock exec
 int codeCommand(const std::vector<std::string>& args);     // airlock code
