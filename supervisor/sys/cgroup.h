@@ -4,8 +4,8 @@
 // id scopes eBPF; cgroup.kill and CLONE_INTO_CGROUP work there) and, for each limit, in the
 // hierarchy that owns the controller (v2 when it has it, else v1). The last sandbox out removes
 // the shared airlock/ parents, except the v2 one while the pinned audit engine's programs are
-// attached to it (docs/audit.md). Drivers: cgroup_v1.cc and cgroup_v2.cc; detection and the
-// sandbox handle: cgroup.cc.
+// attached to it (docs/audit.md). Drivers: cgroup_v1.cc and cgroup_v2.cc; detection:
+// cgroup_host.cc; the sandbox handle: cgroup.cc; cgroupfs helpers: cgroup_fs.cc.
 #pragma once
 
 #include <sys/types.h>

@@ -1,4 +1,5 @@
-// Private to the cgroup layer: file helpers and the per-version drivers behind cgroup.h.
+// Private to the cgroup layer: file helpers (cgroup_fs.cc), the limits' controllers
+// (cgroup_host.cc) and the per-version drivers behind cgroup.h.
 #pragma once
 
 #include <chrono>
@@ -37,6 +38,11 @@ Result<> waitProcsEmpty(const std::string& dir, Clock::time_point deadline);
 // rmdir of dir's subtree, children first, retrying EBUSY with backoff until the deadline.
 Result<> removeTree(const std::string& dir, Clock::time_point deadline,
                     const CgroupFakeKernel* fake);
+
+// CgroupLimits' three limits by index (0 memory, 1 pids, 2 cpu): the controller that enforces
+// each, and whether it is set.
+const char* controllerForLimit(int i);
+bool limitSet(const CgroupLimits& l, int i);
 
 // Sleeps with exponential backoff starting at 50 µs, capped at 5 ms.
 class Backoff {
