@@ -81,6 +81,10 @@ class Manager final : public Service {
   // One program in a sandbox of its own, destroyed afterwards (one_shot.h). An Error only when
   // nothing could be attempted; policy and review refusals, timeouts and OOM kills are results.
   Result<RunResult> runProgram(const RunRequest& request);
+  // runProgram for an API caller (POST /v1/runs; run_service.cc): tenant, profile, limits and
+  // quotas checked first, files carried in the request and in the result event.
+  SResult<std::unique_ptr<EventStream>> runOneShot(const Caller& caller,
+                                                   const ProgramSpec& spec) override;
 
   SResult<SandboxInfo> createSandbox(const Caller& caller, const SandboxSpec& spec) override;
   SResult<std::vector<SandboxInfo>> listSandboxes(

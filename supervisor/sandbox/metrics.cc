@@ -43,13 +43,20 @@ void Metrics::reap(const std::string& reason) {
   ++reaped[reason];
 }
 
+void Metrics::runEnded(const std::string& status) {
+  std::lock_guard lock(mu);
+  ++run_results[status];
+}
+
 std::string Manager::metricsText() {
   std::map<std::string, int> by_state;
   size_t contexts = 0, commands_running = 0, warm = 0;
   {
     std::lock_guard lock(mu_);
     for (const auto& [p, q] : pool_) warm += q.size();
-    by_state["starting"] = reserved_;
+    // A one-shot run holds a reservation for as long as its sandbox lives (run_service.cc).
+    by_state["starting"] = reserved_ - static_cast<int>(metrics_.runs_running);
+    by_state["running"] = static_cast<int>(metrics_.runs_running);
     for (const auto& [id, s] : sandboxes_) {
       std::lock_guard slock(s->mu);
       ++by_state[s->state];
@@ -92,6 +99,7 @@ std::string Manager::metricsText() {
       "airlock_executions_total{kind=\"code\"} " + std::to_string(metrics_.code_runs.load()) + "\n";
   out +=
       "airlock_executions_total{kind=\"file\"} " + std::to_string(metrics_.file_ops.load()) + "\n";
+  out += "airlock_executions_total{kind=\"run\"} " + std::to_string(metrics_.runs.load()) + "\n";
   out +=
       "# HELP airlock_create_seconds Time to create a sandbox until it is ready.\n"
       "# TYPE airlock_create_seconds histogram\n";
@@ -100,6 +108,9 @@ std::string Manager::metricsText() {
   out += "# TYPE airlock_rejections_total counter\n";
   for (const auto& [reason, n] : metrics_.rejections)
     out += "airlock_rejections_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
+  out += "# TYPE airlock_runs_total counter\n";
+  for (const auto& [status, n] : metrics_.run_results)
+    out += "airlock_runs_total{status=\"" + status + "\"} " + std::to_string(n) + "\n";
   out += "# TYPE airlock_sandboxes_reaped_total counter\n";
   for (const auto& [reason, n] : metrics_.reaped)
     out += "airlock_sandboxes_reaped_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";

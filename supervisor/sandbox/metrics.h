@@ -38,12 +38,16 @@ struct Metrics {
   std::atomic<uint64_t> code_runs{0};
   std::atomic<uint64_t> audit_drops{0};  // audit events lost in executions (ring buffer full)
   std::atomic<uint64_t> file_ops{0};
+  std::atomic<uint64_t> runs{0};  // one-shot programs of the API (POST /v1/runs) started
+  int64_t runs_running = 0;       // ... in progress; under the manager's mu_ (with reserved_)
   std::mutex mu;
-  std::map<std::string, uint64_t> rejections;  // by reason
-  std::map<std::string, uint64_t> reaped;      // by reason: idle, lifetime
+  std::map<std::string, uint64_t> rejections;   // by reason
+  std::map<std::string, uint64_t> reaped;       // by reason: idle, lifetime
+  std::map<std::string, uint64_t> run_results;  // one-shot programs ended, by record status
 
   void reject(const std::string& reason);
   void reap(const std::string& reason);
+  void runEnded(const std::string& status);
 };
 
 }  // namespace airlock::sandbox

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "airlock/protocol/messages.h"
 #include "airlock/result.h"
 #include "supervisor/sandbox/run_result.h"
 
@@ -53,6 +56,23 @@ struct RunRequest {
   // Where each policy relaxation of the chosen profile is logged before the run (-1: nowhere;
   // the result record lists them either way).
   int log_fd = -1;
+
+  // Runs served by `airlock serve` (POST /v1/runs, run_service.cc) set these four.
+  // Live output as a callback: called on the thread that runs runProgram, once for each chunk
+  // of stdout or stderr the agent forwards, in order, before the chunk is appended to the
+  // result; as well as (not instead of) live_stdout_fd/live_stderr_fd. Empty: not called.
+  std::function<void(protocol::Stream, std::string_view)> on_output;
+  // The API tenant asking: written into the run's audit records (its sandbox's, and the review
+  // record's) as the sandbox's tenant. Empty: none (`airlock run`, checker programs).
+  std::string tenant;
+  // Readable (an eventfd or pipe with data) when the caller has gone and the run is to stop:
+  // every wait of this run ends, the sandbox is torn down, and runProgram returns (an Error or
+  // a result; the caller discards it). -1: only the deadline and the timeout stop it. The
+  // manager never reads from it.
+  int cancel_fd = -1;
+  // The largest file copied out (files_out), bytes: a larger one is not copied (nothing is
+  // left at its local path) and its outcome's error says so. 0: the profile's workspace_mb.
+  uint64_t file_out_limit = 0;
 };
 
 // What a one-shot run says of a hold: there is no operator to ask.

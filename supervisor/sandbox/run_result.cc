@@ -38,6 +38,13 @@ int RunResult::processExitCode() const {
   return kExitAirlockError;
 }
 
+nlohmann::json errorRecord(const std::string& message) {
+  return {{"schema", RunResult::kSchema},
+          {"status", statusName(Status::kError)},
+          {"airlock_exit_code", kExitAirlockError},
+          {"message", message}};
+}
+
 std::string toValidUtf8(const std::string& in) {
   std::string out;
   out.reserve(in.size());

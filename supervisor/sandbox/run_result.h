@@ -59,6 +59,10 @@ struct RunResult {
   nlohmann::json toJson() const;
 };
 
+// The record of a run that could not be attempted at all (bad policy, unknown language, no
+// sandbox): {"schema", "status": "error", "airlock_exit_code": 125, "message"}.
+nlohmann::json errorRecord(const std::string& message);
+
 // Bytes as a JSON string: valid UTF-8 kept, each invalid byte replaced by U+FFFD.
 std::string toValidUtf8(const std::string& bytes);
 

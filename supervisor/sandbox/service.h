@@ -171,6 +171,29 @@ struct FileEntry {
   int64_t mtime_ms = 0;
 };
 
+// ---- one-shot programs (POST /v1/runs) ----
+
+// A file copied into the sandbox before the program runs.
+struct ProgramFile {
+  std::string path;     // sandbox path; relative paths are under /home/user
+  std::string content;  // its bytes
+};
+
+// What `airlock run` asks, as a request: one program in a sandbox of its own.
+struct ProgramSpec {
+  std::string profile;      // "": the policy's default profile
+  std::string language;     // "": from script_name's extension (required for inline code)
+  std::string code;         // the program text: inline code, or the script file's content
+  std::string script_name;  // "": `code` is inline; else the program is a file of this base name
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  std::optional<uint32_t> timeout_s;      // at most the profile's limits.timeout_s
+  std::optional<uint64_t> memory_mb;      // at most the profile's limits.memory_mb
+  std::optional<std::string> stdin_data;  // nullopt: the program's stdin is empty (/dev/null)
+  std::vector<ProgramFile> files_in;
+  std::vector<std::string> files_out;  // sandbox paths, carried back in the result event
+};
+
 // Pulls request-body bytes: returns bytes read into buf (0 at the end), or an error.
 using ByteSource = std::function<SResult<size_t>(char* buf, size_t cap)>;
 // Receives file bytes as they are read; return false to stop (client gone).
@@ -263,6 +286,19 @@ class Service {
   virtual SResult<Json> listReviews(const Caller& caller) = 0;  // {"reviews": [...]}
   virtual SResult<> decideReview(const Caller& caller, const std::string& review_id, bool approve,
                                  const std::string& reason) = 0;
+
+  // One program in a sandbox of its own, removed afterwards: what `airlock run` does, counted
+  // against the caller's quotas like a sandbox for as long as it runs. Events: "stdout" and
+  // "stderr" as the program writes, "notice" lines (policy relaxations), then one "result":
+  // {"record": <the `airlock run --json` record>, "files_out": [...]} (docs/api.md, "Runs").
+  // Refusals by the policy or a reviewer, timeouts and OOM kills are results, not errors.
+  // Destroying the stream before "result" stops the run.
+  virtual SResult<std::unique_ptr<EventStream>> runOneShot(const Caller& caller,
+                                                           const ProgramSpec& spec) {
+    (void)caller;
+    (void)spec;
+    return serviceError(ErrorCode::kNotFound, "this service runs no one-shot programs");
+  }
 
   // {"status": "ok", "sandboxes": N, "draining": false}
   virtual Json health() = 0;
