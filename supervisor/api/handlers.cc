@@ -226,6 +226,23 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
     case RouteId::kOpenApi:
       ex.respond(200, kJson, std::string(openApiDocument()));
       break;
+    case RouteId::kRun: {
+      auto r = body(decodeRun);
+      if (!r) return sendError(ex, r.error()), label;
+      auto stream = service_.runOneShot(caller, r->spec);
+      if (!stream) return sendError(ex, stream.error()), label;
+      if (r->stream) {
+        pumpStream(ex, std::move(*stream), limits_.stream_poll);
+        break;
+      }
+      auto agg = collect<RunAggregate>(ex, **stream, limits_.stream_poll);
+      if (!agg) break;  // the client left; destroying the stream stops the run
+      if (!agg->complete())
+        return sendError(ex, ErrorCode::kInternal, "run stream ended without a result event"),
+               label;
+      sendJson(ex, 200, agg->document());
+      break;
+    }
     case RouteId::kListSandboxes:
       answer(service_.listSandboxes(caller, args->metadata), [&](const auto& list) {
         Json arr = Json::array();

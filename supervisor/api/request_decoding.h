@@ -97,6 +97,13 @@ struct RenameRequest {
 };
 SResult<RenameRequest> decodeRename(std::string_view body);
 
+// POST /v1/runs (run_decoding.cc): one program in a sandbox of its own, as `airlock run` asks.
+struct RunRequest {
+  sandbox::ProgramSpec spec;
+  bool stream = true;
+};
+SResult<RunRequest> decodeRun(std::string_view body);
+
 // "SIGTERM", "TERM", "15" → 15. nullopt for unknown names and numbers outside 1..64.
 std::optional<int> parseSignal(std::string_view text);
 // "0644", "644", "0o644" → 0644. nullopt unless octal digits within 07777.

@@ -240,4 +240,11 @@ Json CodeAggregate::document() const {
   return doc;
 }
 
+void RunAggregate::add(const Json& event) {
+  if (eventType(event) != "result") return;
+  result_ = event;
+  result_.erase("type");
+  saw_result_ = true;
+}
+
 }  // namespace airlock::api

@@ -59,4 +59,17 @@ class CodeAggregate {
   bool saw_end_ = false;
 };
 
+// Keeps the last event of a one-shot run ("result") as the `"stream": false` document; its
+// output is in the record already.
+class RunAggregate {
+ public:
+  void add(const Json& event);
+  bool complete() const { return saw_result_; }
+  Json document() const { return result_; }
+
+ private:
+  Json result_;
+  bool saw_result_ = false;
+};
+
 }  // namespace airlock::api

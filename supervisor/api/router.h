@@ -16,6 +16,7 @@ enum class RouteId {
   kHealthz,
   kMetrics,
   kOpenApi,
+  kRun,
   kListSandboxes,
   kCreateSandbox,
   kGetSandbox,

@@ -3,4 +3,5 @@ airlock_add_test(api_unit_tests LABEL unit
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/api_decoding_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/api_server_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/api_run_test.cc
   LIBS airlock_core)
