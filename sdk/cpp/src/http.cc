@@ -126,6 +126,8 @@ void setCommonHeaders(http::request<Body>& req, const Endpoint& ep, const std::s
   req.keep_alive(false);
 }
 
+Result<> readHeader(Connection& c, Parser& p, const Endpoint& ep);
+
 // Connects and sends a request with an optional JSON body.
 Result<std::unique_ptr<Connection>> sendJson(const Endpoint& ep, const std::string& token,
                                              std::string_view method, const std::string& target,
@@ -143,7 +145,14 @@ Result<std::unique_ptr<Connection>> sendJson(const Endpoint& ep, const std::stri
   if (!conn) return conn;
   ErrorCode ec;
   http::write((*conn)->socket, req, ec);
-  if (ec) return ioError(ep, "sending " + std::string(method) + " " + target + " to", ec);
+  if (ec) {
+    // The supervisor may have answered before the body was in (413 over its body limit) and
+    // closed: that answer says more than the broken pipe.
+    Parser p;
+    auto early = readHeader(**conn, p, ep);
+    if (!early && early.error().httpStatus() != 0) return Unexpected(early.error());
+    return ioError(ep, "sending " + std::string(method) + " " + target + " to", ec);
+  }
   return conn;
 }
 
