@@ -26,7 +26,7 @@ Usage:
   airlock version
 
 Talking to a running `airlock serve` (found from AIRLOCK_URL, default
-unix:///run/airlock/airlock.sock, and AIRLOCK_TOKEN):
+unix:///run/airlock/airlock.sock, and AIRLOCK_TOKEN; `run` uses it too when it is reachable):
   airlock sandbox create|ls|get|rm|keepalive ...   manage sandboxes
   airlock exec SB [options] -- ARGV...             run a command, output live
   airlock code SB [options] (-c CODE | FILE | -)   run code in a stateful context

@@ -1,4 +1,6 @@
-// airlock run: flags → RunRequest → the sandbox manager, in-process → output and exit code.
+// airlock run: flags → RunRequest → the sandbox manager → output and exit code. The manager is
+// the running `airlock serve`'s when one accepts connections (run_remote.cc), else one started
+// in this process.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <sstream>
 
 #include "supervisor/cli/cli.h"
+#include "supervisor/cli/run_remote.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/sandbox/manager.h"
 
@@ -54,9 +57,19 @@ Runs code once in a fresh sandbox and removes the sandbox afterwards. The code c
 from FILE (its extension picks the language), or from standard input (FILE = "-", or no FILE
 when stdin is not a terminal). Otherwise stdin is passed to the program.
 
+When `airlock serve` is running (AIRLOCK_URL, else the default socket
+unix:///run/airlock/airlock.sock, and AIRLOCK_TOKEN), the run is sent to it and served under its
+policy, tenants and quotas: the same output, exit codes and --json record, without root. Its
+policy is the server's own: --timeout and --memory may only lower the profile's limits, and
+--policy runs in this process. Through a supervisor, stdin is read to its end before the run
+starts, and the program, --file and --out contents travel in the request and the answer
+(within the server's server.max_json_body_kb). A supervisor that refuses the run (401, 403,
+413, 429, 503) makes airlock exit 125 with its message; only when none is reachable does the
+run happen in this process (as root).
+
 Exit code: the program's own; 128+N when it was killed by signal N; 122 when the sandbox hit
 its memory limit; 123 when the policy refused the request; 124 on timeout; 125 when airlock
-itself failed (bad flags, bad policy, sandbox could not start).
+itself failed (bad flags, bad policy, sandbox could not start, supervisor refused).
 
 Options)";
 
@@ -93,7 +106,7 @@ int runCommand(const std::vector<std::string>& args) {
   sandbox::RunRequest req;
   std::vector<std::string> env, files, outs, positional;
   std::string policy_file;
-  bool json = false, no_stdin = false;
+  bool json = false, no_stdin = false, local = false;
   uint32_t timeout = 0;
   uint64_t memory = 0;
 
@@ -102,8 +115,10 @@ int runCommand(const std::vector<std::string>& args) {
       "lang,l", po::value(&req.language),
       "language: python, node, shell (or an alias: py, js, sh, bash)")(
       "code,c", po::value(&req.code), "the program text")(
-      "policy", po::value(&policy_file), "policy file (default: the built-in default policy)")(
-      "profile,p", po::value(&req.profile), "profile of the policy (default: its default_profile)")(
+      "policy", po::value(&policy_file),
+      "policy file (default: the built-in default policy); implies --local: a running "
+      "supervisor has its own policy")("profile,p", po::value(&req.profile),
+                                       "profile of the policy (default: its default_profile)")(
       "timeout,t", po::value(&timeout), "wall-clock limit in seconds (overrides limits.timeout_s)")(
       "memory,m", po::value(&memory),
       "memory limit in MiB (overrides limits.memory_mb; /home/user and /tmp shrink to fit)")(
@@ -114,7 +129,9 @@ int runCommand(const std::vector<std::string>& args) {
                      "SANDBOX_PATH[:LOCAL] copied out after the run (repeatable)")(
       "json", po::bool_switch(&json),
       "print one JSON result record instead of the program's output")(
-      "no-stdin", po::bool_switch(&no_stdin), "give the program an empty stdin");
+      "no-stdin", po::bool_switch(&no_stdin), "give the program an empty stdin")(
+      "local", po::bool_switch(&local),
+      "run in this process (as root) even when `airlock serve` is reachable");
   po::options_description hidden;
   hidden.add_options()("positional", po::value(&positional)->composing(), "");
   po::options_description all;
@@ -178,7 +195,17 @@ int runCommand(const std::vector<std::string>& args) {
     printError("run: nothing to run: give -c CODE, a FILE, or the program on standard input");
     return sandbox::kExitAirlockError;
   }
-  if (!code_from_stdin && !no_stdin && !isatty(STDIN_FILENO)) req.stdin_fd = STDIN_FILENO;
+  const bool pass_stdin = !code_from_stdin && !no_stdin && !isatty(STDIN_FILENO);
+  std::string unreachable;  // what was tried when no supervisor was reachable
+  if (!local && policy_file.empty()) {
+    auto supervisor = reachableSupervisor(unreachable);
+    if (!supervisor) {
+      printError("run: " + supervisor.error().message() + " (or pass --local)");
+      return sandbox::kExitAirlockError;
+    }
+    if (*supervisor) return runRemote(**supervisor, req, {.json = json, .pass_stdin = pass_stdin});
+  }
+  if (pass_stdin) req.stdin_fd = STDIN_FILENO;
   if (!json) {
     req.live_stdout_fd = STDOUT_FILENO;
     req.live_stderr_fd = STDERR_FILENO;
@@ -188,7 +215,8 @@ int runCommand(const std::vector<std::string>& args) {
   if (geteuid() != 0) {
     printError(
         "run: needs root: the supervisor maps each sandbox to its own range of host user ids "
-        "and creates its cgroup (try sudo)");
+        "and creates its cgroup (try sudo)" +
+        (unreachable.empty() ? std::string() : "; or start `airlock serve`: " + unreachable));
     return sandbox::kExitAirlockError;
   }
 
@@ -217,11 +245,7 @@ int runCommand(const std::vector<std::string>& args) {
   }
   if (!result) {
     if (json) {
-      nlohmann::json j = {{"schema", sandbox::RunResult::kSchema},
-                          {"status", "error"},
-                          {"airlock_exit_code", sandbox::kExitAirlockError},
-                          {"message", result.error().message()}};
-      std::cout << j.dump() << "\n";
+      std::cout << sandbox::errorRecord(result.error().message()).dump() << "\n";
     } else {
       printError(result.error().message());
     }
