@@ -426,6 +426,32 @@ TEST_F(RunRemote, ARunCountsAgainstTheTenantsQuota) {
             "airlock_rejections_total{reason=\"tenant_sandboxes\"} 2");
 }
 
+// The caller's tenant (here from its bearer token) is the tenant of the run's audit records.
+TEST_F(RunRemote, TheRunsAuditRecordsNameTheTenant) {
+  TempDir dir;
+  const std::string log = dir.file("audit.log");
+  // sha256("ci-token-1")
+  Supervisor ci(dir,
+                "[tenants.ci]\ntoken_sha256 = "
+                "\"e3d5fb0f34f799f6befeb47d5fc507eb3952e3fe8c4674d99f7b7abc7b1f63d6\"\n"
+                "[audit]\nlog = \"" +
+                    log + "\"\n");
+  ASSERT_TRUE(ci.up());
+  auto r = runCommand({airlockBinary(), "run", "--json", "--lang", "shell", "-c", "echo hi"}, "",
+                      60, {ci.url(), "AIRLOCK_TOKEN=ci-token-1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string execution = Json::parse(r.out)["audit"]["execution"];
+  int records = 0;
+  std::string text = readFile(log);
+  for (size_t pos = 0, nl; (nl = text.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    auto rec = Json::parse(text.substr(pos, nl - pos), nullptr, false);
+    if (rec.is_discarded() || rec.value("execution", Json()) != execution) continue;
+    ++records;
+    EXPECT_EQ(rec["tenant"], "ci") << rec.dump();
+  }
+  EXPECT_GT(records, 0) << "positive control: the run's records are in " << log << ":\n" << text;
+}
+
 TEST_F(RunRemote, NoReachableSupervisorRunsInThisProcess) {
   auto r = runCommand({airlockBinary(), "run", "--lang", "python", "-c", "print(1)"}, "", 120,
                       {"AIRLOCK_URL=unix://" + dir_.file("nobody.sock")});
