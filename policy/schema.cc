@@ -48,6 +48,8 @@ const std::array kFields = {
     AIRLOCK_FIELD("lifetime", "lifetime_s", lifetime.lifetime_s),
     AIRLOCK_FIELD("lifetime", "max_lifetime_s", lifetime.max_lifetime_s),
     AIRLOCK_FIELD("lifetime", "pool_size", lifetime.pool_size),
+    AIRLOCK_FIELD("lifetime", "prestart", lifetime.prestart),
+    AIRLOCK_FIELD("lifetime", "preload", lifetime.preload),
     AIRLOCK_FIELD("filesystem", "image", filesystem.image),
     AIRLOCK_FIELD("filesystem", "readonly_paths", filesystem.readonly_paths),
     AIRLOCK_FIELD("network", "mode", network.mode),

@@ -68,6 +68,7 @@ constexpr std::array<std::string_view, 3> kRefusedEnv = {"LD_PRELOAD", "LD_LIBRA
 constexpr uint64_t kMaxMiB = uint64_t{1} << 24;  // 16 TiB: MiB → bytes never overflows
 constexpr uint64_t kMaxLifetimeS = 365 * 86400;  // a year; ms timestamps stay far from overflow
 constexpr uint64_t kMaxPoolSize = 1000;
+constexpr size_t kMaxPreload = 64;
 constexpr uint64_t kMaxSandboxes = 100000;
 constexpr size_t kMaxSocketPath = 107;  // sun_path holds 108 bytes with the final NUL
 
@@ -269,6 +270,28 @@ Check checkLifetime(const Lifetime& t) {
                     "long"),
        }) {
     if (c) return c;
+  }
+  if (t.prestart && t.pool_size == 0)
+    return Problem{"lifetime.prestart",
+                   "lifetime.prestart = true needs lifetime.pool_size > 0: it pre-starts "
+                   "pool_size interpreters per language"};
+  if (t.preload.size() > kMaxPreload)
+    return Problem{"lifetime.preload", "lifetime.preload: " + std::to_string(t.preload.size()) +
+                                           " modules, more than the " +
+                                           std::to_string(kMaxPreload) + " allowed"};
+  for (size_t i = 0; i < t.preload.size(); ++i) {
+    const std::string& m = t.preload[i];
+    const std::string key = "lifetime.preload[" + std::to_string(i) + "]";
+    // Passed to the interpreters as arguments: never an option, never empty, nothing exotic.
+    bool plain = !m.empty() && m.size() <= 200 && m.front() != '-' &&
+                 std::all_of(m.begin(), m.end(), [](char c) {
+                   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
+                          c == '-' || c == '/' || c == '@';
+                 });
+    if (!plain)
+      return Problem{key, key + " = " + q(m) +
+                              ": a module or package name (letters, digits, _ . - / @; not "
+                              "starting with '-')"};
   }
   return std::nullopt;
 }
@@ -535,7 +558,9 @@ std::vector<Problem> checkPolicy(const Policy& policy) {
   uint64_t pooled = 0;
   for (const auto& [name, profile] : policy.profiles) {
     if (profile.lifetime.pool_size == 0) continue;
-    pooled += profile.lifetime.pool_size;
+    // With prestart, each language of the profile may hold a pool of its own.
+    pooled += profile.lifetime.pool_size *
+              (1 + (profile.lifetime.prestart ? profile.languages.size() : 0));
     if (pooled > policy.server.max_sandboxes) {
       out.push_back({"profiles." + name + ".lifetime.pool_size",
                      "profile " + q(name) + ": lifetime.pool_size: the profiles' pools add up to " +

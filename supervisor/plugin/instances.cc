@@ -191,4 +191,13 @@ Result<Language::Command> Language::buildSession() const {
   return build(request);
 }
 
+Result<Language::Command> Language::buildPrestart(const std::vector<std::string>& modules) const {
+  auto c_args = cArgs(modules);
+  airlock_code_request_v1 request{};
+  request.struct_size = sizeof request;
+  request.source = AIRLOCK_CODE_PRESTART;
+  request.args = c_args.data();
+  return build(request);
+}
+
 }  // namespace airlock::plugin

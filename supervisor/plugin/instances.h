@@ -72,6 +72,10 @@ class Language {
   // stdin pipe and the control pipe on fd 3 (docs/plugins.md, "Session drivers"). Fails with
   // errnum() ENOTSUP for languages without one (shell), EINVAL for plugins built before ABI 1.1.
   Result<Command> buildSession() const;
+  // The command starting a pre-started interpreter that imports `modules`, then waits on stdin
+  // for its one program (AIRLOCK_CODE_PRESTART; docs/plugins.md, "Prestart drivers"). ENOTSUP
+  // for languages without one, EINVAL for plugins built before ABI 1.4.
+  Result<Command> buildPrestart(const std::vector<std::string>& modules) const;
 
   const std::string& name() const { return instance_->plugin().shortName(); }  // "python"
   const std::string& fullName() const { return instance_->plugin().name(); }

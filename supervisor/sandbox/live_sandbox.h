@@ -14,6 +14,7 @@
 #include "supervisor/sandbox/agent/code_context.h"
 #include "supervisor/sandbox/agent/command.h"
 #include "supervisor/sandbox/agent/connection.h"
+#include "supervisor/sandbox/agent/program.h"
 #include "supervisor/sandbox/host/sandbox.h"
 
 namespace airlock::sandbox {
@@ -68,6 +69,14 @@ struct LiveSandbox {
   std::map<std::string, std::shared_ptr<Command>> commands;
   std::map<std::string, std::shared_ptr<CodeContext>> contexts;
   int next_context = 1;
+};
+
+// A single-use sandbox from a pool whose interpreter already runs the language's prestart
+// driver (docs/plugins.md, "Prestart drivers"), waiting on its stdin for one program.
+struct Prestarted {
+  std::shared_ptr<LiveSandbox> live;
+  std::string language;
+  std::unique_ptr<ProgramRun> run;  // the interpreter's execution, started with the sandbox
 };
 
 }  // namespace airlock::sandbox

@@ -154,6 +154,9 @@ void Manager::reloadPolicy(policy::Policy policy) {
     for (auto& [name, q] : pool_)
       for (auto& s : q) stale.push_back(s);
     pool_.clear();
+    for (auto& [key, q] : prestarted_)
+      for (auto& p : q) stale.push_back(p->live);
+    prestarted_.clear();
   }
   pool_cv_.notify_all();
   for (auto& s : stale) destroyLive(s, "reload");
@@ -182,6 +185,9 @@ void Manager::destroyAll() {
     for (auto& [name, q] : pool_)
       for (auto& s : q) all.push_back(s);
     pool_.clear();
+    for (auto& [key, q] : prestarted_)
+      for (auto& p : q) all.push_back(p->live);
+    prestarted_.clear();
   }
   for (auto& s : all) destroyLive(s, "shutdown");
 }

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "airlock/policy/policy.h"
@@ -60,6 +61,7 @@ struct ManagerOptions {
 };
 
 struct LiveSandbox;
+struct Prestarted;
 
 class Manager final : public Service {
  public:
@@ -77,6 +79,8 @@ class Manager final : public Service {
   void destroyAll();
   size_t sandboxCount();
   size_t warmCount();  // ready sandboxes in the warm pools
+  // Pre-started interpreters waiting in the pools ([profiles.X.lifetime] prestart).
+  size_t prestartedCount();
 
   // One program in a sandbox of its own, destroyed afterwards (one_shot.h). An Error only when
   // nothing could be attempted; policy and review refusals, timeouts and OOM kills are results.
@@ -201,6 +205,13 @@ class Manager final : public Service {
                                                  const std::string& workspace_image = {},
                                                  const std::string& tenant = {});
   std::shared_ptr<LiveSandbox> takeWarm(const std::string& profile);
+  // A sandbox of the profile whose `language` interpreter already runs and waits for its
+  // one-shot program (prestart.cc), started by the pool loop.
+  SResult<std::shared_ptr<Prestarted>> startPrestarted(const policy::Profile& profile,
+                                                       const std::string& language);
+  // A waiting one of the pool, checked still alive; null when there is none.
+  std::shared_ptr<Prestarted> takePrestarted(const std::string& profile,
+                                             const std::string& language);
   SResult<std::shared_ptr<plugin::Language>> language(const std::string& name);
   template <typename Op>
   auto fileOp(const Caller& caller, const std::string& sb, const std::string& path, Op&& op)
@@ -230,6 +241,10 @@ class Manager final : public Service {
   bool draining_ = false;
 
   std::map<std::string, std::deque<std::shared_ptr<LiveSandbox>>> pool_;  // by profile
+  // Pre-started interpreters by (profile, language), and languages that cannot pre-start.
+  std::map<std::pair<std::string, std::string>, std::deque<std::shared_ptr<Prestarted>>>
+      prestarted_;
+  std::set<std::string> cannot_prestart_;
 
   std::condition_variable reaper_cv_;
   std::condition_variable pool_cv_;

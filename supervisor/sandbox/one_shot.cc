@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "supervisor/audit/engine.h"
 #include "supervisor/sandbox/agent/file_ops.h"
 #include "supervisor/sandbox/agent/program.h"
@@ -146,7 +148,7 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
       if (!text) return Unexpected(text.error());
       // No sandbox exists yet: the record carries no sandbox id, and a denied run never gets one.
       auto verdict = judge(profile.name, review::Subject::code(res.language, std::move(*text)),
-                           {.execution = execution_id});
+                           {.tenant = req.tenant, .execution = execution_id});
       res.review = verdict;
       if (verdict && !verdict->allowed()) {
         res.status = Status::kRefused;
@@ -163,38 +165,69 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
       std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
   });
 
-  SandboxOptions opts;
-  opts.profile = &profile;
-  opts.mounts = composeView((*lang)->image_paths, profile.filesystem.readonly_paths);
-  opts.agent_path = options_.agent_path;
-  opts.state_dir = options_.state_dir;
-  opts.id = execution_id;
-  // The audit engine: opened where an earlier airlock process pinned it (loaded and pinned by
-  // the first), attached before PID 1 starts.
-  if (req.audit && needsAudit(profile)) opts.audit = auditContext();
-  if (needsNetworkLink(profile)) {
-    auto host = networkHost();
-    if (!host) return Unexpected(host.error());
-    opts.network = *host;
+  // Served from a pre-started interpreter when the pool has one of this profile and language
+  // and the request changes nothing it was started with (limits, environment).
+  std::shared_ptr<Prestarted> pre;
+  if (options_.mode == ManagerOptions::Mode::kServe && !req.memory_mb && req.env.empty())
+    pre = takePrestarted(profile.name, res.language);
+  std::unique_ptr<Sandbox> cold;
+  std::shared_ptr<AgentConnection> cold_conn;
+  if (pre == nullptr) {
+    SandboxOptions opts;
+    opts.profile = &profile;
+    opts.mounts = composeView((*lang)->image_paths, profile.filesystem.readonly_paths);
+    opts.agent_path = options_.agent_path;
+    opts.state_dir = options_.state_dir;
+    opts.id = execution_id;
+    opts.tenant = req.tenant;
+    // The audit engine: opened where an earlier airlock process pinned it (loaded and pinned by
+    // the first), attached before PID 1 starts.
+    if (req.audit && needsAudit(profile)) opts.audit = auditContext();
+    if (needsNetworkLink(profile)) {
+      auto host = networkHost();
+      if (!host) return Unexpected(host.error());
+      opts.network = *host;
+    }
+    res.prepare_ms = msSince(t0);
+    auto sb = Sandbox::create(registry_, opts);
+    if (!sb) return Unexpected(sb.error());
+    cold = std::move(*sb);
+    auto attached = hub_->attach(cold->agent().channelFd(), cold->id());
+    if (!attached) {
+      (void)cold->destroy();
+      return Unexpected(attached.error());
+    }
+    cold_conn = std::move(*attached);
+    res.create_ms = cold->timings().create_ms;
+    res.create_steps = cold->timings().steps;
+  } else {
+    res.prepare_ms = msSince(t0);
   }
-  res.prepare_ms = msSince(t0);
-  auto sb = Sandbox::create(registry_, opts);
-  if (!sb) return Unexpected(sb.error());
-  Sandbox& box = **sb;
+  Sandbox& box = pre ? *pre->live->box : *cold;
+  AgentConnection& conn = pre ? *pre->live->conn : *cold_conn;
   res.sandbox_id = box.id();
-  res.create_ms = box.timings().create_ms;
-  res.create_steps = box.timings().steps;
-  auto attached = hub_->attach(box.agent().channelFd(), box.id());
-  if (!attached) {
-    (void)box.destroy();
-    return Unexpected(attached.error());
+  if (pre && box.audit() != nullptr) box.audit()->setTenant(req.tenant);
+  // A caller that goes away ends the run: every wait on its connection ends at once.
+  bool watching_cancel = false;
+  if (req.cancel_fd >= 0) {
+    std::shared_ptr<AgentConnection> c = pre ? pre->live->conn : cold_conn;
+    watching_cancel = static_cast<bool>(hub_->watch(req.cancel_fd, [c] {
+      c->failAll("the caller went away");
+      return false;
+    }));
   }
-  AgentConnection& conn = **attached;
 
   auto finish = [&](RunResult r) -> Result<RunResult> {
     auto td = Clock::now();
-    hub_->detach(*attached);
-    auto d = box.destroy();
+    if (watching_cancel) hub_->unwatch(req.cancel_fd);
+    Result<> d;
+    if (pre) {
+      pre->run.reset();
+      destroyLive(pre->live, "one-shot");  // single use
+    } else {
+      hub_->detach(cold_conn);
+      d = cold->destroy();
+    }
     r.teardown_ms = msSince(td);
     r.total_ms = msSince(t0);
     if (!d) return Unexpected(std::move(d.error()).wrap("sandbox teardown"));
@@ -238,18 +271,10 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     res.files_in.push_back(fo);
   }
 
-  // The program: inline code on the command line when it fits, otherwise as a file.
-  std::vector<const char*> arg_ptrs;
-  for (const auto& a : req.args) arg_ptrs.push_back(a.c_str());
-  arg_ptrs.push_back(nullptr);
-  airlock_code_request_v1 code_req{};
-  code_req.struct_size = sizeof code_req;
-  code_req.args = arg_ptrs.data();
+  // The program: inline code on the command line (or in the pre-started interpreter's
+  // request) when it fits, otherwise as a file.
   std::string program_path;
-  if (req.inline_code && req.code.size() <= (*lang)->max_inline_bytes) {
-    code_req.source = AIRLOCK_CODE_INLINE;
-    code_req.code = {req.code.data(), req.code.size()};
-  } else {
+  if (!req.inline_code || req.code.size() > (*lang)->max_inline_bytes) {
     std::string ext = (*lang)->extensions.empty() ? "" : (*lang)->extensions.front();
     program_path = req.inline_code
                        ? "/tmp/airlock-main" + ext
@@ -265,36 +290,70 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     }
     if (!n)
       return error(Status::kError, "copying the program into the sandbox: " + n.error().message);
-    code_req.source = AIRLOCK_CODE_FILE;
-    code_req.path = program_path.c_str();
   }
-  auto command = (*lang)->build(code_req);
-  if (!command) return error(Status::kError, command.error().message());
 
   const uint64_t cap = req.output_cap != 0 ? req.output_cap : profile.limits.output_bytes;
-  protocol::Exec exec;
-  exec.argv = command->argv;
-  exec.env = executionEnvironment(command->env, profile.env, req.env);
-  exec.cwd = kWorkspace;
-  exec.timeout_ms = uint64_t{profile.limits.timeout_s} * 1000;
-  exec.stdout_cap = exec.stderr_cap = cap;
-  exec.stdin_pipe = req.stdin_fd >= 0 || req.has_stdin_data;
-
-  if (box.audit() != nullptr) box.audit()->beginExecution(execution_id);
-  auto deadline = Clock::now() + std::chrono::seconds(profile.limits.timeout_s) + kAgentGrace;
+  auto on_output = [&](protocol::Stream s, std::string_view data) {
+    bool out = s == protocol::Stream::kStdout;
+    int live = out ? req.live_stdout_fd : req.live_stderr_fd;
+    if (live >= 0) writeAll(live, data);
+    std::string& keep = out ? res.stdout_data : res.stderr_data;
+    if (req.on_output) req.on_output(s, data);
+    if (keep.size() < cap) keep.append(data.substr(0, cap - keep.size()));
+  };
+  const ProgramInput input{req.stdin_fd, req.stdin_data};
+  const auto limit = std::chrono::seconds(profile.limits.timeout_s);
+  auto deadline = Clock::now() + limit + kAgentGrace;
   if (req.deadline) deadline = std::min(deadline, *req.deadline);
-  auto outcome = sandbox::runProgram(
-      conn, exec,
-      [&](protocol::Stream s, std::string_view data) {
-        bool out = s == protocol::Stream::kStdout;
-        int live = out ? req.live_stdout_fd : req.live_stderr_fd;
-        if (live >= 0) writeAll(live, data);
-        std::string& keep = out ? res.stdout_data : res.stderr_data;
-        if (keep.size() < cap) keep.append(data.substr(0, cap - keep.size()));
-      },
-      {req.stdin_fd, req.stdin_data}, deadline);
+  if (box.audit() != nullptr && req.audit) box.audit()->beginExecution(execution_id);
+  Result<ProgramOutcome> outcome = fail("no program ran");
+  auto exec_start = Clock::now();
+  if (pre) {
+    // The interpreter waits on stdin for one request (docs/plugins.md, "Prestart drivers");
+    // everything after it is the program's own stdin. Its time limit is kept here: the
+    // interpreter's execution has none while it waits in the pool.
+    nlohmann::json request = {{"code", nullptr}, {"path", nullptr}, {"args", req.args}};
+    if (program_path.empty())
+      request["code"] = req.code;
+    else
+      request["path"] = program_path;
+    std::string body = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    pre->run->write(std::to_string(body.size()) + "\n" + body, false);
+    Result<> fed;
+    if (req.stdin_fd >= 0 || req.has_stdin_data)
+      fed = pre->run->feed(input);
+    else
+      pre->run->write({}, true);
+    outcome = fed ? pre->run->wait(on_output, deadline, exec_start + limit)
+                  : Result<ProgramOutcome>(Unexpected(fed.error()));
+  } else {
+    std::vector<const char*> arg_ptrs;
+    for (const auto& a : req.args) arg_ptrs.push_back(a.c_str());
+    arg_ptrs.push_back(nullptr);
+    airlock_code_request_v1 code_req{};
+    code_req.struct_size = sizeof code_req;
+    code_req.args = arg_ptrs.data();
+    if (program_path.empty()) {
+      code_req.source = AIRLOCK_CODE_INLINE;
+      code_req.code = {req.code.data(), req.code.size()};
+    } else {
+      code_req.source = AIRLOCK_CODE_FILE;
+      code_req.path = program_path.c_str();
+    }
+    auto command = (*lang)->build(code_req);
+    if (!command) return error(Status::kError, command.error().message());
+    protocol::Exec exec;
+    exec.argv = command->argv;
+    exec.env = executionEnvironment(command->env, profile.env, req.env);
+    exec.cwd = kWorkspace;
+    exec.timeout_ms = uint64_t{profile.limits.timeout_s} * 1000;
+    exec.stdout_cap = exec.stderr_cap = cap;
+    exec.stdin_pipe = req.stdin_fd >= 0 || req.has_stdin_data;
+    outcome = sandbox::runProgram(conn, exec, on_output, input, deadline);
+  }
+  const double exec_ms = msSince(exec_start);
   std::optional<audit::AuditSummary> summary;
-  if (box.audit() != nullptr) {
+  if (box.audit() != nullptr && req.audit) {
     auto ended = box.audit()->endExecution();
     if (!ended) return error(Status::kError, ended.error().message());
     summary = std::move(*ended);
@@ -323,11 +382,12 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   res.stderr_truncated = x.stderr_truncated;
   res.stdout_bytes = x.stdout_bytes;
   res.stderr_bytes = x.stderr_bytes;
-  res.exec_ms = static_cast<double>(x.wall_us) / 1000.0;
+  // A pre-started interpreter's own clock started in the pool: the program's time is ours.
+  res.exec_ms = pre ? exec_ms : static_cast<double>(x.wall_us) / 1000.0;
   res.user_us = x.user_us;
   res.sys_us = x.sys_us;
   res.max_rss_kb = x.max_rss_kb;
-  if (x.timed_out) {
+  if (x.timed_out || outcome->killed_at_limit) {
     res.status = Status::kTimeout;
     res.message = "the execution exceeded its time limit of " +
                   std::to_string(profile.limits.timeout_s) + " s and was killed";
@@ -353,6 +413,10 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     res.message = "audit: " + summary->firstDenial();
   }
 
+  // A file larger than this is not copied out (the agent refuses it): the caller's cap when it
+  // keeps files in memory (POST /v1/runs), else the workspace's size.
+  const uint64_t out_limit =
+      req.file_out_limit != 0 ? req.file_out_limit : profile.limits.workspace_mb << 20;
   for (const auto& f : req.files_out) {
     FileOutcome fo{f.sandbox, f.local, 0, {}};
     auto src = normalizePath(f.sandbox, "sandbox path", Relative::kInWorkspace);
@@ -363,7 +427,7 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
       UniqueFd fd(open(f.local.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
       std::string write_error;
       SResult<> n = fd ? files::read(
-                             conn, *src, profile.limits.workspace_mb << 20, [](uint64_t) {},
+                             conn, *src, out_limit, [](uint64_t) {},
                              [&](std::string_view chunk) {
                                for (size_t off = 0; off < chunk.size();) {
                                  ssize_t w =

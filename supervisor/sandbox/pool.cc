@@ -23,22 +23,35 @@ size_t Manager::warmCount() {
   return n;
 }
 
-// Keeps every profile's pool at its pool_size, one sandbox at a time, within the host's
-// max_sandboxes. A failure backs off instead of spinning.
+// Keeps every profile's pools at their pool_size, one sandbox at a time, within the host's
+// max_sandboxes: first the warm sandboxes for creates, then, with lifetime.prestart, the
+// pre-started interpreters of each of its languages. A failure backs off instead of spinning.
 void Manager::poolLoop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
+    std::shared_ptr<const policy::Policy> pol = policy_;  // a reload must not free `want`
     const policy::Profile* want = nullptr;
+    std::string want_language;  // empty: a warm sandbox
     if (!draining_) {
       size_t live = sandboxes_.size() + static_cast<size_t>(reserved_);
       for (const auto& [name, q] : pool_) live += q.size();
-      for (const auto& [name, profile] : policy_->profiles) {
-        if (profile.lifetime.pool_size == 0) continue;
-        if (pool_[name].size() < profile.lifetime.pool_size &&
-            live < policy_->server.max_sandboxes) {
+      for (const auto& [key, q] : prestarted_) live += q.size();
+      for (const auto& [name, profile] : pol->profiles) {
+        if (profile.lifetime.pool_size == 0 || live >= pol->server.max_sandboxes) continue;
+        if (pool_[name].size() < profile.lifetime.pool_size) {
           want = &profile;
           break;
         }
+        if (!profile.lifetime.prestart) continue;
+        for (const auto& l : profile.languages) {
+          if (cannot_prestart_.count(l) != 0) continue;
+          if (prestarted_[{name, l}].size() < profile.lifetime.pool_size) {
+            want = &profile;
+            want_language = l;
+            break;
+          }
+        }
+        if (want != nullptr) break;
       }
     }
     if (want == nullptr) {
@@ -46,21 +59,43 @@ void Manager::poolLoop() {
       continue;
     }
     lock.unlock();
-    auto s = startBox(*want);
+    std::shared_ptr<LiveSandbox> warm;
+    std::shared_ptr<Prestarted> pre;
+    std::string failure;
+    if (want_language.empty()) {
+      auto s = startBox(*want);
+      if (s)
+        warm = *s;
+      else
+        failure = s.error().message;
+    } else {
+      auto p = startPrestarted(*want, want_language);
+      if (p)
+        pre = *p;
+      else
+        failure = p.error().message;
+    }
     lock.lock();
-    if (!s) {
-      std::fprintf(stderr, "airlock: warm pool of '%s': %s\n", want->name.c_str(),
-                   s.error().message.c_str());
+    if (!failure.empty() && cannot_prestart_.count(want_language) != 0) continue;  // shell
+    if (!failure.empty()) {
+      std::fprintf(stderr, "airlock: %s pool of '%s': %s\n",
+                   want_language.empty() ? "warm" : want_language.c_str(), want->name.c_str(),
+                   failure.c_str());
       pool_cv_.wait_for(lock, std::chrono::seconds(5));
       continue;
     }
-    if (stopping_ || draining_) {
+    if (stopping_ || draining_ || pol != policy_) {  // or made under a policy since replaced
       lock.unlock();
-      destroyLive(*s, "shutdown");
+      if (pre) pre->run.reset();
+      destroyLive(warm ? warm : pre->live, "shutdown");
       lock.lock();
       continue;
     }
-    pool_[want->name].push_back(*s);
+    if (warm) {
+      pool_[want->name].push_back(warm);
+    } else {
+      prestarted_[{want->name, want_language}].push_back(pre);
+    }
   }
 }
 

@@ -188,7 +188,14 @@ SResult<std::vector<FileEntry>> list(AgentConnection& conn, const std::string& p
     auto m = proto::decodeFileEntries(f->payload);
     if (f->header.type != proto::MsgType::kFileEntries || !m)
       return serviceError(ErrorCode::kInternal, "agent sent a malformed listing of " + path);
-    for (const auto& e : m->entries) out.push_back(toEntry(e));
+    for (const auto& e : m->entries) {
+      // A listing names entries of the directory asked for, nothing else (hostile agent).
+      if (e.name.empty() || e.name.find('/') != std::string::npos || e.name == "." ||
+          e.name == "..")
+        return serviceError(ErrorCode::kInternal, "agent protocol violation: listing of " + path +
+                                                      " names '" + e.name + "', not a plain name");
+      out.push_back(toEntry(e));
+    }
     if (out.size() > max_entries)
       return serviceError(ErrorCode::kPayloadTooLarge,
                           "more than " + std::to_string(max_entries) + " entries in " + path);

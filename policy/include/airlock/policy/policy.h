@@ -37,6 +37,12 @@ struct Lifetime {
   uint32_t lifetime_s = 3600;        // hard lifetime of a sandbox from its creation, seconds
   uint32_t max_lifetime_s = 86400;   // largest lifetime_s a request may ask for, seconds
   uint32_t pool_size = 0;            // warm sandboxes kept ready for this profile
+  // Also keep pool_size single-use sandboxes per language of the profile that can (python,
+  // node) with the interpreter already running and waiting for its one-shot program.
+  bool prestart = false;
+  // Modules the pre-started interpreters import before their program arrives ("pandas",
+  // "matplotlib.pyplot"); a name a language cannot import is skipped by it.
+  std::vector<std::string> preload;
 
   // The keep-alive a sandbox gets: `requested`, or keep_alive_s when absent. Errors (for an API
   // 400) name the request field: "keep_alive_s = 7200: above this profile's maximum of 3600 s".
