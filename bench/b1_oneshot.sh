@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# B1 one-shot (docs: /work/shared/design/PERFORMANCE.md, bench/README.md): `airlock run` of
+# B1 one-shot (docs/performance.md, bench/README.md): `airlock run` of
 # print(1) / console.log(1) / true, cold (a new sandbox per run), default policy, measured side by
 # side with the bare interpreter, bwrap --unshare-all, runsc do and firejail in the same run.
 # "bwrap+pid1" is bwrap with a minimal static PID 1 (bench/floor/min_pid1.cc) in front of the
@@ -609,7 +609,7 @@ for lang in langs:
 
 failed = []
 if warm:
-    # PERFORMANCE.md's targets for B1 warm; a miss is a result, not an error.
+    # docs/performance.md's targets for B1 warm; a miss is a result, not an error.
     print()
     for lang, target in (("python", 0.5), ("pandas", 0.3)):
         rec = next((r for r in out if (r["language"], r["runner"]) == (lang, "airlock-warm")),

@@ -1,4 +1,4 @@
-// B6: what eBPF auditing costs a syscall-heavy Python workload (PERFORMANCE.md).
+// B6: what eBPF auditing costs a syscall-heavy Python workload (docs/performance.md).
 //
 // Runs bench/b6_workload.py in a cgroup v2 directory, round-robin in three modes, and prints
 // the median wall time of each:

@@ -1,4 +1,4 @@
-"""B6 workload: syscall-heavy Python with execs, connects and bytes (PERFORMANCE.md).
+"""B6 workload: syscall-heavy Python with execs, connects and bytes (docs/performance.md).
 
 Usage: b6_workload.py ITERATIONS EXECS CONNECTS
   ITERATIONS  rounds of stat + open + read + close on one file (4 syscalls each)

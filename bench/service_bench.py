@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmarks B2, B3, B4, B5 and B8 of PERFORMANCE.md against a real `airlock serve`.
+"""Benchmarks B2, B3, B4, B5 and B8 of docs/performance.md against a real `airlock serve`.
 
 Starts its own supervisor on a private socket with a benchmark policy, drives it over HTTP on
 the Unix socket (stdlib only), prints one table per benchmark, and stops the supervisor (which

@@ -1,4 +1,4 @@
-// Floors for B4 (PERFORMANCE.md): how many "create an isolated process, run `true`, tear it
+// Floors for B4 (docs/performance.md): how many "create an isolated process, run `true`, tear it
 // down" cycles per second this host's kernel allows at all, measured side by side with bwrap's
 // loop. No sandbox that starts a process per cycle can beat the first row; none that puts a
 // PID 1 of its own in front of the program (as airlock-agent is) can beat the third.
