@@ -44,52 +44,9 @@ SResult<SandboxInfo> Manager::createSandbox(const Caller& caller, const SandboxS
   uint64_t memory = profile.limits.memory_mb;
 
   // Quotas and the name are checked and reserved under the lock; the slow start is outside it.
-  {
-    std::lock_guard lock(mu_);
-    if (draining_) return serviceError(ErrorCode::kUnavailable, "the supervisor is shutting down");
-    int live = 0;
-    uint64_t live_memory = 0;
-    for (const auto& [id, s] : sandboxes_) {
-      if (s->tenant != caller.tenant) continue;
-      ++live;
-      live_memory += s->profile.limits.memory_mb;
-      if (!spec.name.empty() && s->name == spec.name)
-        return serviceError(ErrorCode::kConflict,
-                            "a sandbox named '" + spec.name + "' already exists (" + s->id + ")");
-    }
-    live += reserved_by_tenant_[caller.tenant];
-    live_memory += reserved_memory_by_tenant_[caller.tenant];
-    // Warm sandboxes are not counted: policy validation keeps the pools within the maximum.
-    if (sandboxes_.size() + reserved_ >= pol.server.max_sandboxes) {
-      metrics_.reject("host_sandboxes");
-      return serviceError(ErrorCode::kTooManyRequests,
-                          "this host runs its maximum of " +
-                              std::to_string(pol.server.max_sandboxes) +
-                              " sandboxes (server.max_sandboxes)");
-    }
-    if (live >= static_cast<int64_t>((*tenant)->max_sandboxes)) {
-      metrics_.reject("tenant_sandboxes");
-      return serviceError(ErrorCode::kTooManyRequests,
-                          "tenant '" + caller.tenant + "' has its maximum of " +
-                              std::to_string((*tenant)->max_sandboxes) + " sandboxes");
-    }
-    if (live_memory + memory > (*tenant)->max_memory_mb) {
-      metrics_.reject("tenant_memory");
-      return serviceError(ErrorCode::kTooManyRequests,
-                          "tenant '" + caller.tenant + "' would use " +
-                              std::to_string(live_memory + memory) + " MiB of memory, over its " +
-                              std::to_string((*tenant)->max_memory_mb) + " MiB");
-    }
-    ++reserved_;
-    ++reserved_by_tenant_[caller.tenant];
-    reserved_memory_by_tenant_[caller.tenant] += memory;
-  }
-  auto unreserve = [&] {
-    std::lock_guard lock(mu_);
-    --reserved_;
-    --reserved_by_tenant_[caller.tenant];
-    reserved_memory_by_tenant_[caller.tenant] -= memory;
-  };
+  if (auto r = reserve(caller, pol, **tenant, memory, spec.name, false); !r)
+    return std::unexpected(r.error());
+  auto unreserve = [&] { this->unreserve(caller.tenant, memory, false); };
 
   // A persistent workspace is mounted when the sandbox starts: never from the warm pool.
   std::string image;
@@ -141,6 +98,56 @@ SResult<SandboxInfo> Manager::createSandbox(const Caller& caller, const SandboxS
   reaper_cv_.notify_all();
   if (warm) pool_cv_.notify_all();  // refill
   return infoOf(*s);
+}
+
+SResult<> Manager::reserve(const Caller& caller, const policy::Policy& pol,
+                           const policy::Tenant& tenant, uint64_t memory, const std::string& name,
+                           bool run) {
+  std::lock_guard lock(mu_);
+  if (draining_) return serviceError(ErrorCode::kUnavailable, "the supervisor is shutting down");
+  int64_t live = reserved_by_tenant_[caller.tenant];
+  uint64_t live_memory = reserved_memory_by_tenant_[caller.tenant];
+  for (const auto& [id, s] : sandboxes_) {
+    if (s->tenant != caller.tenant) continue;
+    ++live;
+    live_memory += s->profile.limits.memory_mb;
+    if (!name.empty() && s->name == name)
+      return serviceError(ErrorCode::kConflict,
+                          "a sandbox named '" + name + "' already exists (" + s->id + ")");
+  }
+  // Warm sandboxes are not counted: policy validation keeps the pools within the maximum.
+  if (sandboxes_.size() + reserved_ >= pol.server.max_sandboxes) {
+    metrics_.reject("host_sandboxes");
+    return serviceError(ErrorCode::kTooManyRequests, "this host runs its maximum of " +
+                                                         std::to_string(pol.server.max_sandboxes) +
+                                                         " sandboxes (server.max_sandboxes)");
+  }
+  if (live >= static_cast<int64_t>(tenant.max_sandboxes)) {
+    metrics_.reject("tenant_sandboxes");
+    return serviceError(ErrorCode::kTooManyRequests,
+                        "tenant '" + caller.tenant + "' has its maximum of " +
+                            std::to_string(tenant.max_sandboxes) + " sandboxes");
+  }
+  if (live_memory + memory > tenant.max_memory_mb) {
+    metrics_.reject("tenant_memory");
+    return serviceError(ErrorCode::kTooManyRequests,
+                        "tenant '" + caller.tenant + "' would use " +
+                            std::to_string(live_memory + memory) + " MiB of memory, over its " +
+                            std::to_string(tenant.max_memory_mb) + " MiB");
+  }
+  ++reserved_;
+  ++reserved_by_tenant_[caller.tenant];
+  reserved_memory_by_tenant_[caller.tenant] += memory;
+  if (run) ++metrics_.runs_running;
+  return {};
+}
+
+void Manager::unreserve(const std::string& tenant, uint64_t memory, bool run) {
+  std::lock_guard lock(mu_);
+  --reserved_;
+  --reserved_by_tenant_[tenant];
+  reserved_memory_by_tenant_[tenant] -= memory;
+  if (run) --metrics_.runs_running;
 }
 
 SResult<std::shared_ptr<LiveSandbox>> Manager::startBox(const policy::Profile& profile,

@@ -204,6 +204,13 @@ class Manager final : public Service {
   SResult<std::shared_ptr<LiveSandbox>> startBox(const policy::Profile& profile,
                                                  const std::string& workspace_image = {},
                                                  const std::string& tenant = {});
+  // Checks the host's and the tenant's quotas for one more sandbox of `memory` MiB and holds
+  // its place until unreserve() (a create until the sandbox is registered, a one-shot run until
+  // its sandbox is gone). A `name` must not name another sandbox of the tenant. `run`: the place
+  // is a one-shot run's (counted in the metrics as running, not starting).
+  SResult<> reserve(const Caller& caller, const policy::Policy& pol, const policy::Tenant& tenant,
+                    uint64_t memory, const std::string& name, bool run);
+  void unreserve(const std::string& tenant, uint64_t memory, bool run);
   std::shared_ptr<LiveSandbox> takeWarm(const std::string& profile);
   // A sandbox of the profile whose `language` interpreter already runs and waits for its
   // one-shot program (prestart.cc), started by the pool loop.

@@ -241,47 +241,10 @@ SResult<std::unique_ptr<EventStream>> Manager::runOneShot(const Caller& caller,
 
   // Quotas as for a sandbox create; the reservation holds until the sandbox is gone.
   const uint64_t memory = spec.memory_mb.value_or(limits.memory_mb);
-  {
-    std::lock_guard lock(mu_);
-    if (draining_) return serviceError(ErrorCode::kUnavailable, "the supervisor is shutting down");
-    int64_t live = reserved_by_tenant_[caller.tenant];
-    uint64_t live_memory = reserved_memory_by_tenant_[caller.tenant];
-    for (const auto& [id, s] : sandboxes_) {
-      if (s->tenant != caller.tenant) continue;
-      ++live;
-      live_memory += s->profile.limits.memory_mb;
-    }
-    if (sandboxes_.size() + reserved_ >= pol->server.max_sandboxes) {
-      metrics_.reject("host_sandboxes");
-      return serviceError(ErrorCode::kTooManyRequests,
-                          "this host runs its maximum of " +
-                              std::to_string(pol->server.max_sandboxes) +
-                              " sandboxes (server.max_sandboxes)");
-    }
-    if (live >= static_cast<int64_t>((*tenant)->max_sandboxes)) {
-      metrics_.reject("tenant_sandboxes");
-      return serviceError(ErrorCode::kTooManyRequests,
-                          "tenant '" + caller.tenant + "' has its maximum of " +
-                              std::to_string((*tenant)->max_sandboxes) + " sandboxes");
-    }
-    if (live_memory + memory > (*tenant)->max_memory_mb) {
-      metrics_.reject("tenant_memory");
-      return serviceError(ErrorCode::kTooManyRequests,
-                          "tenant '" + caller.tenant + "' would use " +
-                              std::to_string(live_memory + memory) + " MiB of memory, over its " +
-                              std::to_string((*tenant)->max_memory_mb) + " MiB");
-    }
-    ++reserved_;
-    ++reserved_by_tenant_[caller.tenant];
-    reserved_memory_by_tenant_[caller.tenant] += memory;
-    ++metrics_.runs_running;
-  }
+  if (auto r = reserve(caller, *pol, **tenant, memory, {}, true); !r)
+    return std::unexpected(r.error());
   auto unreserve = [this, tenant_name = caller.tenant, memory] {
-    std::lock_guard lock(mu_);
-    --reserved_;
-    --reserved_by_tenant_[tenant_name];
-    reserved_memory_by_tenant_[tenant_name] -= memory;
-    --metrics_.runs_running;
+    this->unreserve(tenant_name, memory, true);
   };
   auto internal = [&](const Error& e) {
     unreserve();
