@@ -133,6 +133,7 @@ Outcome spawn(const std::vector<std::string>& argv, const std::vector<std::strin
 struct Program {
   std::optional<std::string> code, path;
   std::vector<std::string> args;
+  bool fast_exit = false;  // the request's "fast_exit" (lifetime.fast_exit)
 };
 Program inlineCode(std::string code, std::vector<std::string> args = {}) {
   return {std::move(code), std::nullopt, std::move(args)};
@@ -146,6 +147,7 @@ std::string frame(const Program& p) {
   json r = {{"code", p.code ? json(*p.code) : json(nullptr)},
             {"path", p.path ? json(*p.path) : json(nullptr)},
             {"args", p.args}};
+  if (p.fast_exit) r["fast_exit"] = true;
   std::string body = r.dump();
   return std::to_string(body.size()) + "\n" + body;
 }
@@ -296,6 +298,45 @@ TEST_F(Prestart, PythonExitStatus) {
   EXPECT_EQ(expectSame("python", inlineCode("raise KeyboardInterrupt")).status, 128 + SIGINT);
   expectSame("python",
              inlineCode("import atexit\natexit.register(print, 'bye')\nprint('hi')\n1 / 0"));
+}
+
+// With fast_exit the interpreter ends as natively up to atexit and the stdio flush, then skips
+// the module teardown: every ending a program can choose looks the same.
+TEST_F(Prestart, PythonFastExitEndsAsTheInterpreterDoes) {
+  auto fast = [](std::string code) {
+    Program p = inlineCode(std::move(code));
+    p.fast_exit = true;
+    return p;
+  };
+  EXPECT_EQ(expectSame("python", fast("print(1)")).out, "1\n");
+  EXPECT_EQ(expectSame("python", fast("import sys\nprint('x')\nsys.exit(3)")).status, 3);
+  EXPECT_EQ(expectSame("python", fast("import sys\nsys.exit()")).status, 0);
+  EXPECT_EQ(expectSame("python", fast("raise SystemExit('a message')")).err, "a message\n");
+  // A code past C's long keeps the native ending (-1: status 255).
+  EXPECT_EQ(expectSame("python", fast("raise SystemExit(2 ** 70 + 3)")).status, 255);
+  EXPECT_EQ(expectSame("python", fast("raise KeyboardInterrupt")).status, 128 + SIGINT);
+  EXPECT_EQ(expectSame("python", fast("def f():\n    raise ValueError('v')\nf()")).status, 1);
+  expectSame("python", fast("x = ("));
+  expectSame("python", fast("import sys\nsys.stdout.write('no newline, buffered')"));
+  expectSame("python", fast("import atexit\natexit.register(print, 'bye')\nprint('hi')\n1 / 0"));
+  expectSame("python", fast("import threading, time\n"
+                            "def late():\n    time.sleep(0.2)\n    print('thread done')\n"
+                            "threading.Thread(target=late).start()\nprint('main done')"));
+  expectSame("python", fast("import sys\n"
+                            "def hook(t, v, tb):\n"
+                            "    print('hook', t.__name__, tb.tb_frame.f_code.co_filename,\n"
+                            "          tb.tb_next is None, sys.last_value)\n"
+                            "sys.excepthook = hook\n1 / 0"));
+  expectSame("python", fast("import sys\n"
+                            "def hook(t, v, tb):\n    raise RuntimeError('hook failed')\n"
+                            "sys.excepthook = hook\n1 / 0"));
+  expectSame("python", fast("import sys\ndel sys.excepthook\n1 / 0"));
+  // The one difference, which is why it is an opt-in: what only the teardown would finalize.
+  const std::string finalizer =
+      "class Noisy:\n    def __del__(self):\n        print('finalized')\nkept = Noisy()\n";
+  EXPECT_EQ(native("python", inlineCode(finalizer)).out, "finalized\n");
+  EXPECT_EQ(prestarted("python", fast(finalizer)).out, "");
+  EXPECT_EQ(prestarted("python", inlineCode(finalizer)).out, "finalized\n");
 }
 
 TEST_F(Prestart, PythonTracebacksAreTheInterpreters) {
