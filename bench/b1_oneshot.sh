@@ -418,8 +418,8 @@ class Serve:
                 pass
             time.sleep(0.05)
         found = self.gauges()
-        if found:  # python and node: pool_size pre-started interpreters each
-            self.gauge, self.target = sorted(found)[0], 2 * pool_size
+        if found:  # python and node, preloaded and plain: pool_size pre-started of each
+            self.gauge, self.target = sorted(found)[0], 4 * pool_size
         with open(self.conf, "w") as f:
             json.dump({"gauge": self.gauge, "target": self.target}, f)
         t0 = time.monotonic()
@@ -493,6 +493,7 @@ languages = ["python", "node", "shell"]
 pool_size = $pool_size
 prestart = true
 preload = ["pandas", "matplotlib.pyplot"]
+fast_exit = true
 EOF
   "${clean_env[@]}" "$airlock" serve --socket "$sock" --policy "$warm_policy" \
     >"$work/serve.log" 2>&1 &
@@ -505,7 +506,7 @@ EOF
     exit 1
   fi
   echo "warm: airlock serve (pid $serve_pid), pool_size $pool_size, prestart, preload pandas" \
-       "matplotlib.pyplot; pools full after $fill"
+       "matplotlib.pyplot, fast_exit; pools full after $fill"
 }
 
 echo "B1 one-shot: $runs runs per command after $warmup warm-up, $(nproc) CPUs, kernel $(uname -r)"

@@ -137,7 +137,8 @@ Check checkPythonAst(const ReviewPythonAst& a) {
                   nonEmptyEntries("review.python_ast.deny_calls", a.deny_calls),
                   nonEmptyEntries("review.python_ast.deny_attributes", a.deny_attributes),
                   range("review.python_ast.max_bytes", a.max_bytes, 1, kMaxScanBytes),
-                  range("review.python_ast.timeout_ms", a.timeout_ms, 100, kMaxTimeoutMs)}) {
+                  range("review.python_ast.timeout_ms", a.timeout_ms, 100, kMaxTimeoutMs),
+                  range("review.python_ast.pool_size", a.pool_size, 0, 1000)}) {
     if (c) return c;
   }
   return std::nullopt;

@@ -275,6 +275,10 @@ Check checkLifetime(const Lifetime& t) {
     return Problem{"lifetime.prestart",
                    "lifetime.prestart = true needs lifetime.pool_size > 0: it pre-starts "
                    "pool_size interpreters per language"};
+  if (t.fast_exit && !t.prestart)
+    return Problem{"lifetime.fast_exit",
+                   "lifetime.fast_exit = true needs lifetime.prestart = true: it is how a "
+                   "pre-started interpreter ends its program"};
   if (t.preload.size() > kMaxPreload)
     return Problem{"lifetime.preload", "lifetime.preload: " + std::to_string(t.preload.size()) +
                                            " modules, more than the " +
@@ -557,10 +561,17 @@ std::vector<Problem> checkPolicy(const Policy& policy) {
   // Warm sandboxes are live sandboxes on this host before any tenant claims them.
   uint64_t pooled = 0;
   for (const auto& [name, profile] : policy.profiles) {
-    if (profile.lifetime.pool_size == 0) continue;
-    // With prestart, each language of the profile may hold a pool of its own.
+    // With prestart, each language of the profile may hold a pool of its own, and with preload
+    // a second one whose interpreters skipped the imports (for programs that need none).
+    const uint64_t kinds = profile.lifetime.preload.empty() ? 1 : 2;
     pooled += profile.lifetime.pool_size *
-              (1 + (profile.lifetime.prestart ? profile.languages.size() : 0));
+              (1 + (profile.lifetime.prestart ? kinds * profile.languages.size() : 0));
+    // python_ast's checker interpreters.
+    const auto& chain = profile.review.chain;
+    if (std::find(chain.begin(), chain.end(), "python_ast") != chain.end() &&
+        std::find(profile.languages.begin(), profile.languages.end(), "python") !=
+            profile.languages.end())
+      pooled += profile.review.python_ast.pool_size;
     if (pooled > policy.server.max_sandboxes) {
       out.push_back({"profiles." + name + ".lifetime.pool_size",
                      "profile " + q(name) + ": lifetime.pool_size: the profiles' pools add up to " +

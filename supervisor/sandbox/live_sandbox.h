@@ -71,12 +71,26 @@ struct LiveSandbox {
   int next_context = 1;
 };
 
+// The pools of pre-started interpreters a profile may keep, per language.
+enum class PrestartKind {
+  kPlain,      // lifetime.prestart: nothing imported
+  kPreloaded,  // lifetime.prestart with lifetime.preload: those modules imported
+  kChecker,    // python_ast's checker (review.python_ast.pool_size): what the checker imports
+};
+
 // A single-use sandbox from a pool whose interpreter already runs the language's prestart
 // driver (docs/plugins.md, "Prestart drivers"), waiting on its stdin for one program.
 struct Prestarted {
   std::shared_ptr<LiveSandbox> live;
   std::string language;
+  PrestartKind kind = PrestartKind::kPlain;
   std::unique_ptr<ProgramRun> run;  // the interpreter's execution, started with the sandbox
 };
+
+// Whether a program wants an interpreter that imported `preload`: its text names the top-level
+// package of one of them ("pandas" for "pandas.io", "@scope/pkg" for "@scope/pkg/sub") as a whole
+// word. A guess by text, only ever costing time: a program sent to the other kind of
+// interpreter imports what it needs itself.
+bool wantsPreload(std::string_view program, const std::vector<std::string>& preload);
 
 }  // namespace airlock::sandbox

@@ -15,11 +15,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <thread>
+#include <tuple>
 
 #include "airlock/policy/policy.h"
 #include "airlock/result.h"
@@ -62,6 +65,7 @@ struct ManagerOptions {
 
 struct LiveSandbox;
 struct Prestarted;
+enum class PrestartKind;
 
 class Manager final : public Service {
  public:
@@ -215,10 +219,16 @@ class Manager final : public Service {
   // A sandbox of the profile whose `language` interpreter already runs and waits for its
   // one-shot program (prestart.cc), started by the pool loop.
   SResult<std::shared_ptr<Prestarted>> startPrestarted(const policy::Profile& profile,
-                                                       const std::string& language);
-  // A waiting one of the pool, checked still alive; null when there is none.
+                                                       const std::string& language,
+                                                       PrestartKind kind);
+  // How many interpreters of each kind the pool loop keeps for the profile and language.
+  static size_t prestartTarget(const policy::Profile& profile, const std::string& language,
+                               PrestartKind kind);
+  // A waiting one of the pool, checked still alive, of the first of `kinds` that has one;
+  // null when none has.
   std::shared_ptr<Prestarted> takePrestarted(const std::string& profile,
-                                             const std::string& language);
+                                             const std::string& language,
+                                             std::initializer_list<PrestartKind> kinds);
   SResult<std::shared_ptr<plugin::Language>> language(const std::string& name);
   template <typename Op>
   auto fileOp(const Caller& caller, const std::string& sb, const std::string& path, Op&& op)
@@ -248,8 +258,9 @@ class Manager final : public Service {
   bool draining_ = false;
 
   std::map<std::string, std::deque<std::shared_ptr<LiveSandbox>>> pool_;  // by profile
-  // Pre-started interpreters by (profile, language), and languages that cannot pre-start.
-  std::map<std::pair<std::string, std::string>, std::deque<std::shared_ptr<Prestarted>>>
+  // Pre-started interpreters by (profile, language, kind), and languages that cannot pre-start.
+  std::map<std::tuple<std::string, std::string, PrestartKind>,
+           std::deque<std::shared_ptr<Prestarted>>>
       prestarted_;
   std::set<std::string> cannot_prestart_;
 

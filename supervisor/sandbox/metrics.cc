@@ -51,9 +51,19 @@ void Metrics::runEnded(const std::string& status) {
 std::string Manager::metricsText() {
   std::map<std::string, int> by_state;
   size_t contexts = 0, commands_running = 0, warm = 0;
+  std::string prestarted;
   {
     std::lock_guard lock(mu_);
     for (const auto& [p, q] : pool_) warm += q.size();
+    for (const auto& [key, q] : prestarted_) {
+      const auto& [profile, language, kind] = key;
+      const char* kind_name = kind == PrestartKind::kPlain       ? "plain"
+                              : kind == PrestartKind::kPreloaded ? "preloaded"
+                                                                 : "checker";
+      prestarted += "airlock_prestarted_interpreters{profile=\"" + profile + "\",language=\"" +
+                    language + "\",kind=\"" + kind_name + "\"} " + std::to_string(q.size()) +
+                    "\n";
+    }
     // A one-shot run holds a reservation for as long as its sandbox lives (run_service.cc).
     by_state["starting"] = reserved_ - static_cast<int>(metrics_.runs_running);
     by_state["running"] = static_cast<int>(metrics_.runs_running);
@@ -71,6 +81,11 @@ std::string Manager::metricsText() {
            "\n";
   out +=
       "# TYPE airlock_warm_sandboxes gauge\nairlock_warm_sandboxes " + std::to_string(warm) + "\n";
+  out +=
+      "# HELP airlock_prestarted_interpreters Single-use sandboxes whose interpreter waits for "
+      "its one-shot program, by profile, language and kind (plain, preloaded, checker).\n"
+      "# TYPE airlock_prestarted_interpreters gauge\n" +
+      prestarted;
   out += "# TYPE airlock_sandbox_creates_total counter\n";
   out += "airlock_sandbox_creates_total{path=\"warm\"} " +
          std::to_string(metrics_.warm_creates.load()) + "\n";

@@ -168,8 +168,22 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   // Served from a pre-started interpreter when the pool has one of this profile and language
   // and the request changes nothing it was started with (limits, environment).
   std::shared_ptr<Prestarted> pre;
-  if (options_.mode == ManagerOptions::Mode::kServe && !req.memory_mb && req.env.empty())
-    pre = takePrestarted(profile.name, res.language);
+  if (options_.mode == ManagerOptions::Mode::kServe && !req.memory_mb && req.env.empty()) {
+    // Which kind of interpreter the program wants is read off its text (prestart.cc); a file
+    // that cannot be read here fails its copy below, with the error that names it.
+    std::string text;
+    if (!req.inline_code && !profile.lifetime.preload.empty())
+      if (auto t = readProgram(req.script); t) text = std::move(*t);
+    const bool preload = wantsPreload(req.inline_code ? req.code : text, profile.lifetime.preload);
+    if (req.checker)
+      pre = takePrestarted(profile.name, res.language, {PrestartKind::kChecker});
+    else if (preload)
+      pre = takePrestarted(profile.name, res.language,
+                           {PrestartKind::kPreloaded, PrestartKind::kPlain});
+    else
+      pre = takePrestarted(profile.name, res.language,
+                           {PrestartKind::kPlain, PrestartKind::kPreloaded});
+  }
   std::unique_ptr<Sandbox> cold;
   std::shared_ptr<AgentConnection> cold_conn;
   if (pre == nullptr) {
@@ -313,6 +327,7 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     // everything after it is the program's own stdin. Its time limit is kept here: the
     // interpreter's execution has none while it waits in the pool.
     nlohmann::json request = {{"code", nullptr}, {"path", nullptr}, {"args", req.args}};
+    if (profile.lifetime.fast_exit || req.checker) request["fast_exit"] = true;
     if (program_path.empty())
       request["code"] = req.code;
     else

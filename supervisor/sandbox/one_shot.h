@@ -40,6 +40,9 @@ struct RunRequest {
   bool review = true;
   // false: no eBPF audit even when the profile asks (the reviewers' checker sandboxes).
   bool audit = true;
+  // A reviewer's checker program (review_runner.cc): `airlock serve` hands it to one of the
+  // profile's pre-started checker interpreters (review.python_ast.pool_size), ended fast.
+  bool checker = false;
 
   std::string profile;  // empty: the policy's default profile
   std::optional<uint32_t> timeout_s;

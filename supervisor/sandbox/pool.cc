@@ -24,32 +24,39 @@ size_t Manager::warmCount() {
 }
 
 // Keeps every profile's pools at their pool_size, one sandbox at a time, within the host's
-// max_sandboxes: first the warm sandboxes for creates, then, with lifetime.prestart, the
-// pre-started interpreters of each of its languages. A failure backs off instead of spinning.
+// max_sandboxes: first the warm sandboxes for creates, then the pre-started interpreters of each
+// of its languages (prestart.cc: checkers, plain, preloaded). A failure backs off instead of spinning.
 void Manager::poolLoop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     std::shared_ptr<const policy::Policy> pol = policy_;  // a reload must not free `want`
     const policy::Profile* want = nullptr;
     std::string want_language;  // empty: a warm sandbox
+    PrestartKind want_kind = PrestartKind::kPlain;
     if (!draining_) {
       size_t live = sandboxes_.size() + static_cast<size_t>(reserved_);
       for (const auto& [name, q] : pool_) live += q.size();
       for (const auto& [key, q] : prestarted_) live += q.size();
       for (const auto& [name, profile] : pol->profiles) {
-        if (profile.lifetime.pool_size == 0 || live >= pol->server.max_sandboxes) continue;
+        if (live >= pol->server.max_sandboxes) continue;
         if (pool_[name].size() < profile.lifetime.pool_size) {
           want = &profile;
           break;
         }
-        if (!profile.lifetime.prestart) continue;
-        for (const auto& l : profile.languages) {
-          if (cannot_prestart_.count(l) != 0) continue;
-          if (prestarted_[{name, l}].size() < profile.lifetime.pool_size) {
-            want = &profile;
-            want_language = l;
-            break;
+        // The checkers and plain interpreters first: they are ready in tens of milliseconds, the
+        // preloaded ones in seconds.
+        for (PrestartKind kind :
+             {PrestartKind::kChecker, PrestartKind::kPlain, PrestartKind::kPreloaded}) {
+          for (const auto& l : profile.languages) {
+            if (cannot_prestart_.count(l) != 0) continue;
+            if (prestarted_[{name, l, kind}].size() < prestartTarget(profile, l, kind)) {
+              want = &profile;
+              want_language = l;
+              want_kind = kind;
+              break;
+            }
           }
+          if (want != nullptr) break;
         }
         if (want != nullptr) break;
       }
@@ -69,7 +76,7 @@ void Manager::poolLoop() {
       else
         failure = s.error().message;
     } else {
-      auto p = startPrestarted(*want, want_language);
+      auto p = startPrestarted(*want, want_language, want_kind);
       if (p)
         pre = *p;
       else
@@ -94,7 +101,7 @@ void Manager::poolLoop() {
     if (warm) {
       pool_[want->name].push_back(warm);
     } else {
-      prestarted_[{want->name, want_language}].push_back(pre);
+      prestarted_[{want->name, want_language, want_kind}].push_back(pre);
     }
   }
 }

@@ -1,7 +1,14 @@
 // Pre-started interpreters: single-use sandboxes whose interpreter was started ahead of its
-// program, importing the profile's `preload` modules, and waits on stdin for exactly one
-// one-shot program (one_shot.cc sends it). Each runs one program and is destroyed after: no
-// state, memory or address-space layout is shared between programs (no fork from a zygote).
+// program and waits on stdin for exactly one one-shot program (one_shot.cc sends it). Each runs
+// one program and is destroyed after: no state, memory or address-space layout is shared between
+// programs (no fork from a zygote).
+//
+// A profile with `preload` keeps two kinds per language: interpreters that imported the modules
+// and interpreters that did not. A program naming none of them gets the lighter one: it starts
+// as fast, and its exit does not unmap a hundred megabytes of pandas and matplotlib. A profile
+// whose review chain has python_ast also keeps checker interpreters for it, whatever its
+// `prestart`: one that parsed hostile code never judges the next.
+#include <algorithm>
 #include <cstdio>
 
 #include "supervisor/sandbox/environment.h"
@@ -11,11 +18,74 @@
 
 namespace airlock::sandbox {
 
+namespace {
+
+bool identifierChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+         static_cast<unsigned char>(c) >= 0x80;
+}
+
+// "pandas" of "pandas.io.json", "@scope/pkg" of "@scope/pkg/sub", "lodash" of "lodash/fp".
+std::string_view topLevel(std::string_view module) {
+  size_t from = 0;
+  if (module.starts_with('@')) {
+    from = module.find('/');
+    if (from == std::string_view::npos) return module;
+    ++from;
+  }
+  return module.substr(0, module.find_first_of("./", from));
+}
+
+// What the python_ast checker (review/python_ast_check.py) imports.
+const std::vector<std::string> kCheckerPreload = {"ast", "json"};
+
+bool reviewsPythonAst(const policy::Profile& profile) {
+  const auto& chain = profile.review.chain;
+  return std::find(chain.begin(), chain.end(), "python_ast") != chain.end();
+}
+
+}  // namespace
+
+bool wantsPreload(std::string_view program, const std::vector<std::string>& preload) {
+  for (const auto& m : preload) {
+    std::string_view name = topLevel(m);
+    if (name.empty()) continue;
+    for (size_t at = program.find(name); at != std::string_view::npos;
+         at = program.find(name, at + 1)) {
+      size_t end = at + name.size();
+      if ((at == 0 || !identifierChar(program[at - 1])) &&
+          (end == program.size() || !identifierChar(program[end])))
+        return true;
+    }
+  }
+  return false;
+}
+
+size_t Manager::prestartTarget(const policy::Profile& profile, const std::string& language,
+                               PrestartKind kind) {
+  switch (kind) {
+    case PrestartKind::kPlain:
+      return profile.lifetime.prestart ? profile.lifetime.pool_size : 0;
+    case PrestartKind::kPreloaded:
+      return profile.lifetime.prestart && !profile.lifetime.preload.empty()
+                 ? profile.lifetime.pool_size
+                 : 0;
+    case PrestartKind::kChecker:
+      return language == "python" && reviewsPythonAst(profile)
+                 ? profile.review.python_ast.pool_size
+                 : 0;
+  }
+  return 0;
+}
+
 SResult<std::shared_ptr<Prestarted>> Manager::startPrestarted(const policy::Profile& profile,
-                                                              const std::string& language) {
+                                                              const std::string& language,
+                                                              PrestartKind kind) {
   auto lang = this->language(language);
   if (!lang) return std::unexpected(lang.error());
-  auto command = (*lang)->buildPrestart(profile.lifetime.preload);
+  auto command = (*lang)->buildPrestart(kind == PrestartKind::kPreloaded ? profile.lifetime.preload
+                                        : kind == PrestartKind::kChecker ? kCheckerPreload
+                                                                         : std::vector<std::string>{});
   if (!command) {
     int e = command.error().errnum();
     if (e == ENOTSUP || e == EINVAL) {  // shell, or a plugin older than ABI 1.4: never again
@@ -43,20 +113,26 @@ SResult<std::shared_ptr<Prestarted>> Manager::startPrestarted(const policy::Prof
   auto p = std::make_shared<Prestarted>();
   p->live = std::move(*live);
   p->language = (*lang)->name();
+  p->kind = kind;
   p->run = std::move(*run);
   return p;
 }
 
 std::shared_ptr<Prestarted> Manager::takePrestarted(const std::string& profile,
-                                                    const std::string& language) {
+                                                    const std::string& language,
+                                                    std::initializer_list<PrestartKind> kinds) {
   for (;;) {
     std::shared_ptr<Prestarted> p;
     {
       std::lock_guard lock(mu_);
-      auto it = prestarted_.find({profile, language});
-      if (it == prestarted_.end() || it->second.empty()) return nullptr;
-      p = it->second.front();
-      it->second.pop_front();
+      for (PrestartKind kind : kinds) {
+        auto it = prestarted_.find({profile, language, kind});
+        if (it == prestarted_.end() || it->second.empty()) continue;
+        p = it->second.front();
+        it->second.pop_front();
+        break;
+      }
+      if (p == nullptr) return nullptr;
     }
     pool_cv_.notify_all();  // refill
     // Anything it said while waiting (nothing, normally) is dropped; one that ended in the pool

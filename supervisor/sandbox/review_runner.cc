@@ -12,6 +12,7 @@ Result<review::SandboxJobResult> ReviewSandboxRunner::run(const review::SandboxJ
   req.profile = profile_;
   req.review = false;
   req.audit = false;
+  req.checker = true;
   req.stdin_data = job.stdin_data;
   req.has_stdin_data = true;
   req.timeout_s = static_cast<uint32_t>((job.timeout.count() + 999) / 1000);

@@ -25,6 +25,9 @@ prestart = true
 preload = ["json", "no_such_module_anywhere"]
 )";
 
+// pool_size = 1 for each of python and node, each with and without the preload.
+constexpr size_t kFull = 4;
+
 class PrestartPool : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -70,7 +73,7 @@ class PrestartPool : public ::testing::Test {
   }
   // The same request cold and from the pool: what the program could observe must match.
   std::pair<RunResult, RunResult> sideBySide(const RunRequest& req) {
-    EXPECT_TRUE(waitForPool(2)) << "python and node interpreters were not pre-started";
+    EXPECT_TRUE(waitForPool(kFull)) << "python and node interpreters were not pre-started";
     RunResult warm = run(*served_, req);
     RunResult cold = run(*cold_, req);
     EXPECT_EQ(warm.create_ms, 0) << "served cold, not from the pool";
@@ -94,9 +97,62 @@ class PrestartPool : public ::testing::Test {
 };
 
 TEST_F(PrestartPool, ThePoolHoldsAnInterpreterPerLanguageButNotShell) {
-  ASSERT_TRUE(waitForPool(2));
+  ASSERT_TRUE(waitForPool(kFull));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(served_->prestartedCount(), 2u) << "pool_size = 1 for each of python and node";
+  EXPECT_EQ(served_->prestartedCount(), kFull)
+      << "pool_size = 1 for each of python and node, preloaded and plain";
+}
+
+TEST_F(PrestartPool, ProgramsNamingAPreloadedModuleGetAPreloadedInterpreter) {
+  // The probe: which json modules the interpreter had imported before the program's own
+  // import. Natively (cold) none.
+  const std::string probe =
+      "import sys\n"
+      "print(sorted(m for m in sys.modules if m.startswith('js')))\n";
+  ASSERT_TRUE(waitForPool(kFull));
+  auto plain = run(*served_, python(probe));
+  EXPECT_EQ(plain.create_ms, 0);
+  EXPECT_EQ(plain.stdout_data, "[]\n") << "a program naming no preloaded module got a preloaded "
+                                          "interpreter";
+  ASSERT_TRUE(waitForPool(kFull));
+  auto preloaded = run(*served_, python(probe + "import json  # names it\n"));
+  EXPECT_EQ(preloaded.create_ms, 0);
+  EXPECT_THAT(preloaded.stdout_data, HasSubstr("'json'"))
+      << "a program naming json got an interpreter without the preload";
+  auto cold = run(*cold_, python(probe + "import json\n"));
+  EXPECT_EQ(cold.stdout_data, "[]\n") << "the probe must tell the kinds apart";
+}
+
+TEST_F(PrestartPool, FastExitSkipsOnlyTheModuleTeardown) {
+  auto pol = policy::parse(std::string(kPolicy) + "fast_exit = true\n", "fast.toml");
+  ASSERT_TRUE(pol) << pol.error().message();
+  served_.reset();  // one serving manager at a time: the pools share max_sandboxes
+  served_ = startManager(*pol, ManagerOptions::Mode::kServe);
+  ASSERT_NE(served_, nullptr);
+  // Threads are joined, atexit handlers run, buffered output is flushed and the status kept...
+  auto same = python(
+      "import atexit, sys, threading, time\n"
+      "atexit.register(lambda: print('atexit ran'))\n"
+      "threading.Thread(target=lambda: (time.sleep(0.2), print('thread done'))).start()\n"
+      "sys.stdout.write('unflushed')\n"
+      "sys.exit(7)\n");
+  auto [warm, cold] = sideBySide(same);
+  EXPECT_EQ(warm.exit_code, 7);
+  EXPECT_EQ(warm.stdout_data, "unflushedthread done\natexit ran\n");
+  sideBySide(python("raise ValueError('the traceback is the interpreter\\'s')"));
+  // ...but a finalizer that only the module teardown would run does not: the one difference.
+  auto finalizer = python(
+      "class Noisy:\n"
+      "    def __del__(self):\n"
+      "        print('finalized at shutdown')\n"
+      "kept = Noisy()\n");
+  ASSERT_TRUE(waitForPool(kFull));
+  auto fast = run(*served_, finalizer);
+  auto native = run(*cold_, finalizer);
+  EXPECT_EQ(fast.create_ms, 0);
+  EXPECT_EQ(native.stdout_data, "finalized at shutdown\n") << "the probe must see a finalizer";
+  EXPECT_EQ(fast.stdout_data, "") << "fast_exit did not reach the interpreter";
+  EXPECT_EQ(fast.exit_code, 0);
 }
 
 TEST_F(PrestartPool, ProgramsSeeWhatACleanInterpreterShows) {
@@ -128,10 +184,10 @@ TEST_F(PrestartPool, ExitCodesTracebacksAndStdinMatch) {
 }
 
 TEST_F(PrestartPool, EachInterpreterRunsOneProgramOnly) {
-  ASSERT_TRUE(waitForPool(2));
+  ASSERT_TRUE(waitForPool(kFull));
   auto first =
       run(*served_, python("open('/tmp/mark', 'w').write('x'); import os; print(os.getpid())"));
-  ASSERT_TRUE(waitForPool(2)) << "the pool refills after a hand-out";
+  ASSERT_TRUE(waitForPool(kFull)) << "the pool refills after a hand-out";
   auto second = run(*served_, python("import os; print(os.path.exists('/tmp/mark'))"));
   EXPECT_EQ(first.create_ms, 0);
   EXPECT_EQ(second.create_ms, 0);
@@ -144,7 +200,7 @@ TEST_F(PrestartPool, EachInterpreterRunsOneProgramOnly) {
 }
 
 TEST_F(PrestartPool, TheTimeLimitCountsFromTheProgramNotThePool) {
-  ASSERT_TRUE(waitForPool(2));
+  ASSERT_TRUE(waitForPool(kFull));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // longer than the limit
   auto quick = python("print('in time')");
   quick.timeout_s = 1;
@@ -153,7 +209,7 @@ TEST_F(PrestartPool, TheTimeLimitCountsFromTheProgramNotThePool) {
   EXPECT_EQ(ok.create_ms, 0);
   auto spin = python("while True: pass");
   spin.timeout_s = 1;
-  ASSERT_TRUE(waitForPool(2));
+  ASSERT_TRUE(waitForPool(kFull));
   auto timed_out = run(*served_, spin);
   EXPECT_EQ(timed_out.status, Status::kTimeout) << timed_out.message;
   EXPECT_EQ(timed_out.processExitCode(), kExitTimeout);
@@ -161,7 +217,7 @@ TEST_F(PrestartPool, TheTimeLimitCountsFromTheProgramNotThePool) {
 }
 
 TEST_F(PrestartPool, RequestsThatChangeTheSandboxRunCold) {
-  ASSERT_TRUE(waitForPool(2));
+  ASSERT_TRUE(waitForPool(kFull));
   auto with_env = python("import os; print(os.environ['MODE'])");
   with_env.env = {{"MODE", "fast"}};
   auto r = run(*served_, with_env);

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include "airlock/policy/policy.h"
 #include "supervisor/review/chain.h"
 #include "supervisor/review/python_ast_reviewer.h"
+#include "supervisor/sandbox/manager.h"
 #include "supervisor/sandbox/review_runner.h"
 #include "test_support.h"
 
@@ -130,6 +132,88 @@ TEST_F(PythonAst, ACheckerPastItsTimeoutFailsClosed) {
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
   EXPECT_EQ(o.verdict.decision, Decision::kDeny);
   EXPECT_EQ(o.verdict.rule, "timeout") << o.verdict.reason;
+}
+
+// Under `airlock serve` the checker runs in pre-started single-use sandboxes of the reviewed
+// profile (review.python_ast.pool_size): same verdicts, no sandbox start per check, and never
+// the same sandbox twice.
+class PooledChecker : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AIRLOCK_REQUIRE_ROOT();
+    before_ = snapshotHostResources();
+    auto pol = policy::parse(R"(schema = 1
+[profiles.default]
+languages = ["python"]
+[profiles.default.review]
+chain = ["python_ast"]
+[profiles.default.review.python_ast]
+pool_size = 2
+)",
+                             "checker.toml");
+    ASSERT_TRUE(pol) << pol.error().message();
+    sandbox::ManagerOptions o;
+    o.policy = *pol;
+    o.plugin_dir = pluginDir();
+    o.agent_path = agentBinary();
+    o.workspace_dir = workspaces_.path();
+    o.mode = sandbox::ManagerOptions::Mode::kServe;
+    auto m = sandbox::Manager::start(std::move(o));
+    ASSERT_TRUE(m) << m.error().message();
+    manager_ = std::move(*m);
+    runner_ = std::make_shared<sandbox::ReviewSandboxRunner>(*manager_, "default");
+  }
+  void TearDown() override {
+    if (IsSkipped()) return;
+    runner_.reset();
+    manager_.reset();
+    EXPECT_EQ(snapshotHostResources(), before_) << "a checker sandbox left something behind";
+  }
+  bool poolFull() {
+    auto until = Clock::now() + std::chrono::seconds(60);
+    while (Clock::now() < until) {
+      if (manager_->prestartedCount() >= 2) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  TempDir workspaces_;
+  HostResources before_;
+  std::unique_ptr<sandbox::Manager> manager_;
+  std::shared_ptr<sandbox::ReviewSandboxRunner> runner_;
+};
+
+TEST_F(PooledChecker, VerdictsComeFromPreStartedSandboxesUsedOnce) {
+  ASSERT_TRUE(poolFull()) << "no checker interpreters were pre-started";
+  PythonAstReviewer reviewer({}, runner_);
+  auto denied = reviewer.review(Subject::code("python", "import os as o\no.system('id')"));
+  ASSERT_TRUE(denied.has_value()) << denied.error().message();
+  EXPECT_EQ(denied->decision, Decision::kDeny);
+  EXPECT_EQ(denied->rule, "call");
+  ASSERT_TRUE(poolFull());
+  auto allowed = reviewer.review(Subject::code("python", "import json\nprint(json.dumps(1))"));
+  ASSERT_TRUE(allowed.has_value()) << allowed.error().message();
+  EXPECT_TRUE(allowed->allowed()) << allowed->rule << ": " << allowed->reason;
+
+  // What the runner does, seen from the manager: a checker request is served without a
+  // sandbox start, by a sandbox that is then gone.
+  ASSERT_TRUE(poolFull());
+  sandbox::RunRequest req;
+  req.language = "python";
+  req.code = "import sys; print('ast' in sys.modules, sys.stdin.read())";
+  req.stdin_data = "judged";
+  req.has_stdin_data = true;
+  req.review = false;
+  req.audit = false;
+  req.checker = true;
+  auto first = manager_->runProgram(req);
+  ASSERT_TRUE(poolFull());
+  auto second = manager_->runProgram(req);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->create_ms, 0) << "a checker sandbox was started for the check";
+  EXPECT_EQ(first->stdout_data, "True judged\n");
+  EXPECT_NE(first->sandbox_id, second->sandbox_id) << "a checker sandbox judged twice";
+  EXPECT_EQ(manager_->sandboxCount(), 0u);
 }
 
 }  // namespace

@@ -43,6 +43,10 @@ struct Lifetime {
   // Modules the pre-started interpreters import before their program arrives ("pandas",
   // "matplotlib.pyplot"); a name a language cannot import is skipped by it.
   std::vector<std::string> preload;
+  // A pre-started Python interpreter ends its program as the interpreter does up to atexit and
+  // the stdio flush, then exits without tearing its modules down (finalizers that only that
+  // teardown would run do not run, hence an opt-in).
+  bool fast_exit = false;
 
   // The keep-alive a sandbox gets: `requested`, or keep_alive_s when absent. Errors (for an API
   // 400) name the request field: "keep_alive_s = 7200: above this profile's maximum of 3600 s".

@@ -63,6 +63,9 @@ struct ReviewPythonAst {
                                               "__loader__",     "__dict__"};
   uint64_t max_bytes = 1 << 20;  // larger code is not parsed and fails the reviewer, bytes
   uint32_t timeout_ms = 10000;   // for the whole check, sandbox start included, milliseconds
+  // Single-use checker sandboxes `airlock serve` keeps started, their interpreter waiting for
+  // the code to judge; 0: each check starts its sandbox.
+  uint32_t pool_size = 2;
 };
 
 struct ReviewShell {
