@@ -61,8 +61,7 @@ std::string Manager::metricsText() {
                               : kind == PrestartKind::kPreloaded ? "preloaded"
                                                                  : "checker";
       prestarted += "airlock_prestarted_interpreters{profile=\"" + profile + "\",language=\"" +
-                    language + "\",kind=\"" + kind_name + "\"} " + std::to_string(q.size()) +
-                    "\n";
+                    language + "\",kind=\"" + kind_name + "\"} " + std::to_string(q.size()) + "\n";
     }
     // A one-shot run holds a reservation for as long as its sandbox lives (run_service.cc).
     by_state["starting"] = reserved_ - static_cast<int>(metrics_.runs_running);

@@ -25,7 +25,8 @@ size_t Manager::warmCount() {
 
 // Keeps every profile's pools at their pool_size, one sandbox at a time, within the host's
 // max_sandboxes: first the warm sandboxes for creates, then the pre-started interpreters of each
-// of its languages (prestart.cc: checkers, plain, preloaded). A failure backs off instead of spinning.
+// of its languages (prestart.cc: checkers, plain, preloaded). A failure backs off instead of
+// spinning.
 void Manager::poolLoop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {

@@ -71,9 +71,8 @@ size_t Manager::prestartTarget(const policy::Profile& profile, const std::string
                  ? profile.lifetime.pool_size
                  : 0;
     case PrestartKind::kChecker:
-      return language == "python" && reviewsPythonAst(profile)
-                 ? profile.review.python_ast.pool_size
-                 : 0;
+      return language == "python" && reviewsPythonAst(profile) ? profile.review.python_ast.pool_size
+                                                               : 0;
   }
   return 0;
 }
@@ -83,9 +82,10 @@ SResult<std::shared_ptr<Prestarted>> Manager::startPrestarted(const policy::Prof
                                                               PrestartKind kind) {
   auto lang = this->language(language);
   if (!lang) return std::unexpected(lang.error());
-  auto command = (*lang)->buildPrestart(kind == PrestartKind::kPreloaded ? profile.lifetime.preload
-                                        : kind == PrestartKind::kChecker ? kCheckerPreload
-                                                                         : std::vector<std::string>{});
+  auto command =
+      (*lang)->buildPrestart(kind == PrestartKind::kPreloaded ? profile.lifetime.preload
+                             : kind == PrestartKind::kChecker ? kCheckerPreload
+                                                              : std::vector<std::string>{});
   if (!command) {
     int e = command.error().errnum();
     if (e == ENOTSUP || e == EINVAL) {  // shell, or a plugin older than ABI 1.4: never again
