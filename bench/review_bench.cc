@@ -152,8 +152,9 @@ int main(int argc, char** argv) {
     row("[python_ast] (one-shot sandbox)", ast_n, measure(*ast, code, ast_n), base.p50);
 
     // As `airlock serve` reviews: a serving manager whose profile keeps 2 pre-started checker
-    // sandboxes. Before each check (untimed) the pool is full again, as when reviews come no
-    // faster than it refills (a sandbox and a Python start, ~50 ms).
+    // sandboxes. Before each check (untimed) the pool is full again and its newest interpreter
+    // done importing (a pool entry exists from the interpreter's exec on; its start and imports
+    // take ~30 ms more), as when reviews come no faster than the pool refills.
     auto pol = airlock::policy::parse(
         "schema = 1\n[profiles.default]\nlanguages = [\"python\"]\n"
         "[profiles.default.review]\nchain = [\"python_ast\"]\n"
@@ -177,6 +178,7 @@ int main(int argc, char** argv) {
       auto until = Clock::now() + std::chrono::seconds(30);
       while ((*manager)->prestartedCount() < 2 && Clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
     };
     const int pooled_n = std::max(1, std::min(n, 50));
     Stats s_pooled = measure(*pooled, code, pooled_n, refilled);

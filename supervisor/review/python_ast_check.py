@@ -1,15 +1,39 @@
 # The python_ast reviewer's checker. Runs inside a throwaway airlock sandbox, never on the host.
 # Reads {"code", "deny_imports", "deny_calls", "deny_attributes"} as JSON on stdin and prints one
 # verdict {"verdict", "rule", "reason"} as JSON on stdout. Iterative walks only, so deep nesting
-# cannot exhaust the checker's own stack.
+# cannot exhaust the checker's own stack. Under `airlock serve` it is started ahead in a pool and
+# blocks on stdin: everything before main()'s read costs nothing at check time.
 import ast
 import json
+import os
 import sys
+
+AST = ast.AST
+
+
+def nodes_of(tree):
+    """Every node of the tree, breadth first as ast.walk, without its generators (3x faster)."""
+    out = [tree]
+    i = 0
+    while i < len(out):
+        node = out[i]
+        i += 1
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, AST):
+                out.append(value)
+            elif type(value) is list:
+                for item in value:
+                    if isinstance(item, AST):
+                        out.append(item)
+    return out
 
 
 def answer(verdict, rule="", reason=""):
     sys.stdout.write(json.dumps({"verdict": verdict, "rule": rule, "reason": reason}) + "\n")
-    sys.exit(0)
+    sys.stdout.flush()
+    # Nothing to finalize: skipping the interpreter's teardown saves ~4 ms per check.
+    os._exit(0)
 
 
 def main():
@@ -31,18 +55,17 @@ def main():
     def import_denied(module):
         return any(module == d or module.startswith(d + ".") for d in deny_imports)
 
+    exact = frozenset(d for d in deny_calls if not d.endswith("*"))
+    prefixes = tuple(d[:-1] for d in deny_calls if d.endswith("*"))
+
     def call_denied(name):
         if name.startswith("builtins."):
             name = name[len("builtins."):]
-        for d in deny_calls:
-            if d.endswith("*") and name.startswith(d[:-1]):
-                return True
-            if name == d:
-                return True
-        return False
+        return name in exact or name.startswith(prefixes)
 
+    nodes = nodes_of(tree)
     aliases = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if import_denied(a.name):
@@ -74,7 +97,7 @@ def main():
         parts.append(aliases.get(node.id, node.id))
         return ".".join(reversed(parts))
 
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Attribute) and node.attr in deny_attributes:
             answer("deny", "attribute", "uses the attribute %s, which this profile denies" % node.attr)
         if isinstance(node, ast.Name) and node.id in deny_attributes:

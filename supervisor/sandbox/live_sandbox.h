@@ -75,7 +75,7 @@ struct LiveSandbox {
 enum class PrestartKind {
   kPlain,      // lifetime.prestart: nothing imported
   kPreloaded,  // lifetime.prestart with lifetime.preload: those modules imported
-  kChecker,    // python_ast's checker (review.python_ast.pool_size): what the checker imports
+  kChecker,    // python_ast's checker program itself (review.python_ast.pool_size), reading stdin
 };
 
 // A single-use sandbox from a pool whose interpreter already runs the language's prestart

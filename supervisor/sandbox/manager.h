@@ -221,6 +221,11 @@ class Manager final : public Service {
   SResult<std::shared_ptr<Prestarted>> startPrestarted(const policy::Profile& profile,
                                                        const std::string& language,
                                                        PrestartKind kind);
+  // The sandbox and its interpreter running `command`, waiting on stdin.
+  SResult<std::shared_ptr<Prestarted>> startWaiting(const policy::Profile& profile,
+                                                    const plugin::Language& lang,
+                                                    const plugin::Language::Command& command,
+                                                    PrestartKind kind);
   // How many interpreters of each kind the pool loop keeps for the profile and language.
   static size_t prestartTarget(const policy::Profile& profile, const std::string& language,
                                PrestartKind kind);

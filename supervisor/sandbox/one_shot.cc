@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "supervisor/audit/engine.h"
+#include "supervisor/review/python_ast_reviewer.h"
 #include "supervisor/sandbox/agent/file_ops.h"
 #include "supervisor/sandbox/agent/program.h"
 #include "supervisor/sandbox/environment.h"
@@ -175,8 +176,10 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     if (!req.inline_code && !profile.lifetime.preload.empty())
       if (auto t = readProgram(req.script); t) text = std::move(*t);
     const bool preload = wantsPreload(req.inline_code ? req.code : text, profile.lifetime.preload);
-    if (req.checker)
+    if (req.checker && req.inline_code && req.code == review::PythonAstReviewer::checkerScript())
       pre = takePrestarted(profile.name, res.language, {PrestartKind::kChecker});
+    else if (req.checker)
+      pre = nullptr;  // a checker program no pool was started with
     else if (preload)
       pre = takePrestarted(profile.name, res.language,
                            {PrestartKind::kPreloaded, PrestartKind::kPlain});
@@ -322,7 +325,12 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   if (box.audit() != nullptr && req.audit) box.audit()->beginExecution(execution_id);
   Result<ProgramOutcome> outcome = fail("no program ran");
   auto exec_start = Clock::now();
-  if (pre) {
+  if (pre && pre->kind == PrestartKind::kChecker) {
+    // The checker program itself waits on stdin, which is all its request.
+    Result<> fed = pre->run->feed(input);
+    outcome = fed ? pre->run->wait(on_output, deadline, exec_start + limit)
+                  : Result<ProgramOutcome>(Unexpected(fed.error()));
+  } else if (pre) {
     // The interpreter waits on stdin for one request (docs/plugins.md, "Prestart drivers");
     // everything after it is the program's own stdin. Its time limit is kept here: the
     // interpreter's execution has none while it waits in the pool.

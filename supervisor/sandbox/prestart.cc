@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "supervisor/review/python_ast_reviewer.h"
 #include "supervisor/sandbox/environment.h"
 #include "supervisor/sandbox/live_sandbox.h"
 #include "supervisor/sandbox/manager.h"
@@ -35,9 +36,6 @@ std::string_view topLevel(std::string_view module) {
   }
   return module.substr(0, module.find_first_of("./", from));
 }
-
-// What the python_ast checker (review/python_ast_check.py) imports.
-const std::vector<std::string> kCheckerPreload = {"ast", "json"};
 
 bool reviewsPythonAst(const policy::Profile& profile) {
   const auto& chain = profile.review.chain;
@@ -82,10 +80,17 @@ SResult<std::shared_ptr<Prestarted>> Manager::startPrestarted(const policy::Prof
                                                               PrestartKind kind) {
   auto lang = this->language(language);
   if (!lang) return std::unexpected(lang.error());
-  auto command =
-      (*lang)->buildPrestart(kind == PrestartKind::kPreloaded ? profile.lifetime.preload
-                             : kind == PrestartKind::kChecker ? kCheckerPreload
-                                                              : std::vector<std::string>{});
+  // A checker is the checker program itself, started as a one-shot program is: it imports and
+  // defines what it needs, then blocks reading the code to judge from its stdin.
+  if (kind == PrestartKind::kChecker) {
+    auto command = (*lang)->buildInline(review::PythonAstReviewer::checkerScript());
+    if (!command)
+      return serviceError(ErrorCode::kInternal,
+                          "language '" + language + "': " + command.error().message());
+    return startWaiting(profile, **lang, *command, kind);
+  }
+  auto command = (*lang)->buildPrestart(
+      kind == PrestartKind::kPreloaded ? profile.lifetime.preload : std::vector<std::string>{});
   if (!command) {
     int e = command.error().errnum();
     if (e == ENOTSUP || e == EINVAL) {  // shell, or a plugin older than ABI 1.4: never again
@@ -95,11 +100,19 @@ SResult<std::shared_ptr<Prestarted>> Manager::startPrestarted(const policy::Prof
     return serviceError(ErrorCode::kInternal,
                         "language '" + language + "': " + command.error().message());
   }
+  return startWaiting(profile, **lang, *command, kind);
+}
+
+SResult<std::shared_ptr<Prestarted>> Manager::startWaiting(const policy::Profile& profile,
+                                                           const plugin::Language& lang,
+                                                           const plugin::Language::Command& command,
+                                                           PrestartKind kind) {
+  const std::string& language = lang.name();
   auto live = startBox(profile);
   if (!live) return std::unexpected(live.error());
   protocol::Exec exec;
-  exec.argv = command->argv;
-  exec.env = executionEnvironment(command->env, profile.env, {});
+  exec.argv = command.argv;
+  exec.env = executionEnvironment(command.env, profile.env, {});
   exec.cwd = kWorkspace;
   exec.timeout_ms = 0;  // it waits in the pool; the program's limit is kept by one_shot.cc
   exec.stdout_cap = exec.stderr_cap = profile.limits.output_bytes;
@@ -112,7 +125,7 @@ SResult<std::shared_ptr<Prestarted>> Manager::startPrestarted(const policy::Prof
   }
   auto p = std::make_shared<Prestarted>();
   p->live = std::move(*live);
-  p->language = (*lang)->name();
+  p->language = language;
   p->kind = kind;
   p->run = std::move(*run);
   return p;

@@ -1,5 +1,6 @@
 // python_ast in real sandboxes: the checker runs in a fresh one-shot sandbox per review, never
 // in this process or on the host.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -200,8 +201,9 @@ TEST_F(PooledChecker, VerdictsComeFromPreStartedSandboxesUsedOnce) {
   ASSERT_TRUE(poolFull());
   sandbox::RunRequest req;
   req.language = "python";
-  req.code = "import sys; print('ast' in sys.modules, sys.stdin.read())";
-  req.stdin_data = "judged";
+  req.code = PythonAstReviewer::checkerScript();
+  req.stdin_data = PythonAstReviewer({}, runner_)
+                       .checkerRequest(Subject::code("python", "import os\nos.system('id')"));
   req.has_stdin_data = true;
   req.review = false;
   req.audit = false;
@@ -211,9 +213,19 @@ TEST_F(PooledChecker, VerdictsComeFromPreStartedSandboxesUsedOnce) {
   auto second = manager_->runProgram(req);
   ASSERT_TRUE(first && second);
   EXPECT_EQ(first->create_ms, 0) << "a checker sandbox was started for the check";
-  EXPECT_EQ(first->stdout_data, "True judged\n");
+  EXPECT_THAT(first->stdout_data, ::testing::HasSubstr("\"verdict\": \"deny\""));
   EXPECT_NE(first->sandbox_id, second->sandbox_id) << "a checker sandbox judged twice";
   EXPECT_EQ(manager_->sandboxCount(), 0u);
+  std::printf("checker run: prepare %.2f ms, exec %.2f ms, teardown %.2f ms, total %.2f ms\n",
+              second->prepare_ms, second->exec_ms, second->teardown_ms, second->total_ms);
+  // Any other program a checker request carries gets a sandbox of its own: the pool's
+  // interpreters run the checker and nothing else.
+  req.code = "print('not the checker')";
+  ASSERT_TRUE(poolFull());
+  auto other = manager_->runProgram(req);
+  ASSERT_TRUE(other);
+  EXPECT_GT(other->create_ms, 0);
+  EXPECT_EQ(other->stdout_data, "not the checker\n");
 }
 
 }  // namespace
