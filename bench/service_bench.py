@@ -91,6 +91,35 @@ class Client:
                     yield json.loads(line)
 
 
+    def frames(self, method, path, body):
+        """Yields (kind, payload) of a response streamed as frames (docs/api.md); output
+        payloads ("o", "e") as their length only: the benchmark counts bytes, it does not keep
+        them."""
+        self.conn.request(method, path, body=json.dumps(body).encode(),
+                          headers={"Content-Type": "application/json",
+                                   "Accept": "application/vnd.airlock.frames"})
+        resp = self.conn.getresponse()
+        if resp.status >= 400:
+            raise RuntimeError(f"{method} {path}: HTTP {resp.status}: {resp.read()[:300]!r}")
+        if not resp.getheader("Content-Type", "").startswith("application/vnd.airlock.frames"):
+            raise RuntimeError(f"{method} {path}: no frames in the answer")
+        buf = bytearray()
+        while True:
+            chunk = resp.read1(1 << 20)
+            if not chunk:
+                break
+            buf += chunk
+            at = 0
+            while len(buf) - at >= 5:
+                size = int.from_bytes(buf[at + 1:at + 5], "big")
+                if len(buf) - at - 5 < size:
+                    break
+                kind = chr(buf[at])
+                yield kind, (size if kind in "oe" else json.loads(bytes(buf[at + 5:at + 5 + size])))
+                at += 5 + size
+            del buf[:at]
+
+
 def pct(values, p):
     values = sorted(values)
     if not values:
@@ -446,15 +475,28 @@ def b8(sup, mb):
         elif e["type"] == "exit":
             assert not e["stdout_truncated"], e
     api_s = time.perf_counter() - t
+    assert got == mb * 1000000, got
+    # The same through frames: the output's own bytes, no JSON escaping on either side.
+    t = time.perf_counter()
+    got = 0
+    for kind, payload in c.frames("POST", f"/v1/sandboxes/{sb}/commands", {"cmd": cmd}):
+        if kind == "o":
+            got += payload
+        elif kind == "j" and payload.get("type") == "exit":
+            assert not payload["stdout_truncated"], payload
+    frames_s = time.perf_counter() - t
+    assert got == mb * 1000000, got
     c.call("DELETE", f"/v1/sandboxes/{sb}", raw=True)
     t = time.perf_counter()
     p = subprocess.run(f"{cmd} | cat > /dev/null", shell=True, check=True)
     pipe_s = time.perf_counter() - t
-    assert got == mb * 1000000, got
     row("path", "MB/s", "seconds", "", "x pipe")
     row("airlock API (NDJSON)", mb / api_s, api_s, "", (mb / api_s) / (mb / pipe_s))
+    row("airlock API (frames)", mb / frames_s, frames_s, "", (mb / frames_s) / (mb / pipe_s))
     row("cat through a pipe", mb / pipe_s, pipe_s, "", 1.0)
-    return {"api_mb_s": mb / api_s, "pipe_mb_s": mb / pipe_s}
+    print(f"target B8: >= 500 MB/s through the API; frames measured {mb / frames_s:.0f} MB/s "
+          f"({'met' if mb / frames_s >= 500 else 'not met'})")
+    return {"api_mb_s": mb / api_s, "frames_mb_s": mb / frames_s, "pipe_mb_s": mb / pipe_s}
 
 
 def soak(sup, cycles):

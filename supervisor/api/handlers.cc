@@ -96,15 +96,19 @@ SResult<QueryArgs> parseArgs(RouteId route, const std::string& raw) {
   return args;
 }
 
-// Writes each event as one NDJSON line as soon as the service produces it. Returning destroys
-// the stream, which is how the service learns that a client went away.
+// Whether the client asked for event streams as frames (docs/api.md); any other Accept gets
+// NDJSON, which every client reads.
+bool wantsFrames(const Request& req) { return req.accept.find(kFramesType) != std::string::npos; }
+
+// Writes each event as one NDJSON line (or one frame) as soon as the service produces it.
+// Returning destroys the stream, which is how the service learns that a client went away.
 void pumpStream(Exchange& ex, std::unique_ptr<sandbox::EventStream> stream,
-                std::chrono::milliseconds poll) {
-  if (!ex.beginStream(200, kNdjson)) return;
+                std::chrono::milliseconds poll, bool frames) {
+  if (!ex.beginStream(200, frames ? kFramesType : kNdjson)) return;
   while (true) {
     auto event = stream->next(sandbox::Clock::now() + poll);
     if (event) {
-      if (!ex.writeStream(eventLine(*event))) return;
+      if (!ex.writeStream(frames ? eventFrame(*event) : eventLine(*event))) return;
       // A busy stream never waits in next(): look for a hang-up (or stop()) here too.
       if (ex.clientGone()) return ex.abortStream();
       continue;
@@ -232,7 +236,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       auto stream = service_.runOneShot(caller, r->spec);
       if (!stream) return sendError(ex, stream.error()), label;
       if (r->stream) {
-        pumpStream(ex, std::move(*stream), limits_.stream_poll);
+        pumpStream(ex, std::move(*stream), limits_.stream_poll, wantsFrames(req));
         break;
       }
       auto agg = collect<RunAggregate>(ex, **stream, limits_.stream_poll);
@@ -296,7 +300,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
                  {{"command_id", start->value("command_id", Json())},
                   {"pid", start->value("pid", Json())}});
       } else if (r->stream) {
-        pumpStream(ex, std::move(*stream), limits_.stream_poll);
+        pumpStream(ex, std::move(*stream), limits_.stream_poll, wantsFrames(req));
       } else {
         auto agg = collect<CommandAggregate>(ex, **stream, limits_.stream_poll);
         if (!agg) break;  // the client left; destroying the stream kills the command
@@ -318,7 +322,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
     case RouteId::kCommandEvents: {
       auto stream = service_.attachCommand(caller, sb, cid);
       if (!stream) return sendError(ex, stream.error()), label;
-      pumpStream(ex, std::move(*stream), limits_.stream_poll);
+      pumpStream(ex, std::move(*stream), limits_.stream_poll, wantsFrames(req));
       break;
     }
     case RouteId::kCommandStdin: {
@@ -342,7 +346,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       auto stream = service_.runCode(caller, sb, r->spec);
       if (!stream) return sendError(ex, stream.error()), label;
       if (r->stream) {
-        pumpStream(ex, std::move(*stream), limits_.stream_poll);
+        pumpStream(ex, std::move(*stream), limits_.stream_poll, wantsFrames(req));
       } else {
         auto agg = collect<CodeAggregate>(ex, **stream, limits_.stream_poll);
         if (!agg) break;

@@ -21,6 +21,7 @@ struct Request {
   std::string path;    // target without the query string
   std::string query;   // raw, without '?'
   std::string authorization;
+  std::string accept;  // the Accept header: event streams as frames when it names them
   std::optional<uint64_t> content_length;  // nullopt: chunked or no body
   bool from_tcp = false;
 };

@@ -97,6 +97,35 @@ std::string eventLine(const Json& event) {
   return dumpJson(event) + "\n";
 }
 
+namespace {
+
+std::string frame(char kind, std::string_view payload) {
+  std::string out;
+  out.reserve(5 + payload.size());
+  const auto n = static_cast<uint32_t>(payload.size());
+  out += kind;
+  for (int shift : {24, 16, 8, 0}) out += static_cast<char>((n >> shift) & 0xff);
+  out += payload;
+  return out;
+}
+
+}  // namespace
+
+std::string eventFrame(const Json& event) {
+  if (event.is_object() && event.size() == 2) {
+    auto type = event.find("type");
+    if (type != event.end() && (*type == "stdout" || *type == "stderr")) {
+      const char kind = *type == "stdout" ? 'o' : 'e';
+      if (auto data = event.find("data"); data != event.end() && data->is_string())
+        return frame(kind, data->get_ref<const std::string&>());
+      if (auto b64 = event.find("data_base64"); b64 != event.end() && b64->is_string())
+        if (auto bytes = encoding::base64Decode(b64->get_ref<const std::string&>()))
+          return frame(kind, *bytes);
+    }
+  }
+  return frame('j', dumpJson(event));
+}
+
 std::string errorBody(const sandbox::ServiceError& error) {
   Json body = {
       {"error", {{"code", sandbox::errorCodeName(error.code)}, {"message", error.message}}}};

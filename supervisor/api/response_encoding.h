@@ -2,7 +2,9 @@
 // streams into one document.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "supervisor/sandbox/service.h"
 
@@ -15,6 +17,12 @@ using sandbox::Json;
 std::string dumpJson(const Json& j);
 // One NDJSON line (with its newline) for a stream event; fast for stdout/stderr text.
 std::string eventLine(const Json& event);
+// The media type of event streams as frames (docs/api.md, "Event streams as frames").
+inline constexpr std::string_view kFramesType = "application/vnd.airlock.frames";
+// One frame of such a stream: a kind byte, the payload's length (4 bytes, big-endian), the
+// payload. Output events are their bytes as they came ('o' stdout, 'e' stderr), with no JSON
+// escaping or base64 on either side; every other event is its JSON ('j').
+std::string eventFrame(const Json& event);
 
 // {"error": {"code": "not_found", "message": "..."}}
 std::string errorBody(const sandbox::ServiceError& error);

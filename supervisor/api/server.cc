@@ -376,6 +376,9 @@ struct Server::Impl {
       if (auto it = msg.find(http::field::authorization); it != msg.end()) {
         req.authorization = std::string(it->value());
       }
+      if (auto it = msg.find(http::field::accept); it != msg.end()) {
+        req.accept = std::string(it->value());
+      }
       if (auto len = parser.content_length()) req.content_length = *len;
       req.from_tcp = tcp;
       bool expect_continue = false;

@@ -167,6 +167,38 @@ TEST_F(ApiServerTest, CommandStreamsNdjson) {
   EXPECT_EQ(c.request("GET", "/healthz").status, 200);
 }
 
+// With Accept naming frames, the same events come as frames: output as its own bytes (the
+// base64 of NDJSON undone), every other event as its JSON.
+TEST_F(ApiServerTest, CommandStreamsFramesWhenAsked) {
+  start();
+  auto c = connect();
+  createSandbox(c, "s");
+  auto r = c.request("POST", "/v1/sandboxes/s/commands", R"({"argv":["ls","-la"]})",
+                     "Accept: application/vnd.airlock.frames, application/x-ndjson\r\n");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("content-type"), "application/vnd.airlock.frames");
+  std::vector<std::pair<char, std::string>> frames;
+  for (size_t at = 0; at < r.body.size();) {
+    ASSERT_GE(r.body.size() - at, 5u) << "a frame header cut short";
+    const auto* h = reinterpret_cast<const unsigned char*>(r.body.data() + at);
+    const size_t n = (size_t{h[1]} << 24) | (size_t{h[2]} << 16) | (size_t{h[3]} << 8) | h[4];
+    ASSERT_GE(r.body.size() - at - 5, n) << "a frame cut short";
+    frames.emplace_back(r.body[at], r.body.substr(at + 5, n));
+    at += 5 + n;
+  }
+  ASSERT_EQ(frames.size(), 4u);
+  EXPECT_EQ(frames[0].first, 'j');
+  EXPECT_EQ(nlohmann::json::parse(frames[0].second)["type"], "start");
+  EXPECT_EQ(frames[1], std::make_pair('o', std::string("total 0\n")));
+  EXPECT_EQ(frames[2], std::make_pair('e', std::string("\xff")));
+  EXPECT_EQ(frames[3].first, 'j');
+  EXPECT_EQ(nlohmann::json::parse(frames[3].second)["type"], "exit");
+  // Any other Accept gets NDJSON.
+  auto plain = c.request("POST", "/v1/sandboxes/s/commands", R"({"argv":["ls"]})",
+                         "Accept: application/json\r\n");
+  EXPECT_EQ(plain.header("content-type"), "application/x-ndjson");
+}
+
 TEST_F(ApiServerTest, CommandWithoutStreamIsOneDocument) {
   start();
   auto c = connect();

@@ -128,14 +128,18 @@ void setCommonHeaders(http::request<Body>& req, const Endpoint& ep, const std::s
 
 Result<> readHeader(Connection& c, Parser& p, const Endpoint& ep);
 
-// Connects and sends a request with an optional JSON body.
+// Event streams as frames (docs/api.md): output as its own bytes, no JSON escaping to undo.
+constexpr std::string_view kFramesType = "application/vnd.airlock.frames";
+
+// Connects and sends a request with an optional JSON body; `accept` when not empty.
 Result<std::unique_ptr<Connection>> sendJson(const Endpoint& ep, const std::string& token,
                                              std::string_view method, const std::string& target,
-                                             const Json* body) {
+                                             const Json* body, std::string_view accept = {}) {
   auto verb = verbOf(method);
   if (!verb) return Unexpected(verb.error());
   http::request<http::string_body> req{*verb, target, 11};
   setCommonHeaders(req, ep, token);
+  if (!accept.empty()) req.set(http::field::accept, std::string(accept));
   if (body != nullptr) {
     req.set(http::field::content_type, "application/json");
     req.body() = body->dump();
@@ -256,11 +260,53 @@ Result<Json> Http::call(std::string_view method, const std::string& target,
 Result<> Http::stream(std::string_view method, const std::string& target, const Json& body,
                       const EventHandler& on_event) const {
   const std::string what = std::string(method) + " " + target;
-  auto conn = sendJson(endpoint_, token_, method, target, &body);
+  auto conn = sendJson(endpoint_, token_, method, target, &body,
+                       std::string(kFramesType) + ", application/x-ndjson");
   if (!conn) return Unexpected(conn.error());
   Parser p;
   if (auto r = readHeader(**conn, p, endpoint_); !r) return r;
   std::string pending;
+  if (std::string_view(p.get()[http::field::content_type]).starts_with(kFramesType)) {
+    // A kind byte, the payload's length (4 bytes, big-endian), the payload. Output events carry
+    // their bytes in "data" as they came, which may not be UTF-8: these events are only read
+    // (fields::bytes), never serialized again.
+    auto r = readBody(**conn, p, endpoint_, [&](std::string_view piece) -> Result<> {
+      pending.append(piece);
+      size_t at = 0;
+      while (pending.size() - at >= 5) {
+        const auto* h = reinterpret_cast<const unsigned char*>(pending.data() + at);
+        const size_t size =
+            (size_t{h[1]} << 24) | (size_t{h[2]} << 16) | (size_t{h[3]} << 8) | h[4];
+        if (pending.size() - at - 5 < size) break;
+        std::string_view payload(pending.data() + at + 5, size);
+        const char kind = pending[at];
+        at += 5 + size;
+        if (kind == 'o' || kind == 'e') {
+          on_event(
+              Json{{"type", kind == 'o' ? "stdout" : "stderr"}, {"data", std::string(payload)}});
+        } else if (kind == 'j') {
+          auto event = Json::parse(payload, nullptr, false);
+          if (event.is_discarded())
+            return failWith(ErrorKind::kProtocol, what +
+                                                      ": an event from the supervisor is not "
+                                                      "JSON: " +
+                                                      std::string(payload.substr(0, 200)));
+          on_event(event);
+        } else {
+          return failWith(ErrorKind::kProtocol,
+                          what + ": the supervisor sent a frame of unknown kind " +
+                              std::to_string(static_cast<unsigned char>(kind)));
+        }
+      }
+      pending.erase(0, at);
+      return {};
+    });
+    if (!r) return r;
+    if (!pending.empty())
+      return failWith(ErrorKind::kProtocol, what + ": the stream ended inside a frame (" +
+                                                std::to_string(pending.size()) + " bytes left)");
+    return {};
+  }
   auto emit = [&](std::string_view line) -> Result<> {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) return {};

@@ -59,6 +59,18 @@ def ndjson(events: list[dict[str, Any] | Callable[[], None]]) -> Answer:
     return Answer(200, Lines(), "application/x-ndjson")
 
 
+def frames(items: list[tuple[str, bytes | dict[str, Any]]]) -> Answer:
+    """A chunked stream of frames (docs/api.md): ("o"|"e", bytes) output, ("j", event) JSON."""
+
+    class Frames:
+        def __iter__(self) -> Iterator[bytes]:
+            for kind, payload in items:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                yield kind.encode() + len(data).to_bytes(4, "big") + data
+
+    return Answer(200, Frames(), "application/vnd.airlock.frames")
+
+
 Route = Callable[[Request], Answer]
 
 

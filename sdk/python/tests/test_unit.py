@@ -23,6 +23,7 @@ from fake_supervisor import (
     FakeSupervisor,
     Request,
     error_answer,
+    frames,
     json_answer,
     ndjson,
 )
@@ -390,6 +391,29 @@ class CommandsTest(FakeTestCase):
         self.assertEqual((r.audit.execution, r.audit.skipped), ("e2", "another execution ..."))
         self.assertEqual(r.audit.processes, [])
         self.assertEqual(chunks, ["warn\n"])
+
+    def test_frames_carry_output_as_its_bytes(self) -> None:
+        # A frame may end anywhere in a chunk and a UTF-8 sequence across two frames.
+        euro = "€".encode()
+        self.fake.route("POST", SB_PATH + "/commands", frames([
+            ("j", {"type": "start", "command_id": "c1", "pid": 7}),
+            ("o", b"price " + euro[:1]),
+            ("o", euro[1:] + b"5\n"),
+            ("e", b"\xffraw\n"),
+            ("j", {"type": "exit", "exit_code": 0, "signal": 0, "timed_out": False}),
+        ]))
+        chunks: list[str] = []
+        r = self.sandbox().commands.run("x", on_stdout=chunks.append)
+        self.assertIn("application/vnd.airlock.frames", self.fake.last().headers["accept"])
+        self.assertEqual((r.exit_code, r.stdout, r.stderr), (0, "price €5\n", "\ufffdraw\n"))
+        self.assertEqual(len(chunks), 2)
+
+    def test_a_frame_cut_short_is_reported(self) -> None:
+        self.fake.route("POST", SB_PATH + "/commands", Answer(
+            200, [b"o\x00\x00\x00\x10short"], "application/vnd.airlock.frames"))
+        with self.assertRaises(airlock.SupervisorUnavailableError) as e:
+            self.sandbox().commands.run("x")
+        self.assertIn("inside a frame", str(e.exception))
 
     def test_shell_string_and_signal_exit(self) -> None:
         self.fake.route("POST", SB_PATH + "/commands", ndjson([

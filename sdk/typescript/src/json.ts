@@ -50,8 +50,10 @@ export function objects(o: JsonObject, key: string): JsonObject[] {
   return Array.isArray(v) ? v.filter(isObject) : [];
 }
 
-/** The bytes of an output event: `data` as UTF-8 text, or `data_base64`. */
+/** The bytes of an output event: `bytes` from a frame, `data` as UTF-8 text, or `data_base64`. */
 export function eventBytes(event: JsonObject, textKey = 'data'): Buffer {
+  const raw = event['bytes'];
+  if (Buffer.isBuffer(raw)) return raw;
   const text = event[textKey];
   if (typeof text === 'string') return Buffer.from(text, 'utf8');
   const encoded = event[`${textKey}_base64`];

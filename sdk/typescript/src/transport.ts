@@ -1,5 +1,5 @@
 // HTTP/1.1 to the supervisor over a Unix socket or loopback TCP (node:http, keep-alive), with
-// JSON calls, NDJSON event streams read line by line as they arrive, and raw bodies streamed
+// JSON calls, event streams (frames, or NDJSON) read as they arrive, and raw bodies streamed
 // both ways.
 
 import http from 'node:http';
@@ -74,12 +74,21 @@ export class Transport {
   }
 
   /**
-   * The NDJSON events of a streaming answer, each as soon as its line arrives. Leaving the loop
-   * early closes the connection (which kills a foreground command, docs/api.md).
+   * The events of a streaming answer, each as soon as it is complete. Leaving the loop early
+   * closes the connection (which kills a foreground command, docs/api.md). The supervisor sends
+   * frames (output as its own bytes, under `bytes`), or NDJSON when it has no frames.
    */
   async *events(method: string, path: string, body?: unknown, options: RequestOptions = {}): AsyncGenerator<JsonObject> {
     const what = `${method} ${path}`;
-    const res = await this.open(method, path, { ...options, json: body });
+    const res = await this.open(method, path, {
+      ...options,
+      json: body,
+      headers: { Accept: `${FRAMES_TYPE}, application/x-ndjson` },
+    });
+    if ((res.headers['content-type'] ?? '').startsWith(FRAMES_TYPE)) {
+      yield* frames(res, what);
+      return;
+    }
     res.setEncoding('utf8');
     let pending = '';
     try {
@@ -276,4 +285,37 @@ export async function readAll(res: http.IncomingMessage, what: string, limit = I
 /** A path segment: ids and names are quoted so "a/b" cannot reach another route. */
 export function quote(segment: string): string {
   return encodeURIComponent(segment);
+}
+
+/** Event streams as frames (docs/api.md): a kind byte, a 4-byte big-endian length, the payload. */
+export const FRAMES_TYPE = 'application/vnd.airlock.frames';
+
+async function* frames(res: http.IncomingMessage, what: string): AsyncGenerator<JsonObject> {
+  let pending: Buffer<ArrayBufferLike> = Buffer.alloc(0);
+  try {
+    for await (const chunk of res as AsyncIterable<Buffer>) {
+      pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+      let at = 0;
+      while (pending.length - at >= 5) {
+        const size = pending.readUInt32BE(at + 1);
+        if (pending.length - at - 5 < size) break;
+        const kind = String.fromCharCode(pending[at]!);
+        const payload = pending.subarray(at + 5, at + 5 + size);
+        at += 5 + size;
+        if (kind === 'o' || kind === 'e') {
+          yield { type: kind === 'o' ? 'stdout' : 'stderr', bytes: Buffer.from(payload) };
+        } else if (kind === 'j') {
+          yield parseEventLine(payload.toString('utf8'), what);
+        } else {
+          throw new SupervisorUnavailableError(`${what}: the supervisor sent a frame of unknown kind '${kind}'`);
+        }
+      }
+      pending = pending.subarray(at);
+    }
+  } catch (err) {
+    if (err instanceof SupervisorUnavailableError) throw err;
+    throw connectionLost(err, what);
+  }
+  if (pending.length)
+    throw new SupervisorUnavailableError(`${what}: the stream ended inside a frame (${pending.length} bytes left)`);
 }

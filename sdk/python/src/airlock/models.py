@@ -53,7 +53,11 @@ def _time(d: dict[str, Any], key: str) -> datetime.datetime | None:
 
 
 def event_bytes(event: dict[str, Any], text_key: str = "data") -> bytes:
-    """The bytes of an output event or document field: `data` as UTF-8 text, or `data_base64`."""
+    """The bytes of an output event or document field: `bytes` from a frame, `data` as UTF-8
+    text, or `data_base64`."""
+    raw = event.get("bytes")
+    if isinstance(raw, bytes):
+        return raw
     text = event.get(text_key)
     if isinstance(text, str):
         return text.encode("utf-8")

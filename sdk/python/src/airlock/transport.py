@@ -1,5 +1,6 @@
 """HTTP/1.1 to the supervisor over a Unix socket or loopback TCP, with keep-alive connections,
-NDJSON event streams read line by line, and raw byte bodies streamed both ways.
+event streams (as frames, or NDJSON from a supervisor without them) read as they arrive, and raw
+byte bodies streamed both ways.
 
 Where the supervisor is: `url=` if given, else `AIRLOCK_URL`, else the default socket; the token
 likewise from `token=` or `AIRLOCK_TOKEN`. A request without a token on the Unix socket is tenant
@@ -32,7 +33,11 @@ DEFAULT_URL = "unix:///run/airlock/airlock.sock"
 DEFAULT_REQUEST_TIMEOUT = 60.0
 # The supervisor closes a connection idle for 60 s; one idle for longer than this is not reused.
 _IDLE_REUSE_LIMIT = 45.0
-_STREAM_CHUNK = 1 << 16
+_STREAM_CHUNK = 1 << 18
+# Event streams as frames (docs/api.md): output arrives as its own bytes, with no JSON escaping
+# or base64 to undo, 5 bytes of framing per chunk. NDJSON stays the fallback.
+FRAMES_TYPE = "application/vnd.airlock.frames"
+_FRAME_STREAMS = {ord("o"): "stdout", ord("e"): "stderr"}
 
 Query = Mapping[str, str] | Sequence[tuple[str, str]] | None
 
@@ -124,7 +129,44 @@ class Response:
             self.close()
 
     def events(self) -> Iterator[dict[str, Any]]:
-        """The NDJSON events, one per line, each as soon as its line is complete."""
+        """The stream's events, each as soon as it is complete. Output events from frames carry
+        their bytes under "bytes"; from NDJSON, "data" or "data_base64" (models.event_bytes reads
+        both)."""
+        if self.raw.getheader("Content-Type", "").startswith(FRAMES_TYPE):
+            return self._frames()
+        return self._lines()
+
+    def _frames(self) -> Iterator[dict[str, Any]]:
+        try:
+            pending = bytearray()
+            while True:
+                chunk = self._read(_STREAM_CHUNK)
+                if not chunk:
+                    break
+                pending += chunk
+                at = 0
+                while len(pending) - at >= 5:
+                    size = int.from_bytes(pending[at + 1:at + 5], "big")
+                    if len(pending) - at - 5 < size:
+                        break
+                    kind, payload = pending[at], bytes(pending[at + 5:at + 5 + size])
+                    at += 5 + size
+                    stream = _FRAME_STREAMS.get(kind)
+                    if stream is not None:
+                        yield {"type": stream, "bytes": payload}
+                    elif kind == ord("j"):
+                        yield self._decode(payload)
+                    else:
+                        raise SupervisorUnavailableError(
+                            f"{self._what}: the supervisor sent a frame of unknown kind {kind}")
+                del pending[:at]
+            if pending:
+                raise SupervisorUnavailableError(
+                    f"{self._what}: the stream ended inside a frame ({len(pending)} bytes left)")
+        finally:
+            self.close()
+
+    def _lines(self) -> Iterator[dict[str, Any]]:
         try:
             pending = bytearray()
             while True:
@@ -221,11 +263,12 @@ class Transport:
 
     def stream(self, method: str, path: str, body: Mapping[str, Any] | None = None,
                query: Query = None, timeout: float | None = None) -> Response:
-        """A request whose NDJSON answer is read with `.events()`. `timeout` None waits as long as
+        """A request whose event stream is read with `.events()`. `timeout` None waits as long as
         the supervisor takes: it enforces the run's own timeout, and a review hold parks the
         request until an operator decides."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
+        headers["Accept"] = f"{FRAMES_TYPE}, application/x-ndjson"
         return self.open(method, path, data, headers=headers, query=query, timeout=timeout,
                          default_timeout=False)
 

@@ -21,6 +21,36 @@ describe('commands', () => {
   });
   after(() => fake.close());
 
+  it('asks for frames and reads output from them as its own bytes', async () => {
+    let accept = '';
+    fake.on('POST', BASE, (req, res) => {
+      accept = String(req.headers['accept'] ?? '');
+      res.writeHead(200, { 'Content-Type': 'application/vnd.airlock.frames' });
+      const frame = (kind: string, payload: Buffer) => {
+        const head = Buffer.alloc(5);
+        head.write(kind, 0, 'latin1');
+        head.writeUInt32BE(payload.length, 1);
+        return Buffer.concat([head, payload]);
+      };
+      const euro = Buffer.from('€');
+      const all = Buffer.concat([
+        frame('j', Buffer.from(JSON.stringify({ type: 'start', command_id: 'c9', pid: 3 }))),
+        frame('o', Buffer.concat([Buffer.from('price '), euro.subarray(0, 1)])),
+        frame('o', Buffer.concat([euro.subarray(1), Buffer.from('5\n')])),
+        frame('e', Buffer.from([0xff])),
+        frame('j', Buffer.from(JSON.stringify(exitEvent))),
+      ]);
+      // Split mid-frame: the reader must join pieces.
+      res.write(all.subarray(0, 7));
+      res.end(all.subarray(7));
+    });
+    const result = await sbx.commands.run('x');
+    assert.match(accept, /application\/vnd\.airlock\.frames/);
+    assert.equal(result.stdout, 'price €5\n');
+    assert.equal(result.stderr, '\ufffd');
+    assert.equal(result.commandId, 'c9');
+  });
+
   it('runs a shell string in the foreground, streaming chunks to the callbacks as they come', async () => {
     let stdoutBeforeExit = false;
     let gotChunk!: () => void;
