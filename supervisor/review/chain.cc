@@ -25,7 +25,12 @@ Result<std::unique_ptr<Reviewer>> makeReviewer(const std::string& name,
                                                const ChainOptions& options) {
   if (name == "limits") return std::make_unique<LimitsReviewer>(review.limits);
   if (name == "shell") return std::make_unique<ShellReviewer>(review.shell);
-  if (name == "command") return std::make_unique<CommandReviewer>(review.command);
+  if (name == "command") {
+    if (!options.sandbox_runner) {
+      return fail("the chain names command but no sandbox runner was given to run it in");
+    }
+    return std::make_unique<CommandReviewer>(review.command, options.sandbox_runner);
+  }
   if (name == "patterns") {
     auto r = PatternsReviewer::create(review.patterns);
     if (!r) return Unexpected(r.error());

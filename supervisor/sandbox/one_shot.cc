@@ -116,17 +116,27 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
       writeAll(req.log_fd, "airlock: policy relaxation: " + r + "\n");
   }
 
-  auto lang = req.language.empty()
+  // A program run as is (the command reviewer's) has no language: its directory joins the view.
+  const bool as_is = !req.argv.empty();
+  std::vector<std::string> extra_paths;
+  if (as_is) {
+    const std::string& program = req.argv.front();
+    if (program.empty() || program.front() != '/')
+      return fail("the program '" + program + "' must be an absolute path");
+    extra_paths.push_back(std::filesystem::path(program).parent_path().string());
+  }
+  auto lang = as_is ? Result<std::shared_ptr<plugin::Language>>(nullptr)
+              : req.language.empty()
                   ? (req.inline_code ? Result<std::shared_ptr<plugin::Language>>(
                                            fail("no language given: pass --lang (python, node, "
                                                 "shell) or a script file with a known extension"))
                                      : registry_.languageForFile(req.script))
                   : registry_.language(req.language);
   if (!lang) return Unexpected(lang.error());
-  res.language = (*lang)->name();
+  res.language = as_is ? "" : (*lang)->name();
 
-  if (std::find(profile.languages.begin(), profile.languages.end(), res.language) ==
-      profile.languages.end()) {
+  if (!as_is && std::find(profile.languages.begin(), profile.languages.end(), res.language) ==
+                    profile.languages.end()) {
     res.status = Status::kRefused;
     std::string allowed;
     for (const auto& l : profile.languages) allowed += (allowed.empty() ? "" : ", ") + l;
@@ -169,7 +179,8 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   // Served from a pre-started interpreter when the pool has one of this profile and language
   // and the request changes nothing it was started with (limits, environment).
   std::shared_ptr<Prestarted> pre;
-  if (options_.mode == ManagerOptions::Mode::kServe && !req.memory_mb && req.env.empty()) {
+  if (options_.mode == ManagerOptions::Mode::kServe && !req.memory_mb && req.env.empty() &&
+      !as_is) {
     // Which kind of interpreter the program wants is read off its text (prestart.cc); a file
     // that cannot be read here fails its copy below, with the error that names it.
     std::string text;
@@ -192,7 +203,9 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   if (pre == nullptr) {
     SandboxOptions opts;
     opts.profile = &profile;
-    opts.mounts = composeView((*lang)->image_paths, profile.filesystem.readonly_paths);
+    std::vector<std::string> readonly = profile.filesystem.readonly_paths;
+    readonly.insert(readonly.end(), extra_paths.begin(), extra_paths.end());
+    opts.mounts = composeView(as_is ? std::vector<std::string>{} : (*lang)->image_paths, readonly);
     opts.agent_path = options_.agent_path;
     opts.state_dir = options_.state_dir;
     opts.id = execution_id;
@@ -291,7 +304,7 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   // The program: inline code on the command line (or in the pre-started interpreter's
   // request) when it fits, otherwise as a file.
   std::string program_path;
-  if (!req.inline_code || req.code.size() > (*lang)->max_inline_bytes) {
+  if (!as_is && (!req.inline_code || req.code.size() > (*lang)->max_inline_bytes)) {
     std::string ext = (*lang)->extensions.empty() ? "" : (*lang)->extensions.front();
     program_path = req.inline_code
                        ? "/tmp/airlock-main" + ext
@@ -363,7 +376,9 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
       code_req.source = AIRLOCK_CODE_FILE;
       code_req.path = program_path.c_str();
     }
-    auto command = (*lang)->build(code_req);
+    auto command = as_is
+                       ? Result<plugin::Language::Command>(plugin::Language::Command{req.argv, {}})
+                       : (*lang)->build(code_req);
     if (!command) return error(Status::kError, command.error().message());
     protocol::Exec exec;
     exec.argv = command->argv;

@@ -43,6 +43,9 @@ struct RunRequest {
   // A reviewer's checker program (review_runner.cc): `airlock serve` hands it to one of the
   // profile's pre-started checker interpreters (review.python_ast.pool_size), ended fast.
   bool checker = false;
+  // A program run as is instead of `code` in a language (the `command` reviewer's): argv[0] an
+  // absolute path, whose directory is bound read-only into the sandbox; no review, no language.
+  std::vector<std::string> argv;
 
   std::string profile;  // empty: the policy's default profile
   std::optional<uint32_t> timeout_s;

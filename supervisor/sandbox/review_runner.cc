@@ -9,6 +9,7 @@ Result<review::SandboxJobResult> ReviewSandboxRunner::run(const review::SandboxJ
   req.language = job.language;
   req.inline_code = true;
   req.code = job.code;
+  req.argv = job.argv;
   req.profile = profile_;
   req.review = false;
   req.audit = false;
@@ -23,10 +24,11 @@ Result<review::SandboxJobResult> ReviewSandboxRunner::run(const review::SandboxJ
   review::SandboxJobResult out;
   out.timed_out = ran->status == Status::kTimeout || Clock::now() >= req.deadline;
   out.exit_code = ran->status == Status::kExited ? ran->exit_code : -1;
+  out.signal = ran->signal;
   out.stdout_data = std::move(ran->stdout_data);
-  out.stderr_data = ran->status == Status::kExited || ran->message.empty()
-                        ? std::move(ran->stderr_data)
-                        : ran->message + "\n" + ran->stderr_data;
+  // What the manager said about the run (a program that could not start, a limit hit) first.
+  out.stderr_data =
+      ran->message.empty() ? std::move(ran->stderr_data) : ran->message + "\n" + ran->stderr_data;
   return out;
 }
 

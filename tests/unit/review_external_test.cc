@@ -1,9 +1,10 @@
-// Reviewers outside the supervisor: the `command` program (posix_spawn, JSON in and out,
-// killed on timeout), the `webhook` service (a loopback HTTP server this test starts), and the
+// Reviewers outside the supervisor: the `command` program (JSON in and out through its sandbox
+// runner), the `webhook` service (a loopback HTTP server this test starts), and the
 // example review plugin through the plugin ABI.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -42,100 +43,76 @@ TEST(ExternalVerdict, ParsesTheDocumentAndRefusesNonsense) {
   EXPECT_FALSE(parseExternalVerdict(std::string(kMaxExternalAnswer + 1, ' ')).has_value());
 }
 
-// A reviewer program written by the test: a shell script (run by /bin/sh, no airlock shell).
-std::string script(const TempDir& dir, const std::string& name, const std::string& body) {
-  dir.write(name, "#!/bin/sh\n" + body + "\n", 0755);
-  return dir.file(name);
-}
-
-// Processes of process group `pgid` that are not zombies.
-int liveMembersOf(pid_t pgid) {
-  int live = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!stat || !std::getline(stat, line)) continue;
-    // pid (comm) state ppid pgrp ...: comm may hold spaces, so parse after the last ')'.
-    std::istringstream rest(line.substr(line.rfind(')') + 2));
-    char state = 0;
-    pid_t ppid = 0, pgrp = 0;
-    rest >> state >> ppid >> pgrp;
-    if (pgrp == pgid && state != 'Z') ++live;
+// A runner answering from a script, recording the job: the command reviewer's side of the
+// contract (the request it sends, how it reads what came back). Real sandboxes run it in
+// tests/privileged/review_command_test.cc.
+class ScriptedRunner final : public SandboxRunner {
+ public:
+  explicit ScriptedRunner(Result<SandboxJobResult> answer) : answer_(std::move(answer)) {}
+  Result<SandboxJobResult> run(const SandboxJob& job) override {
+    jobs.push_back(job);
+    return answer_;
   }
-  return live;
+  std::vector<SandboxJob> jobs;
+
+ private:
+  Result<SandboxJobResult> answer_;
+};
+
+SandboxJobResult exited(int code, std::string out, std::string err = "") {
+  SandboxJobResult r;
+  r.exit_code = code;
+  r.stdout_data = std::move(out);
+  r.stderr_data = std::move(err);
+  return r;
 }
 
 policy::ReviewCommand command(std::string path, uint32_t timeout_ms = 5000) {
   policy::ReviewCommand c;
-  c.argv = {std::move(path)};
+  c.argv = {std::move(path), "--strict"};
   c.timeout_ms = timeout_ms;
   return c;
 }
 
-TEST(CommandReviewer, GetsTheSubjectAsJsonAndAnswersAVerdict) {
-  TempDir dir;
-  // Denies when the request mentions "rm -rf"; echoes the subject's kind into the rule.
-  auto path = script(dir, "rev", R"(in=$(cat)
-case "$in" in
-  *'rm -rf'*) echo '{"verdict":"deny","rule":"no-rm","reason":"deletes things"}' ;;
-  *'"kind":"command"'*) echo '{"verdict":"allow","rule":"was-command"}' ;;
-  *) echo '{"verdict":"allow"}' ;;
-esac)");
-  CommandReviewer r(command(path));
-  auto allowed = r.review(Subject::code("python", "print(1)"));
-  ASSERT_TRUE(allowed.has_value()) << allowed.error().message();
-  EXPECT_TRUE(allowed->allowed());
-  auto denied = r.review(Subject::commandLine("rm -rf /"));
-  ASSERT_TRUE(denied.has_value()) << denied.error().message();
-  EXPECT_EQ(denied->decision, Decision::kDeny);
-  EXPECT_EQ(denied->rule, "no-rm");
-  EXPECT_EQ(r.review(Subject::commandArgv({"ls"}))->rule, "was-command");
-}
-
-TEST(CommandReviewer, LargeSubjectsAreStreamedBothWays) {
-  TempDir dir;
-  auto path = script(dir, "rev", R"(n=$(wc -c); echo "{\"verdict\":\"deny\",\"rule\":\"n$n\"}")");
-  CommandReviewer r(command(path));
-  auto v = r.review(Subject::code("python", std::string(4 << 20, 'a')));
+TEST(CommandReviewer, SendsTheSubjectAsJsonToItsProgramInASandbox) {
+  auto runner = std::make_shared<ScriptedRunner>(
+      exited(0, R"({"verdict":"deny","rule":"no-rm","reason":"deletes things"})"));
+  CommandReviewer r(command("/opt/rev/check", 1500), runner);
+  auto v = r.review(Subject::commandLine("rm -rf /"));
   ASSERT_TRUE(v.has_value()) << v.error().message();
-  EXPECT_TRUE(v->rule.starts_with("n4194")) << v->rule;  // the whole JSON arrived
+  EXPECT_EQ(v->decision, Decision::kDeny);
+  EXPECT_EQ(v->rule, "no-rm");
+  ASSERT_EQ(runner->jobs.size(), 1u);
+  const SandboxJob& job = runner->jobs[0];
+  EXPECT_EQ(job.argv, (std::vector<std::string>{"/opt/rev/check", "--strict"}));
+  EXPECT_EQ(job.timeout, std::chrono::milliseconds(1500));
+  auto request = nlohmann::json::parse(job.stdin_data);
+  EXPECT_EQ(request["kind"], "command");
+  EXPECT_EQ(request["code"], "rm -rf /");
 }
 
-TEST(CommandReviewer, AHangingReviewerIsKilledAtItsTimeout) {
-  TempDir dir;
-  auto pidfile = dir.file("pid");
-  auto path = script(dir, "rev", "echo $$ > " + pidfile + "; sleep 30 & sleep 30");
-  CommandReviewer r(command(path, 300));
-  auto t0 = Clock::now();
-  auto v = r.review(Subject::code("python", "x"));
-  auto took = Clock::now() - t0;
-  ASSERT_FALSE(v.has_value());
-  EXPECT_EQ(v.error().errnum(), ETIMEDOUT);
-  EXPECT_LT(took, std::chrono::seconds(3));
-  pid_t pid = std::stoi(dir.read("pid"));
-  EXPECT_NE(::kill(pid, 0), 0) << "the reviewer survived its timeout";
-  // Its background child went with its process group (a zombie waiting for init is gone).
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(liveMembersOf(pid), 0) << "the reviewer's children survived its timeout";
-}
-
-TEST(CommandReviewer, CrashesBadAnswersAndMissingProgramsAreErrors) {
-  TempDir dir;
-  for (auto [body, expect] : std::vector<std::pair<std::string, std::string>>{
-           {"cat >/dev/null; kill -SEGV $$", "killed by signal SEGV"},
-           {"cat >/dev/null; echo oops >&2; exit 3", "exited with status 3 (stderr: oops"},
-           {"cat >/dev/null; echo not-json", "not a JSON object"},
-           {"cat >/dev/null; echo '{}'", "no \"verdict\""},
-           {"exit 0", "not a JSON object: ''"}}) {
-    CommandReviewer r(command(script(dir, "rev", body)));
+TEST(CommandReviewer, CrashesTimeoutsBadAnswersAndMissingProgramsAreErrors) {
+  SandboxJobResult killed = exited(-1, "", "the program was killed by signal SEGV\n");
+  killed.signal = SIGSEGV;
+  SandboxJobResult late = exited(-1, "");
+  late.timed_out = true;
+  for (auto [answer, expect] : std::vector<std::pair<Result<SandboxJobResult>, std::string>>{
+           {killed, "was killed by signal SEGV"},
+           {exited(3, "", "oops\n"), "exited with status 3 (stderr: oops)"},
+           {exited(127, "", "exec /opt/rev/check: ENOENT"), "status 127 (stderr: exec"},
+           {exited(0, "not-json"), "not a JSON object"},
+           {exited(0, "{}"), "no \"verdict\""},
+           {exited(0, ""), "not a JSON object: ''"},
+           {exited(0, std::string(kMaxExternalAnswer + 1, ' ')), "answer is over"},
+           {late, "gave no verdict within 5000 ms"},
+           {fail("no sandbox could start"), "no sandbox could start"}}) {
+    CommandReviewer r(command("/opt/rev/check"), std::make_shared<ScriptedRunner>(answer));
     auto v = r.review(Subject::code("python", "x"));
-    ASSERT_FALSE(v.has_value()) << body;
+    ASSERT_FALSE(v.has_value()) << expect;
     EXPECT_NE(v.error().message().find(expect), std::string::npos) << v.error().message();
+    EXPECT_NE(v.error().message().find("review command '/opt/rev/check'"), std::string::npos)
+        << v.error().message();
   }
-  CommandReviewer missing(command(dir.file("absent")));
-  auto v = missing.review(Subject::code("python", "x"));
-  ASSERT_FALSE(v.has_value());
-  EXPECT_EQ(v.error().errnum(), ENOENT);
 }
 
 // A one-request-at-a-time HTTP server on 127.0.0.1 that answers what `respond` says.

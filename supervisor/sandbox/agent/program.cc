@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 
 namespace airlock::sandbox {
@@ -74,9 +75,18 @@ ProgramRun::~ProgramRun() {
 }
 
 void ProgramRun::write(std::string data, bool eof) {
+  // One frame carries at most kMaxChunk bytes (the agent refuses larger ones and drops the
+  // channel): a large stdin goes in pieces, end of input with the last.
   std::string frame;
-  proto::encode(frame, id_, proto::Stdin{std::move(data), eof});
-  (void)conn_.send(frame);
+  size_t off = 0;
+  do {
+    const size_t n = std::min(proto::kMaxChunk, data.size() - off);
+    const bool last = off + n == data.size();
+    frame.clear();
+    proto::encode(frame, id_, proto::Stdin{data.substr(off, n), eof && last});
+    if (!conn_.send(frame)) return;
+    off += n;
+  } while (off < data.size());
 }
 
 Result<> ProgramRun::feed(const ProgramInput& input) {
