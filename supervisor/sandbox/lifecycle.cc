@@ -276,9 +276,27 @@ SResult<SandboxInfo> Manager::keepAlive(const Caller& caller, const std::string&
   return infoOf(**s);
 }
 
+void Manager::retire(std::shared_ptr<LiveSandbox> s, std::function<void()> done) {
+  {
+    std::lock_guard lock(mu_);
+    retiring_.emplace_back(std::move(s), std::move(done));
+  }
+  reaper_cv_.notify_all();
+}
+
 void Manager::reaperLoop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
+    if (!retiring_.empty()) {
+      auto batch = std::exchange(retiring_, {});
+      lock.unlock();
+      for (auto& [s, done] : batch) {
+        destroyLive(s, "one-shot");
+        if (done) done();
+      }
+      lock.lock();
+      continue;
+    }
     int64_t now = nowMs();
     int64_t next = now + 1000;
     std::vector<std::pair<std::shared_ptr<LiveSandbox>, const char*>> expired;

@@ -178,8 +178,10 @@ size_t Manager::sandboxCount() {
 
 void Manager::destroyAll() {
   std::vector<std::shared_ptr<LiveSandbox>> all;
+  std::deque<std::pair<std::shared_ptr<LiveSandbox>, std::function<void()>>> retiring;
   {
     std::lock_guard lock(mu_);
+    retiring.swap(retiring_);
     for (auto& [id, s] : sandboxes_) all.push_back(s);
     sandboxes_.clear();
     for (auto& [name, q] : pool_)
@@ -188,6 +190,10 @@ void Manager::destroyAll() {
     for (auto& [key, q] : prestarted_)
       for (auto& p : q) all.push_back(p->live);
     prestarted_.clear();
+  }
+  for (auto& [s, done] : retiring) {
+    destroyLive(s, "one-shot");
+    if (done) done();
   }
   for (auto& s : all) destroyLive(s, "shutdown");
 }

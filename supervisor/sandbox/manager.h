@@ -160,6 +160,8 @@ class Manager final : public Service {
   SResult<std::shared_ptr<LiveSandbox>> findRunning(const Caller& caller, const std::string& sb);
   SandboxInfo infoOf(const LiveSandbox& s);
   void destroyLive(const std::shared_ptr<LiveSandbox>& s, const char* reason);
+  // Destroys `s` on the reaper thread, then calls `done`.
+  void retire(std::shared_ptr<LiveSandbox> s, std::function<void()> done);
   void reaperLoop();
   void poolLoop();
   // A fresh sandbox of the profile, not yet owned by anyone.
@@ -269,6 +271,8 @@ class Manager final : public Service {
       prestarted_;
   std::set<std::string> cannot_prestart_;
 
+  // Single-use sandboxes whose run has answered, to destroy off the answer's path (retire()).
+  std::deque<std::pair<std::shared_ptr<LiveSandbox>, std::function<void()>>> retiring_;
   std::condition_variable reaper_cv_;
   std::condition_variable pool_cv_;
   bool stopping_ = false;

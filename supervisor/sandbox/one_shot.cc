@@ -98,6 +98,13 @@ void applyOverrides(policy::Profile& profile, const RunRequest& req) {
 Result<RunResult> Manager::runProgram(const RunRequest& req) {
   auto t0 = Clock::now();
   RunResult res;
+  // req.on_destroyed, exactly once: here on every way out, unless a retired sandbox took it.
+  struct DestroyedOnce {
+    std::function<void()> f;
+    ~DestroyedOnce() {
+      if (f) f();
+    }
+  } destroyed{req.on_destroyed};
 
   auto pol = currentPolicy();
   res.policy_source = pol->source;
@@ -251,7 +258,11 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     auto td = Clock::now();
     if (watching_cancel) hub_->unwatch(req.cancel_fd);
     Result<> d;
-    if (pre) {
+    if (pre && destroyed.f && options_.mode == ManagerOptions::Mode::kServe) {
+      // Single use: destroyed after the answer, off its path.
+      pre->run.reset();
+      retire(pre->live, std::exchange(destroyed.f, nullptr));
+    } else if (pre) {
       pre->run.reset();
       destroyLive(pre->live, "one-shot");  // single use
     } else {

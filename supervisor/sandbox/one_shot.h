@@ -68,6 +68,11 @@ struct RunRequest {
   // of stdout or stderr the agent forwards, in order, before the chunk is appended to the
   // result; as well as (not instead of) live_stdout_fd/live_stderr_fd. Empty: not called.
   std::function<void(protocol::Stream, std::string_view)> on_output;
+  // Set: called exactly once, when the run's sandbox is gone (or was never made). A served run
+  // then returns as soon as its result is complete and a pre-started sandbox is destroyed in
+  // the background (the caller's quota reservation is released here); unset, runProgram
+  // destroys it before returning.
+  std::function<void()> on_destroyed;
   // The API tenant asking: written into the run's audit records (its sandbox's, and the review
   // record's) as the sandbox's tenant. Empty: none (`airlock run`, checker programs).
   std::string tenant;

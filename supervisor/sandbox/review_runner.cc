@@ -19,6 +19,7 @@ Result<review::SandboxJobResult> ReviewSandboxRunner::run(const review::SandboxJ
   req.timeout_s = static_cast<uint32_t>((job.timeout.count() + 999) / 1000);
   req.deadline = Clock::now() + job.timeout;  // the job's timeout covers everything
   req.output_cap = 1 << 20;
+  req.on_destroyed = [] {};  // the verdict need not wait for the checker's sandbox to go
   auto ran = manager_.runProgram(req);
   if (!ran) return Unexpected(std::move(ran.error()).wrap("review sandbox"));
   review::SandboxJobResult out;

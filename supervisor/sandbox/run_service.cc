@@ -302,8 +302,10 @@ SResult<std::unique_ptr<EventStream>> Manager::runOneShot(const Caller& caller,
                  files_out_cap]() mutable {
     Relay relay(queue, notices_r.get());
     req.on_output = [&relay](protocol::Stream s, std::string_view d) { relay.output(s, d); };
+    // The reservation holds until the sandbox is gone, which for a pre-started one is after
+    // this answer; then a client's next request may use the room at once.
+    req.on_destroyed = unreserve;
     auto result = runProgram(req);
-    unreserve();  // the sandbox is gone: a client's next request may use the room at once
     const size_t n_in = req.files_in.size(), n_out = req.files_out.size();
     Json event{{"type", "result"}, {"files_out", Json::array()}};
     if (!result) {
