@@ -1,12 +1,9 @@
 // airlock run through `airlock serve`: flags → POST /v1/runs → live output, files, exit code.
 #include "supervisor/cli/run_remote.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -39,33 +36,9 @@ constexpr const char* kTooLargeHint =
 
 // 0 when a connection to `ep` is accepted, else the errno of the attempt.
 int probe(const sdk::Endpoint& ep) {
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  int family = AF_UNIX;
-  if (ep.kind == sdk::Endpoint::Kind::kUnix) {
-    auto* un = reinterpret_cast<sockaddr_un*>(&addr);
-    un->sun_family = AF_UNIX;
-    if (ep.socket_path.size() >= sizeof un->sun_path) return ENAMETOOLONG;
-    std::memcpy(un->sun_path, ep.socket_path.c_str(), ep.socket_path.size() + 1);
-    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + ep.socket_path.size() + 1);
-  } else {
-    auto* in4 = reinterpret_cast<sockaddr_in*>(&addr);
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
-    if (inet_pton(AF_INET, ep.host.c_str(), &in4->sin_addr) == 1) {
-      family = in4->sin_family = AF_INET;
-      in4->sin_port = htons(ep.port);
-      len = sizeof(sockaddr_in);
-    } else if (inet_pton(AF_INET6, ep.host.c_str(), &in6->sin6_addr) == 1) {
-      family = in6->sin6_family = AF_INET6;
-      in6->sin6_port = htons(ep.port);
-      len = sizeof(sockaddr_in6);
-    } else {
-      return EAFNOSUPPORT;
-    }
-  }
-  UniqueFd fd(socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return errno;
-  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0) return errno;
+  int fd = sdk::connectSocket(ep);
+  if (fd < 0) return -fd;
+  close(fd);
   return 0;
 }
 

@@ -1,10 +1,16 @@
 #include "airlock/client/endpoint.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 
 namespace airlock::sdk {
 
@@ -85,6 +91,41 @@ Result<Endpoint> parseEndpoint(std::string_view url) {
 Result<Endpoint> endpointFromEnvironment() {
   const char* url = std::getenv("AIRLOCK_URL");
   return parseEndpoint(url != nullptr && *url != '\0' ? url : kDefaultUrl);
+}
+
+int connectSocket(const Endpoint& ep) {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  int family = AF_UNIX;
+  if (ep.kind == Endpoint::Kind::kUnix) {
+    auto* un = reinterpret_cast<sockaddr_un*>(&addr);
+    un->sun_family = AF_UNIX;
+    if (ep.socket_path.size() >= sizeof un->sun_path) return -ENAMETOOLONG;
+    std::memcpy(un->sun_path, ep.socket_path.c_str(), ep.socket_path.size() + 1);
+    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + ep.socket_path.size() + 1);
+  } else {
+    auto* in4 = reinterpret_cast<sockaddr_in*>(&addr);
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    if (inet_pton(AF_INET, ep.host.c_str(), &in4->sin_addr) == 1) {
+      family = in4->sin_family = AF_INET;
+      in4->sin_port = htons(ep.port);
+      len = sizeof(sockaddr_in);
+    } else if (inet_pton(AF_INET6, ep.host.c_str(), &in6->sin6_addr) == 1) {
+      family = in6->sin6_family = AF_INET6;
+      in6->sin6_port = htons(ep.port);
+      len = sizeof(sockaddr_in6);
+    } else {
+      return -EAFNOSUPPORT;
+    }
+  }
+  int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
+    int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  return fd;
 }
 
 }  // namespace airlock::sdk

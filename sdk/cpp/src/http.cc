@@ -1,9 +1,7 @@
 #include "airlock/client/http.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -72,35 +70,16 @@ Unexpected ioError(const Endpoint& ep, const std::string& what, const ErrorCode&
 }
 
 Result<std::unique_ptr<Connection>> connectTo(const Endpoint& ep) {
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  int family = AF_UNIX;
-  if (ep.kind == Endpoint::Kind::kUnix) {
-    auto* un = reinterpret_cast<sockaddr_un*>(&addr);
-    un->sun_family = AF_UNIX;
-    if (ep.socket_path.size() >= sizeof(un->sun_path))
-      return failWith(ErrorKind::kInvalidArgument, "socket path too long '" + ep.socket_path + "'");
-    std::memcpy(un->sun_path, ep.socket_path.c_str(), ep.socket_path.size() + 1);
-    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + ep.socket_path.size() + 1);
-  } else {
-    auto* in4 = reinterpret_cast<sockaddr_in*>(&addr);
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
-    if (inet_pton(AF_INET, ep.host.c_str(), &in4->sin_addr) == 1) {
-      family = in4->sin_family = AF_INET;
-      in4->sin_port = htons(ep.port);
-      len = sizeof(sockaddr_in);
-    } else if (inet_pton(AF_INET6, ep.host.c_str(), &in6->sin6_addr) == 1) {
-      family = in6->sin6_family = AF_INET6;
-      in6->sin6_port = htons(ep.port);
-      len = sizeof(sockaddr_in6);
-    } else {
-      return failWith(ErrorKind::kInvalidArgument, "host is not an IP address '" + ep.host + "'");
-    }
-  }
-  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return systemError(ErrorKind::kConnection, "socket", ep.describe());
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0)
-    return connectError(ep, errno);
+  int got = connectSocket(ep);
+  if (got == -ENAMETOOLONG)
+    return failWith(ErrorKind::kInvalidArgument, "socket path too long '" + ep.socket_path + "'");
+  if (got == -EAFNOSUPPORT)
+    return failWith(ErrorKind::kInvalidArgument, "host is not an IP address '" + ep.host + "'");
+  if (got < 0) return connectError(ep, -got);
+  UniqueFd fd(got);
+  const int family = ep.kind == Endpoint::Kind::kUnix         ? AF_UNIX
+                     : ep.host.find(':') != std::string::npos ? AF_INET6
+                                                              : AF_INET;
   auto conn = std::make_unique<Connection>();
   ErrorCode ec;
   conn->socket.assign(asio::generic::stream_protocol(family, family == AF_UNIX ? 0 : IPPROTO_TCP),

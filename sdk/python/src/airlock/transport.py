@@ -120,11 +120,7 @@ class Response:
 
     def chunks(self, size: int = _STREAM_CHUNK) -> Iterator[bytes]:
         try:
-            while True:
-                chunk = self._read(size)
-                if not chunk:
-                    break
-                yield chunk
+            yield from self._body(size)
         finally:
             self.close()
 
@@ -132,59 +128,56 @@ class Response:
         """The stream's events, each as soon as it is complete. Output events from frames carry
         their bytes under "bytes"; from NDJSON, "data" or "data_base64" (models.event_bytes reads
         both)."""
-        if self.raw.getheader("Content-Type", "").startswith(FRAMES_TYPE):
-            return self._frames()
-        return self._lines()
-
-    def _frames(self) -> Iterator[dict[str, Any]]:
+        framed = self.raw.getheader("Content-Type", "").startswith(FRAMES_TYPE)
         try:
-            pending = bytearray()
-            while True:
-                chunk = self._read(_STREAM_CHUNK)
-                if not chunk:
-                    break
-                pending += chunk
-                at = 0
-                while len(pending) - at >= 5:
-                    size = int.from_bytes(pending[at + 1:at + 5], "big")
-                    if len(pending) - at - 5 < size:
-                        break
-                    kind, payload = pending[at], bytes(pending[at + 5:at + 5 + size])
-                    at += 5 + size
-                    stream = _FRAME_STREAMS.get(kind)
-                    if stream is not None:
-                        yield {"type": stream, "bytes": payload}
-                    elif kind == ord("j"):
-                        yield self._decode(payload)
-                    else:
-                        raise SupervisorUnavailableError(
-                            f"{self._what}: the supervisor sent a frame of unknown kind {kind}")
-                del pending[:at]
-            if pending:
-                raise SupervisorUnavailableError(
-                    f"{self._what}: the stream ended inside a frame ({len(pending)} bytes left)")
+            yield from (self._frames if framed else self._lines)(self._body(_STREAM_CHUNK))
         finally:
             self.close()
 
-    def _lines(self) -> Iterator[dict[str, Any]]:
-        try:
-            pending = bytearray()
-            while True:
-                chunk = self._read(_STREAM_CHUNK)
-                if not chunk:
+    def _body(self, size: int) -> Iterator[bytes]:
+        while True:
+            chunk = self._read(size)
+            if not chunk:
+                return
+            yield chunk
+
+    def _frames(self, body: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+        pending = bytearray()
+        for chunk in body:
+            pending += chunk
+            at = 0
+            while len(pending) - at >= 5:
+                size = int.from_bytes(pending[at + 1:at + 5], "big")
+                if len(pending) - at - 5 < size:
                     break
-                pending += chunk
-                if b"\n" not in chunk:
-                    continue  # a long event still arriving
-                *lines, rest = bytes(pending).split(b"\n")
-                pending = bytearray(rest)
-                for line in lines:
-                    if line.strip():
-                        yield self._decode(line)
-            if pending.strip():
-                yield self._decode(bytes(pending))
-        finally:
-            self.close()
+                kind, payload = pending[at], bytes(pending[at + 5:at + 5 + size])
+                at += 5 + size
+                stream = _FRAME_STREAMS.get(kind)
+                if stream is not None:
+                    yield {"type": stream, "bytes": payload}
+                elif kind == ord("j"):
+                    yield self._decode(payload)
+                else:
+                    raise SupervisorUnavailableError(
+                        f"{self._what}: the supervisor sent a frame of unknown kind {kind}")
+            del pending[:at]
+        if pending:
+            raise SupervisorUnavailableError(
+                f"{self._what}: the stream ended inside a frame ({len(pending)} bytes left)")
+
+    def _lines(self, body: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+        pending = bytearray()
+        for chunk in body:
+            pending += chunk
+            if b"\n" not in chunk:
+                continue  # a long event still arriving
+            *lines, rest = bytes(pending).split(b"\n")
+            pending = bytearray(rest)
+            for line in lines:
+                if line.strip():
+                    yield self._decode(line)
+        if pending.strip():
+            yield self._decode(bytes(pending))
 
     def close(self) -> None:
         pooled, self._pooled = self._pooled, None

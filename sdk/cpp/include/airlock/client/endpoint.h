@@ -32,4 +32,9 @@ Result<Endpoint> parseEndpoint(std::string_view url);
 // AIRLOCK_URL, or kDefaultUrl when it is unset or empty.
 Result<Endpoint> endpointFromEnvironment();
 
+// A stream socket connected to `ep` (close-on-exec; the caller closes it), or -errno of the step
+// that failed: ENAMETOOLONG for a socket path too long, EAFNOSUPPORT for a host that is no IP
+// literal, else socket()'s or connect()'s.
+int connectSocket(const Endpoint& ep);
+
 }  // namespace airlock::sdk
