@@ -46,7 +46,14 @@ struct SeccompOptions {
 // profile comes precompiled (build time); other option sets are compiled once per process.
 Result<std::string> compileSeccompFilter(const SeccompOptions& opts);
 
+// How the program is laid out. kRangeTree: the plain rules as a binary search over ranges of
+// syscall numbers, libseccomp's program only for the syscalls with argument checks (≈ 1/3 the
+// instructions, which the kernel JIT-compiles for every process). kLibseccompOnly: every rule
+// through libseccomp; the reference the tests hold the range tree to, decision for decision.
+enum class SeccompCodegen : uint8_t { kRangeTree, kLibseccompOnly };
+
 // Always compiles with libseccomp (≈ 5 ms); what compileSeccompFilter caches.
-Result<std::string> buildSeccompFilter(const SeccompOptions& opts);
+Result<std::string> buildSeccompFilter(const SeccompOptions& opts,
+                                       SeccompCodegen codegen = SeccompCodegen::kRangeTree);
 
 }  // namespace airlock::sys
