@@ -215,14 +215,15 @@ class NamespacesPlugin : public ::testing::Test {
   }
 
   // start(); on failure returns the error and leaves live empty.
-  int start(SpecBuilder& b, Live& live, std::string* error = nullptr) {
+  int start(SpecBuilder& b, Live& live, std::string* error = nullptr, void* instance = nullptr) {
     int sv[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     live.channel = UniqueFd(sv[0]);
     UniqueFd child_end(sv[1]);
     airlock_sandbox_v1 out{};
     airlock_error_v1 err{};
-    int rc = ops_->start(instance_, &b.build(child_end.get()), &out, &err);
+    int rc = ops_->start(instance != nullptr ? instance : instance_, &b.build(child_end.get()),
+                         &out, &err);
     if (error != nullptr) *error = err.message;
     if (rc != 0) return rc;
     live.pid = out.pid;
@@ -268,10 +269,10 @@ class NamespacesPlugin : public ::testing::Test {
     return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
   }
 
-  Live run(SpecBuilder& b) {
+  Live run(SpecBuilder& b, void* instance = nullptr) {
     Live live;
     std::string error;
-    int rc = start(b, live, &error);
+    int rc = start(b, live, &error, instance);
     EXPECT_EQ(rc, 0) << error;
     if (rc != 0) return live;
     observe(live);
@@ -450,6 +451,143 @@ TEST_F(NamespacesPlugin, SpecMountsReadOnlyWritableOptionalAndDeduplicated) {
   struct stat st;
   ASSERT_EQ(::stat(rw.file("made").c_str(), &st), 0) << "write through a rw bind";
   EXPECT_EQ(st.st_uid, kUidBase) << "sandbox root is the first id of the range on the host";
+}
+
+// Whether the last start() logged that its root was cloned from a template.
+bool lastRootWasCloned() {
+  for (auto it = logLines.rbegin(); it != logLines.rend(); ++it) {
+    if (it->find("root cloned from its template") != std::string::npos) return true;
+    if (it->find("root built") != std::string::npos) return false;
+  }
+  ADD_FAILURE() << "no start() line logged";
+  return false;
+}
+
+// The report with what legitimately differs between two sandboxes taken out: mountinfo ids,
+// device numbers and order (each sandbox mounts its own tmpfs; a cloned tree lists its mounts in
+// another order), and the owner of what the template's tmpfs holds (see
+// RootTemplateOwnsTheSynthesizedFilesAsTheHostsRoot): uid=/gid= of the / and /dev tmpfs, and
+// the owner fields of the paths on them.
+std::vector<std::string> comparable(const Report& r) {
+  std::vector<std::string> out, mounts;
+  for (const auto& l : r.lines) {
+    if (l.starts_with("mnt ")) {
+      std::istringstream in(l.substr(4));
+      std::string id, parent, dev, root, point, opts, rest;
+      in >> id >> parent >> dev >> root >> point >> opts;
+      std::getline(in, rest);
+      if (point == "/" || point == "/dev") {
+        size_t uid = rest.find(",uid=");
+        if (uid != std::string::npos) rest.erase(uid);
+      }
+      mounts.push_back("mnt " + root + " " + point + " " + opts + rest);
+    } else if (l.starts_with("exists / ") || l.starts_with("exists /etc ") ||
+               l.starts_with("exists /etc/passwd ") || l.starts_with("exists /etc/hosts ") ||
+               l.starts_with("exists /dev ") || l.starts_with("exists /home ") ||
+               (l.starts_with("exists ") && l.find(" link:") != std::string::npos)) {
+      out.push_back(l.substr(0, l.rfind(':', l.rfind(':') - 1)));  // type:mode, no uid:gid
+    } else {
+      out.push_back(l);
+    }
+  }
+  std::sort(mounts.begin(), mounts.end());
+  out.insert(out.end(), mounts.begin(), mounts.end());
+  return out;
+}
+
+TEST_F(NamespacesPlugin, RootFromTheTemplateIsTheRootTheChildWouldBuild) {
+  // A second instance made with templates off builds every root in the child, as on a kernel
+  // older than 6.15.
+  ::setenv("AIRLOCK_ROOT_TEMPLATES", "off", 1);
+  airlock_error_v1 err{};
+  void* built_instance = desc_->create(&host_, "{}", &err);
+  ::unsetenv("AIRLOCK_ROOT_TEMPLATES");
+  ASSERT_NE(built_instance, nullptr) << err.message;
+  const std::vector<std::string> checks = {"exists:/",
+                                           "exists:/etc",
+                                           "exists:/etc/passwd",
+                                           "exists:/dev",
+                                           "exists:/etc/hosts",
+                                           "read:/etc/hosts",
+                                           "read:/etc/resolv.conf",
+                                           "exists:/home",
+                                           "exists:/dev/pts",
+                                           "readlink:/dev/fd",
+                                           "readlink:/dev/stderr",
+                                           "write:/dev/pts/x",
+                                           "exists:/lib64",
+                                           "read:/etc/nsswitch.conf",
+                                           "write:/etc/new",
+                                           "write:/home/x"};
+  SpecBuilder a, b;
+  a.argv_s.insert(a.argv_s.end(), checks.begin(), checks.end());
+  b.argv_s = a.argv_s;
+  Live templated = run(a);
+  EXPECT_TRUE(lastRootWasCloned());
+  Live built = run(b, built_instance);
+  EXPECT_FALSE(lastRootWasCloned());
+  desc_->destroy(built_instance);
+  EXPECT_EQ(comparable(templated.report), comparable(built.report))
+      << "template:\n"
+      << templated.report.all() << "\nbuilt:\n"
+      << built.report.all();
+  EXPECT_EQ(templated.report.value("write /etc/new"), "EROFS");
+  EXPECT_EQ(templated.report.value("write /home/x"), "EROFS");
+}
+
+TEST_F(NamespacesPlugin, RootTemplateOwnsTheSynthesizedFilesAsTheHostsRoot) {
+  // The template's tmpfs is made by the supervisor, so its owner is the host's root, which the
+  // sandbox does not map: nobody, as for /usr. A root built in the child is the sandbox root's.
+  SpecBuilder b;
+  b.argv_s.insert(b.argv_s.end(), {"exists:/", "exists:/etc/passwd"});
+  Live live = run(b);
+  ASSERT_TRUE(lastRootWasCloned());
+  EXPECT_EQ(live.report.value("exists /"), "dir:755:65534:65534");
+  EXPECT_EQ(live.report.value("exists /etc/passwd"), "file:644:65534:65534");
+}
+
+TEST_F(NamespacesPlugin, SandboxesClonedFromOneTemplateShareNothingWritable) {
+  SpecBuilder a;
+  a.argv_s.insert(a.argv_s.end(), {"write:/tmp/only-a", "write:/home/user/only-a",
+                                   "write:/dev/shm/only-a", "write:/etc/only-a"});
+  Live first;
+  std::string error;
+  ASSERT_EQ(start(a, first, &error), 0) << error;
+  observe(first);  // the probe has written its files and now waits on fd 3
+  EXPECT_TRUE(lastRootWasCloned());
+  EXPECT_EQ(first.report.value("write /tmp/only-a"), "OK");
+  EXPECT_EQ(first.report.value("write /home/user/only-a"), "OK");
+  EXPECT_EQ(first.report.value("write /dev/shm/only-a"), "OK");
+  EXPECT_EQ(first.report.value("write /etc/only-a"), "EROFS");
+  SpecBuilder b;
+  b.argv_s.insert(b.argv_s.end(),
+                  {"exists:/tmp/only-a", "exists:/home/user/only-a", "exists:/dev/shm/only-a"});
+  Live second = run(b);  // while the first is alive, from the same template
+  EXPECT_TRUE(lastRootWasCloned());
+  for (const char* p : {"/tmp/only-a", "/home/user/only-a", "/dev/shm/only-a"})
+    EXPECT_EQ(second.report.value(std::string("exists ") + p), "ENOENT") << p;
+  EXPECT_EQ(finish(first), 0);
+}
+
+TEST_F(NamespacesPlugin, RootTemplateFollowsAHostFileReplacedByRename) {
+  TempDir data;
+  ASSERT_EQ(::chmod(data.path().c_str(), 0755), 0);
+  data.write("greeting", "first\n");
+  auto sandboxSees = [&] {
+    SpecBuilder b;
+    b.addMount(data.file("greeting"), "/etc/greeting", AIRLOCK_MOUNT_READONLY);
+    b.argv_s.push_back("read:/etc/greeting");
+    Live live = run(b);
+    EXPECT_TRUE(lastRootWasCloned());
+    return live.report.value("read /etc/greeting");
+  };
+  EXPECT_EQ(sandboxSees(), "OK:6:first|");
+  EXPECT_EQ(sandboxSees(), "OK:6:first|");
+  // How package managers and resolvers update /etc: a new inode renamed over the old one. A
+  // template that kept the old bind would show "first" forever.
+  data.write("greeting.new", "second\n");
+  ASSERT_EQ(::rename(data.file("greeting.new").c_str(), data.file("greeting").c_str()), 0);
+  EXPECT_EQ(sandboxSees(), "OK:7:second|");
 }
 
 TEST_F(NamespacesPlugin, MissingRequiredSourceFailsBeforeClone) {

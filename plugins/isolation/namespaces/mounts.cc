@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -62,6 +63,8 @@ struct Entry {
   bool optional = false;
   Kind kind = Kind::kDir;
   std::string link;  // kSymlink: the link's contents
+  dev_t dev = 0;     // of the source, for sharedRootKey
+  ino_t ino = 0;
 };
 
 Result<std::string> readLink(const std::string& path) {
@@ -158,6 +161,8 @@ Result<std::vector<Entry>> resolveEntries(const airlock_sandbox_spec_v1& spec,
         e.source = e.target = (dir == "/" ? "" : dir) + e.source.substr(e.source.rfind('/'));
       }
     }
+    e.dev = st.st_dev;
+    e.ino = st.st_ino;
     resolved.push_back(std::move(e));
   }
 
@@ -197,7 +202,18 @@ Result<std::string> cleanAbsolutePath(std::string_view path, std::string_view wh
   return out.empty() ? std::string("/") : out;
 }
 
-Result<RootLayout> planRootfs(const airlock_sandbox_spec_v1& spec, Plan& plan) {
+Result<RootLayout> planRootfs(const airlock_sandbox_spec_v1& spec, Plan& plan, RootPart part,
+                              UniqueFd shared_root) {
+  constexpr Stage s = Stage::kRootfs;
+  if (part == RootPart::kShared) {
+    // The template's own tmpfs; the standard directories are made in it, the per-sandbox
+    // mounts go on top of them.
+    plan.mount(s, "tmpfs", "", MS_NOSUID | MS_NODEV, "size=1m,mode=0755", "/");
+    for (const char* dir : {"/etc", "/home", "/proc", "/dev", "/tmp"})
+      plan.mkdir(s, dir, 0755, dir);
+    plan.mkdir(s, "/home/user", 0700, "/home/user");
+    return RootLayout{};
+  }
   if (spec.scratch_dir == nullptr) return fail("scratch_dir is not set");
   auto root = cleanAbsolutePath(spec.scratch_dir, "scratch_dir");
   if (!root) return Unexpected(root.error());
@@ -207,11 +223,12 @@ Result<RootLayout> planRootfs(const airlock_sandbox_spec_v1& spec, Plan& plan) {
   if (auto ok = checkReachable(*root, "scratch_dir"); !ok) return Unexpected(ok.error());
   RootLayout layout{.root = *root};
 
-  constexpr Stage s = Stage::kRootfs;
   // Our mounts must never propagate into the host's namespace, nor the host's into ours.
   plan.add({.stage = s, .kind = StepKind::kMakePrivate, .path = plan.keep("/")},
            "mount(MS_REC|MS_PRIVATE)", "/");
-  if (spec.image_dir != nullptr && spec.image_dir[0] != '\0') {
+  if (part == RootPart::kPerSandbox) {
+    plan.attachTree(s, std::move(shared_root), layout.root, "/");
+  } else if (spec.image_dir != nullptr && spec.image_dir[0] != '\0') {
     auto image = cleanAbsolutePath(spec.image_dir, "image_dir");
     if (!image) return Unexpected(image.error());
     layout.image = *image;
@@ -311,11 +328,34 @@ Result<void> planSpecMounts(const airlock_sandbox_spec_v1& spec, const RootLayou
   return {};
 }
 
-void planPivotRoot(const RootLayout& layout, Plan& plan) {
+void planPivotRoot(const RootLayout& layout, Plan& plan, RootPart part) {
   constexpr Stage s = Stage::kPivotRoot;
-  if (layout.image.empty()) plan.setAttr(s, layout.root, kReadOnlyAttrs, false, "/");
+  if (part != RootPart::kPerSandbox && layout.image.empty())
+    plan.setAttr(s, layout.root, kReadOnlyAttrs, false, "/");
+  if (part == RootPart::kShared) return;
   plan.add({.stage = s, .kind = StepKind::kPivotRoot, .path = plan.keep(layout.root)}, "pivot_root",
            layout.root);
+}
+
+Result<std::string> sharedRootKey(const airlock_sandbox_spec_v1& spec) {
+  if (spec.image_dir != nullptr && spec.image_dir[0] != '\0') return std::string();
+  auto entries = resolveEntries(spec, RootLayout{});
+  if (!entries) return Unexpected(entries.error());
+  std::string key;
+  for (const Entry& e : *entries) {
+    if (isUnder(e.target, "/home/user") || isUnder(e.target, "/tmp")) return std::string();
+    key += e.target + '\0' + e.source + '\0' + e.link + '\0' +
+           std::to_string(static_cast<int>(e.kind)) + (e.readonly ? "r" : "w") +
+           std::to_string(e.dev) + ':' + std::to_string(e.ino) + '\n';
+  }
+  // What planEtcFiles writes.
+  const bool has_resolv =
+      spec.struct_size >= offsetof(airlock_sandbox_spec_v1, resolv_conf) + sizeof spec.resolv_conf;
+  key += std::to_string(spec.user_uid) + ':' + std::to_string(spec.user_gid) + '\0' +
+         (spec.hostname != nullptr ? spec.hostname : "") + '\0' +
+         std::to_string(spec.network_mode) + '\0' +
+         (has_resolv && spec.resolv_conf != nullptr ? spec.resolv_conf : "") + '\n';
+  return key;
 }
 
 int fsStepInChild(const Step& step) {

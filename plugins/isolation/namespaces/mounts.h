@@ -5,10 +5,12 @@
 // the resulting steps (fsStepInChild).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <airlock/plugin_abi_v1.h>
 #include <airlock/result.h>
+#include <airlock/unique_fd.h>
 
 #include "plan.h"
 
@@ -22,17 +24,35 @@ struct RootLayout {
 // mount_setattr attributes of a read-only view of the host.
 inline constexpr uint64_t kReadOnlyAttrs = 0x1 | 0x2 | 0x4;  // RDONLY | NOSUID | NODEV
 
+// Which part of the root a plan builds. The synthesized root splits in two: the shared part is
+// the same for every sandbox of a spec (the root tmpfs, /etc, the host binds, /dev's devices,
+// all read-only), so it can be built once as a detached template (root_template.h) and cloned;
+// the per-sandbox part is what each sandbox must own (propagation, /home/user, /tmp, /proc,
+// devpts, /dev/shm, pivot_root). kAll is both, in one plan, as without a template.
+enum class RootPart : uint8_t { kAll, kShared, kPerSandbox };
+
 // Stage rootfs: private propagation, the root (a small tmpfs, or the image bound read-only),
-// the standard directories, and the /home/user and /tmp tmpfs.
-Result<RootLayout> planRootfs(const airlock_sandbox_spec_v1& spec, Plan& plan);
+// the standard directories, and the /home/user and /tmp tmpfs. kShared plans the template's
+// tmpfs with paths relative to it (layout.root is ""); kPerSandbox attaches `shared_root` (a
+// clone of the template) at the scratch dir instead of building the root.
+Result<RootLayout> planRootfs(const airlock_sandbox_spec_v1& spec, Plan& plan,
+                              RootPart part = RootPart::kAll, UniqueFd shared_root = {});
 
 // Stage mounts: spec.mounts (plus, without an image, the host's /bin, /sbin, /lib* as symlinks
 // on merged-/usr hosts), sorted parents first, redundant entries dropped.
 Result<void> planSpecMounts(const airlock_sandbox_spec_v1& spec, const RootLayout& layout,
                             Plan& plan);
 
-// Stage pivot_root: the synthesized root becomes read-only, then "/" and the old root detached.
-void planPivotRoot(const RootLayout& layout, Plan& plan);
+// Stage pivot_root: the synthesized root becomes read-only (the shared part), then "/" and the
+// old root detached (the per-sandbox part).
+void planPivotRoot(const RootLayout& layout, Plan& plan, RootPart part = RootPart::kAll);
+
+// What the shared part of the root is made of, as a key: two specs with the same key get the
+// same template. It names every bound source by device and inode, so a host file replaced by
+// rename (resolv.conf, a package update) makes a new key. Empty when the spec's root cannot be
+// shared: an image, or a spec mount inside /home/user or /tmp (which the per-sandbox tmpfs
+// would hide).
+Result<std::string> sharedRootKey(const airlock_sandbox_spec_v1& spec);
 
 // Runs one filesystem step in the child. Returns 0 or an errno value. Async-signal-safe.
 int fsStepInChild(const Step& step);

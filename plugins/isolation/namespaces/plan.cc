@@ -94,6 +94,12 @@ Result<void> Plan::bindHost(Stage st, const std::string& source, const std::stri
   return {};
 }
 
+void Plan::attachTree(Stage st, UniqueFd tree, const std::string& path, std::string subject) {
+  add({.stage = st, .kind = StepKind::kMoveMount, .path = keep(path), .fd = tree.get()},
+      "move_mount(root template)", std::move(subject));
+  fds_.push_back(std::move(tree));
+}
+
 void Plan::setAttr(Stage st, const std::string& path, uint64_t attrs, bool recursive,
                    std::string subject) {
   add({.stage = st,

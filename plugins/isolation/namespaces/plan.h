@@ -100,6 +100,8 @@ class Plan {
   // with open_tree and sets attrs (MOUNT_ATTR_*) on it; the child only move_mounts it to path.
   Result<void> bindHost(Stage st, const std::string& source, const std::string& path,
                         bool recursive, uint64_t attrs, std::string subject);
+  // Attaches a detached tree the caller made (a clone of the root template) at path.
+  void attachTree(Stage st, UniqueFd tree, const std::string& path, std::string subject);
   // mount_setattr with attrs (MOUNT_ATTR_*). Adding attributes never clears the flags the
   // kernel locked on mounts inherited from the host (nodev, nosuid, noexec, atime), so unlike
   // MS_REMOUNT it needs no statvfs of the original.

@@ -33,6 +33,7 @@
 #include "net.h"
 #include "plan.h"
 #include "proc_mask.h"
+#include "root_template.h"
 #include "stages.h"
 #include "user_ns.h"
 
@@ -82,22 +83,26 @@ Result<void> validate(const airlock_sandbox_spec_v1& spec) {
   return {};
 }
 
-// Everything the child will do, in stage order (stages.h).
-Result<Plan> buildPlan(const airlock_sandbox_spec_v1& spec) {
+// Everything the child will do, in stage order (stages.h). With `shared_root` (a clone of the
+// root template, root_template.h) the child attaches it and adds only its own mounts.
+Result<Plan> buildPlan(const airlock_sandbox_spec_v1& spec, UniqueFd shared_root) {
   auto ok = validate(spec);
   if (!ok) return Unexpected(ok.error());
+  const RootPart part = shared_root ? RootPart::kPerSandbox : RootPart::kAll;
   Plan plan;
   planNetwork(plan);
   planWaitParent(plan);
   planIdentity(plan);
-  auto layout = planRootfs(spec, plan);
+  auto layout = planRootfs(spec, plan, part, std::move(shared_root));
   if (!layout) return Unexpected(layout.error());
-  planEtcFiles(spec, *layout, plan);
-  auto mounts = planSpecMounts(spec, *layout, plan);
-  if (!mounts) return Unexpected(mounts.error());
+  if (part == RootPart::kAll) {
+    planEtcFiles(spec, *layout, plan);
+    auto mounts = planSpecMounts(spec, *layout, plan);
+    if (!mounts) return Unexpected(mounts.error());
+  }
   planProc(*layout, plan);
-  planDev(*layout, plan);
-  planPivotRoot(*layout, plan);
+  planDev(*layout, plan, part);
+  planPivotRoot(*layout, plan, part);
   planHostname(spec.hostname, plan);
   planExec(plan);
   return plan;
@@ -150,7 +155,11 @@ class Namespaces final : public sdk::IsolationPlugin {
 
   void start(const airlock_sandbox_spec_v1& spec, airlock_sandbox_v1& out) override {
     const int64_t t_start = nowNs();
-    auto plan = buildPlan(spec);
+    auto shared_root = templates_.cloneFor(
+        spec, [&](const std::string& why) { log(2, "root templates: " + why); });
+    if (!shared_root) throwError(Stage::kPrepare, shared_root.error());
+    const bool templated = shared_root->valid();
+    auto plan = buildPlan(spec, std::move(*shared_root));
     if (!plan) throwError(Stage::kPrepare, plan.error());
 
     std::vector<std::string> argv;
@@ -217,7 +226,8 @@ class Namespaces final : public sdk::IsolationPlugin {
                std::to_string((t_cloned - t_clone) / 1000) + " us, released " +
                std::to_string((t_released - t_clone) / 1000) + " us, exec'd " +
                std::to_string((t_exec - t_clone) / 1000) + " us after clone (start " +
-               std::to_string((t_exec - t_start) / 1000) + " us)" + clock.describe(t_clone));
+               std::to_string((t_exec - t_start) / 1000) + " us, root " +
+               (templated ? "cloned from its template" : "built") + ")" + clock.describe(t_clone));
   }
 
   // Nothing on the host to free: see the comment at the top of this file.
@@ -228,6 +238,7 @@ class Namespaces final : public sdk::IsolationPlugin {
 
  private:
   std::atomic<bool> oom_warned_{false};
+  RootTemplates templates_;
   // Clones whose agent has exec'd but whose helper thread may still be on its way out of
   // clone3 (clone.h). Joined before start() returned, it needed a CPU to wake up and exit
   // while the agent started: the handshake began ~1.5 ms after the agent's exec on a slow
