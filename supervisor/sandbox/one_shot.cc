@@ -177,11 +177,14 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     }
   }
   if (cancelled_) return Unexpected(Error("interrupted by a signal", {}, EINTR));
-  // Leftovers of runs that were killed with -9 are removed before we add one of our own.
-  std::call_once(reclaimed_, [&] {
-    if (auto r = reclaimOrphans(options_.state_dir); !r)
-      std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
-  });
+  // Leftovers of runs that were killed with -9 are removed before we add one of our own (a
+  // serving manager did that when it started, and its first served run need not again).
+  if (options_.mode != ManagerOptions::Mode::kServe) {
+    std::call_once(reclaimed_, [&] {
+      if (auto r = reclaimOrphans(options_.state_dir); !r)
+        std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
+    });
+  }
 
   // Served from a pre-started interpreter when the pool has one of this profile and language
   // and the request changes nothing it was started with (limits, environment).
