@@ -165,14 +165,20 @@ Result<> waitProcsEmpty(const std::string& dir, Clock::time_point deadline) {
 
 Result<> removeTree(const std::string& dir, Clock::time_point deadline,
                     const CgroupFakeKernel* fake) {
+  auto rmdir = [&] {
+    return fake != nullptr && fake->rmdir ? fake->rmdir(dir) : ::rmdir(dir.c_str());
+  };
+  // A sandbox's cgroup has no children as a rule (its code cannot write cgroupfs), so rmdir
+  // first and list the directory only when the kernel refuses: 5 syscalls less per hierarchy.
+  if (rmdir() == 0 || errno == ENOENT) return {};
+  if (errno != EBUSY && errno != ENOTEMPTY) return sysError("rmdir", dir);
   auto sub =
       forEachSubdir(dir, [&](const std::string& s) { return removeTree(s, deadline, fake); });
   if (!sub) return sub;
   Backoff backoff;
   for (;;) {
     // rmdir releases the cgroup; it fails with EBUSY while a dying task still pins it.
-    int rc = fake != nullptr && fake->rmdir ? fake->rmdir(dir) : ::rmdir(dir.c_str());
-    if (rc == 0 || errno == ENOENT) return {};
+    if (rmdir() == 0 || errno == ENOENT) return {};
     if (errno != EBUSY || Clock::now() >= deadline) return sysError("rmdir", dir);
     backoff.wait();
   }
