@@ -1,4 +1,8 @@
 // formatDoctor's table and the shape of probeHost's answer (no root needed).
+#include <sys/utsname.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "supervisor/doctor/doctor.h"
@@ -44,6 +48,7 @@ TEST(Doctor, ProbeHostReportsEveryArea) {
                         "clone3 user namespace",
                         "clone3 net namespace",
                         "pivot_root",
+                        "root templates",
                         "cgroups",
                         "cgroup limit memory",
                         "seccomp filter",
@@ -69,6 +74,29 @@ TEST(Doctor, ProbeHostReportsEveryArea) {
       EXPECT_TRUE(c.ok) << c.feature << ": " << c.detail;
     }
   }
+}
+
+// As root on Linux 6.15 or later the probe must find root templates working: the namespaces
+// backend builds its roots with exactly these calls, and a false "NO" would hide a regression.
+TEST(Doctor, RootTemplatesWorkAsRootOnLinux615) {
+  AIRLOCK_REQUIRE_ROOT();
+  utsname u{};
+  ASSERT_EQ(::uname(&u), 0);
+  int major = 0, minor = 0;
+  std::sscanf(u.release, "%d.%d", &major, &minor);
+  if (major < 6 || (major == 6 && minor < 15))
+    GTEST_SKIP() << "kernel " << u.release << " predates detached mount trees (6.15)";
+  if (std::getenv("AIRLOCK_ROOT_TEMPLATES") != nullptr)
+    GTEST_SKIP() << "AIRLOCK_ROOT_TEMPLATES is set in this environment";
+  auto checks = probeHost();
+  ASSERT_TRUE(checks) << checks.error().message();
+  bool seen = false;
+  for (const auto& c : *checks) {
+    if (c.feature != "root templates") continue;
+    seen = true;
+    EXPECT_TRUE(c.ok) << c.detail;
+  }
+  EXPECT_TRUE(seen);
 }
 
 }  // namespace
