@@ -110,7 +110,7 @@ int applyStep(int root, const std::string& rel, const Step& step) {
 
 }  // namespace
 
-Result<UniqueFd> buildDetachedTree(const Plan& plan) {
+Result<UniqueFd> buildDetachedTree(const Plan& plan, int* failed_errno) {
   auto steps = plan.steps();
   if (steps.empty() || steps[0].kind != StepKind::kMount || steps[0].path == nullptr ||
       steps[0].path[0] != '\0' || steps[0].fstype == nullptr ||
@@ -148,8 +148,10 @@ Result<UniqueFd> buildDetachedTree(const Plan& plan) {
       if (err == 0) err = applyStep(root.get(), rel, step);
     }
     if (err == 0 && i + 1 == steps.size()) err = attachSub();
-    if (err != 0)
+    if (err != 0) {
+      if (failed_errno != nullptr) *failed_errno = err;
       return fail("root template: " + plan.describe({static_cast<int32_t>(step.stage), err, i}));
+    }
   }
   return root;
 }
@@ -188,10 +190,15 @@ Result<UniqueFd> RootTemplates::cloneOrWhy(const airlock_sandbox_spec_v1& spec, 
       if (!planned) return UniqueFd();  // the full plan will say what is wrong
       planDev(shared, plan, RootPart::kShared);
       planPivotRoot(shared, plan, RootPart::kShared);
-      auto built = buildDetachedTree(plan);
+      int err = 0;
+      auto built = buildDetachedTree(plan, &err);
       if (!built) {
-        unsupported_ = true;
-        why = built.error().message() + "; every sandbox builds its own root from now on";
+        // The kernel refusing detached trees (before 6.15: EINVAL) is for good; anything else
+        // (a bound source gone between the key and the build) is this sandbox's only.
+        if (err == EINVAL || err == EPERM || err == ENOSYS || err == EOPNOTSUPP || err == 0) {
+          unsupported_ = true;
+          why = built.error().message() + "; every sandbox builds its own root from now on";
+        }
         return UniqueFd();
       }
       tree = std::make_shared<UniqueFd>(std::move(*built));

@@ -31,8 +31,9 @@
 
 namespace airlock::isolation {
 
-// Builds a detached tree from a RootPart::kShared plan (paths relative to the tree's root).
-Result<UniqueFd> buildDetachedTree(const Plan& plan);
+// Builds a detached tree from a RootPart::kShared plan (paths relative to the tree's root). On
+// failure *failed_errno (when given) is the errno of the step that failed.
+Result<UniqueFd> buildDetachedTree(const Plan& plan, int* failed_errno = nullptr);
 
 class RootTemplates {
  public:
