@@ -207,11 +207,14 @@ Result<std::vector<Check>> probeHost() {
       pivot == 0 ? "" : "the namespaces backend cannot switch root");
 
   {
-    const char* env = std::getenv("AIRLOCK_ROOT_TEMPLATES");
-    bool off = env != nullptr && (std::strcmp(env, "off") == 0 || std::strcmp(env, "0") == 0);
+    // Read as the namespaces backend reads it (root_template.cc).
+    const std::string env = std::getenv("AIRLOCK_ROOT_TEMPLATES") != nullptr
+                                ? std::getenv("AIRLOCK_ROOT_TEMPLATES")
+                                : "";
+    bool off = env == "off" || env == "0" || env == "false" || env == "no";
     int err = rootTemplateProbe();
     add("root templates", err == 0 && !off,
-        off        ? "turned off by AIRLOCK_ROOT_TEMPLATES"
+        off        ? "turned off by AIRLOCK_ROOT_TEMPLATES=" + env
         : err == 0 ? "a detached tree takes mounts and clones: each sandbox's read-only root is a "
                      "clone of one built per profile"
                    : "detached mount trees refused (" + errnoText(err) +

@@ -268,13 +268,13 @@ Result<> SandboxCgroup::destroy(std::chrono::milliseconds timeout) {
       if (auto r = v2::waitUnpopulated(v2_dir_, deadline); !r) {
         return Unexpected(std::move(r.error()).wrap(ctx));
       }
-      all_gone = fake_ == nullptr;
+      all_gone = true;
     } else if (auto r = waitProcsEmpty(v2_dir_, deadline); !r) {
       return Unexpected(std::move(r.error()).wrap(ctx));
     }
   }
-  for (const auto& dir : paths()) {
-    if (dir == v2_dir_ || all_gone) continue;
+  for (const auto& dir : all_gone ? std::vector<std::string>{} : paths()) {
+    if (dir == v2_dir_) continue;
     if (auto r = waitProcsEmpty(dir, deadline); !r) {
       return Unexpected(std::move(r.error()).wrap(ctx));
     }

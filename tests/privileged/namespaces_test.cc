@@ -535,6 +535,38 @@ TEST_F(NamespacesPlugin, RootFromTheTemplateIsTheRootTheChildWouldBuild) {
   EXPECT_EQ(templated.report.value("write /home/x"), "EROFS");
 }
 
+// AIRLOCK_ROOT_TEMPLATES: "false" turns templates off like "off"; a value that is neither is
+// said once, naming it, and leaves them on.
+TEST_F(NamespacesPlugin, RootTemplateSettingIsReadStrictly) {
+  auto instanceWith = [&](const char* value) {
+    ::setenv("AIRLOCK_ROOT_TEMPLATES", value, 1);
+    airlock_error_v1 err{};
+    void* instance = desc_->create(&host_, "{}", &err);
+    ::unsetenv("AIRLOCK_ROOT_TEMPLATES");
+    EXPECT_NE(instance, nullptr) << err.message;
+    return instance;
+  };
+  void* off = instanceWith("false");
+  ASSERT_NE(off, nullptr);
+  SpecBuilder a;
+  run(a, off);
+  EXPECT_FALSE(lastRootWasCloned());
+  desc_->destroy(off);
+
+  void* odd = instanceWith("sometimes");
+  ASSERT_NE(odd, nullptr);
+  logLines.clear();
+  SpecBuilder b, c;
+  run(b, odd);
+  EXPECT_TRUE(lastRootWasCloned());
+  run(c, odd);
+  size_t said = 0;
+  for (const auto& l : logLines)
+    said += l.find("AIRLOCK_ROOT_TEMPLATES='sometimes' is neither on") != std::string::npos;
+  EXPECT_EQ(said, 1u) << "said on the first start only";
+  desc_->destroy(odd);
+}
+
 TEST_F(NamespacesPlugin, RootTemplateOwnsTheSynthesizedFilesAsTheHostsRoot) {
   // The template's tmpfs is made by the supervisor, so its owner is the host's root, which the
   // sandbox does not map: nobody, as for /usr. A root built in the child is the sandbox root's.

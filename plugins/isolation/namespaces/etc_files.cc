@@ -5,16 +5,20 @@
 
 namespace airlock::isolation {
 
+const char* resolvConf(const airlock_sandbox_spec_v1& spec) {
+  // A host older than ABI 1.3 has no resolv_conf field (and never asks for LINKED).
+  const bool has_resolv =
+      spec.struct_size >= offsetof(airlock_sandbox_spec_v1, resolv_conf) + sizeof spec.resolv_conf;
+  return spec.network_mode == AIRLOCK_NETWORK_LINKED && has_resolv ? spec.resolv_conf : nullptr;
+}
+
 void planEtcFiles(const airlock_sandbox_spec_v1& spec, const RootLayout& layout, Plan& plan) {
   if (!layout.image.empty()) return;
   const std::string uid = std::to_string(spec.user_uid);
   const std::string gid = std::to_string(spec.user_gid);
   const std::string host = spec.hostname;
   const bool linked = spec.network_mode == AIRLOCK_NETWORK_LINKED;
-  // A host older than ABI 1.3 has no resolv_conf field (and never asks for LINKED).
-  const bool has_resolv =
-      spec.struct_size >= offsetof(airlock_sandbox_spec_v1, resolv_conf) + sizeof spec.resolv_conf;
-  const char* resolv = linked && has_resolv ? spec.resolv_conf : nullptr;
+  const char* resolv = resolvConf(spec);
   std::string passwd = "root:x:0:0:root:/root:/bin/bash\n";
   std::string group = "root:x:0:\n";
   if (spec.user_uid != 0) passwd += "user:x:" + uid + ":" + gid + "::/home/user:/bin/bash\n";

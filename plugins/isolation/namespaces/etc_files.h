@@ -13,4 +13,7 @@ namespace airlock::isolation {
 // tmpfs. Nothing to do with an image (its /etc is its own).
 void planEtcFiles(const airlock_sandbox_spec_v1& spec, const RootLayout& layout, Plan& plan);
 
+// What /etc/resolv.conf holds: the spec's resolv_conf for a linked network, else nothing.
+const char* resolvConf(const airlock_sandbox_spec_v1& spec);
+
 }  // namespace airlock::isolation

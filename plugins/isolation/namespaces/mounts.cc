@@ -9,11 +9,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstddef>
 #include <cstdlib>
 #include <map>
 #include <set>
 #include <vector>
+
+#include "etc_files.h"
 
 namespace airlock::isolation {
 namespace {
@@ -181,6 +182,15 @@ Result<std::vector<Entry>> resolveEntries(const airlock_sandbox_spec_v1& spec,
   return kept;
 }
 
+// A tiny tmpfs that holds the mount points and /etc; it is made read-only before pivot_root.
+void planRootTmpfs(const std::string& root, Plan& plan) {
+  constexpr Stage s = Stage::kRootfs;
+  plan.mount(s, "tmpfs", root, MS_NOSUID | MS_NODEV, "size=1m,mode=0755", "/");
+  for (const char* dir : {"/etc", "/home", "/proc", "/dev", "/tmp"})
+    plan.mkdir(s, root + dir, 0755, dir);
+  plan.mkdir(s, root + "/home/user", 0700, "/home/user");
+}
+
 }  // namespace
 
 Result<std::string> cleanAbsolutePath(std::string_view path, std::string_view what) {
@@ -206,12 +216,8 @@ Result<RootLayout> planRootfs(const airlock_sandbox_spec_v1& spec, Plan& plan, R
                               UniqueFd shared_root) {
   constexpr Stage s = Stage::kRootfs;
   if (part == RootPart::kShared) {
-    // The template's own tmpfs; the standard directories are made in it, the per-sandbox
-    // mounts go on top of them.
-    plan.mount(s, "tmpfs", "", MS_NOSUID | MS_NODEV, "size=1m,mode=0755", "/");
-    for (const char* dir : {"/etc", "/home", "/proc", "/dev", "/tmp"})
-      plan.mkdir(s, dir, 0755, dir);
-    plan.mkdir(s, "/home/user", 0700, "/home/user");
+    // The template's own tmpfs, at "" (the root of the detached tree).
+    planRootTmpfs("", plan);
     return RootLayout{};
   }
   if (spec.scratch_dir == nullptr) return fail("scratch_dir is not set");
@@ -255,11 +261,7 @@ Result<RootLayout> planRootfs(const airlock_sandbox_spec_v1& spec, Plan& plan, R
     auto bound = plan.bindHost(s, *image, layout.root, true, kReadOnlyAttrs, "/");
     if (!bound) return Unexpected(bound.error());
   } else {
-    // A tiny tmpfs holds the mount points and /etc; it is made read-only before pivot_root.
-    plan.mount(s, "tmpfs", layout.root, MS_NOSUID | MS_NODEV, "size=1m,mode=0755", "/");
-    for (const char* dir : {"/etc", "/home", "/proc", "/dev", "/tmp"})
-      plan.mkdir(s, layout.root + dir, 0755, dir);
-    plan.mkdir(s, layout.root + "/home/user", 0700, "/home/user");
+    planRootTmpfs(layout.root, plan);
   }
   plan.mount(s, "tmpfs", layout.root + "/home/user", MS_NOSUID | MS_NODEV,
              "size=" + std::to_string(spec.workspace_bytes) + ",mode=0700,uid=" +
@@ -349,12 +351,10 @@ Result<std::string> sharedRootKey(const airlock_sandbox_spec_v1& spec) {
            std::to_string(e.dev) + ':' + std::to_string(e.ino) + '\n';
   }
   // What planEtcFiles writes.
-  const bool has_resolv =
-      spec.struct_size >= offsetof(airlock_sandbox_spec_v1, resolv_conf) + sizeof spec.resolv_conf;
+  const char* resolv = resolvConf(spec);
   key += std::to_string(spec.user_uid) + ':' + std::to_string(spec.user_gid) + '\0' +
          (spec.hostname != nullptr ? spec.hostname : "") + '\0' +
-         std::to_string(spec.network_mode) + '\0' +
-         (has_resolv && spec.resolv_conf != nullptr ? spec.resolv_conf : "") + '\n';
+         std::to_string(spec.network_mode) + '\0' + (resolv != nullptr ? resolv : "") + '\n';
   return key;
 }
 

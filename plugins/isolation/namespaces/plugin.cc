@@ -155,11 +155,11 @@ class Namespaces final : public sdk::IsolationPlugin {
 
   void start(const airlock_sandbox_spec_v1& spec, airlock_sandbox_v1& out) override {
     const int64_t t_start = nowNs();
-    auto shared_root = templates_.cloneFor(
-        spec, [&](const std::string& why) { log(2, "root templates: " + why); });
-    if (!shared_root) throwError(Stage::kPrepare, shared_root.error());
-    const bool templated = shared_root->valid();
-    auto plan = buildPlan(spec, std::move(*shared_root));
+    std::string why;
+    UniqueFd shared_root = templates_.cloneFor(spec, why);
+    if (!why.empty()) log(2, "root templates: " + why);
+    const bool templated = shared_root.valid();
+    auto plan = buildPlan(spec, std::move(shared_root));
     if (!plan) throwError(Stage::kPrepare, plan.error());
 
     std::vector<std::string> argv;

@@ -157,13 +157,17 @@ Result<UniqueFd> buildDetachedTree(const Plan& plan, int* failed_errno) {
 }
 
 RootTemplates::RootTemplates() {
-  const char* env = std::getenv("AIRLOCK_ROOT_TEMPLATES");
-  enabled_ = env == nullptr || (std::strcmp(env, "off") != 0 && std::strcmp(env, "0") != 0);
+  const std::string env =
+      std::getenv("AIRLOCK_ROOT_TEMPLATES") != nullptr ? std::getenv("AIRLOCK_ROOT_TEMPLATES") : "";
+  enabled_ = !(env == "off" || env == "0" || env == "false" || env == "no");
+  if (enabled_ && !(env.empty() || env == "on" || env == "1" || env == "true" || env == "yes"))
+    setting_error_ = "AIRLOCK_ROOT_TEMPLATES='" + env +
+                     "' is neither on (on, 1, true, yes) nor off (off, 0, false, no): left on";
 }
 
-Result<UniqueFd> RootTemplates::cloneOrWhy(const airlock_sandbox_spec_v1& spec, std::string& why) {
+UniqueFd RootTemplates::cloneFor(const airlock_sandbox_spec_v1& spec, std::string& why) {
+  std::call_once(setting_said_, [&] { why = setting_error_; });
   if (!enabled_) return UniqueFd();
-  // A spec the planner will refuse (a required source missing) is refused there, by name.
   auto key = sharedRootKey(spec);
   if (!key || key->empty()) return UniqueFd();
 

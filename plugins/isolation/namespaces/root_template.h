@@ -13,7 +13,7 @@
 // owned by nobody, like /usr (the sandbox's own root user cannot change them either way). Building
 // it needs a kernel that mounts onto a detached tree and clones one (Linux 6.15); older kernels,
 // images, and specs that bind into /home/user or /tmp take the full per-sandbox plan.
-// AIRLOCK_ROOT_TEMPLATES=off turns it off for the process.
+// AIRLOCK_ROOT_TEMPLATES=off (or 0, false, no) turns it off for the process.
 #pragma once
 
 #include <cstddef>
@@ -40,24 +40,17 @@ class RootTemplates {
   RootTemplates();
 
   // A private clone of the template for spec, or an invalid fd when this sandbox builds its
-  // root itself (see the top of this file). Errors are the spec's (a required mount source
-  // missing); a template that cannot be built is logged through `note` once and not retried.
-  template <typename Note>
-  Result<UniqueFd> cloneFor(const airlock_sandbox_spec_v1& spec, Note&& note) {
-    std::string why;
-    auto r = cloneOrWhy(spec, why);
-    if (!why.empty()) note(why);
-    return r;
-  }
-
-  bool enabled() const { return enabled_; }
+  // root itself (see the top of this file; a spec the planner refuses is refused there, by
+  // name). Sets `why` when templates just turned off for good, or AIRLOCK_ROOT_TEMPLATES holds
+  // a value that is not on/off: something to log once.
+  UniqueFd cloneFor(const airlock_sandbox_spec_v1& spec, std::string& why);
 
  private:
-  Result<UniqueFd> cloneOrWhy(const airlock_sandbox_spec_v1& spec, std::string& why);
-
   static constexpr size_t kMaxTemplates = 4;  // distinct specs kept at once
 
   bool enabled_;
+  std::string setting_error_;  // AIRLOCK_ROOT_TEMPLATES unreadable: said on the first start
+  std::once_flag setting_said_;
   std::mutex mu_;
   bool unsupported_ = false;  // the kernel refused once: no more attempts
   // Most recently used first.
