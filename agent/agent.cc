@@ -1074,6 +1074,20 @@ void Agent::shutdownAll() {
 
 }  // namespace
 
+namespace {
+
+void announceReady() {
+  (void)!::write(2, proto::kAgentReadyLine, sizeof proto::kAgentReadyLine - 1);
+  // From here on, stderr is nobody's: the launcher stops reading it once it saw the line.
+  int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null >= 0 && null != 2) {
+    ::dup2(null, 2);
+    ::close(null);
+  }
+}
+
+}  // namespace
+
 int run(const Options& options) {
   auto sigfd = prepareProcess(options.channel_in, options.channel_out);
   if (!sigfd) {
@@ -1087,6 +1101,7 @@ int run(const Options& options) {
     (void)proto::writeFrame(options.channel_out, frame);
     return 1;
   }
+  if (options.announce_ready) announceReady();
   Agent agent(options.channel_in, options.channel_out, options.reattach_grace_ms,
               std::move(*sigfd));
   return agent.serve();

@@ -12,6 +12,9 @@ struct Options {
   // execution, put one end of a fresh socket pair at fd kReattachFd and wait this long for a new
   // supervisor to take it (pidfd_getfd) and send Reattach. 0: end at once.
   int reattach_grace_ms = 0;
+  // Once the process is prepared, write protocol::kAgentReadyLine to fd 2, then point fd 2 at
+  // /dev/null (for launchers that cannot see the agent's exec, like gVisor's runsc).
+  bool announce_ready = false;
 };
 
 // Where a waiting agent leaves the new channel's far end for its next supervisor.

@@ -1,4 +1,4 @@
-// airlock-agent [--channel-fd N | --channel-stdio] [--reattach-grace-ms MS]
+// airlock-agent [--channel-fd N | --channel-stdio] [--reattach-grace-ms MS] [--announce-ready]
 #include <unistd.h>
 
 #include <cstdlib>
@@ -21,13 +21,16 @@ int main(int argc, char** argv) {
       long ms = std::strtol(argv[++i], &end, 10);
       if (end == argv[i] || *end != '\0' || ms < 0 || ms > 24L * 3600 * 1000) return 2;
       options.reattach_grace_ms = static_cast<int>(ms);
+    } else if (arg == "--announce-ready") {
+      options.announce_ready = true;
     } else if (arg == "--channel-stdio") {
       options.channel_in = 0;
       options.channel_out = 1;
     } else {
       // stderr is /dev/null inside a sandbox; this only helps someone running it by hand.
       const char usage[] =
-          "usage: airlock-agent [--channel-fd N | --channel-stdio] [--reattach-grace-ms MS]\n";
+          "usage: airlock-agent [--channel-fd N | --channel-stdio] [--reattach-grace-ms MS] "
+          "[--announce-ready]\n";
       ssize_t ignored = write(2, usage, sizeof(usage) - 1);
       (void)ignored;
       return 2;

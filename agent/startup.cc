@@ -1,5 +1,6 @@
 #include "startup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 namespace airlock::agent {
@@ -19,6 +21,22 @@ namespace {
 void closeRange(unsigned first, unsigned last) {
   if (first > last) return;
   if (::close_range(first, last, 0) == 0) return;
+  // Kernels without close_range (gVisor's): close what /proc lists. Trying every number up to
+  // 65535 instead cost 1.6 s under gVisor's ptrace platform, where each syscall takes ~25 us.
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    const int own = ::dirfd(d);
+    std::vector<int> open_fds;
+    while (dirent* e = ::readdir(d)) {
+      char* end = nullptr;
+      unsigned long fd = std::strtoul(e->d_name, &end, 10);
+      if (end != e->d_name && *end == '\0' && fd >= first && fd <= last &&
+          static_cast<int>(fd) != own)
+        open_fds.push_back(static_cast<int>(fd));
+    }
+    ::closedir(d);
+    for (int fd : open_fds) ::close(fd);
+    return;
+  }
   for (unsigned fd = first; fd <= std::min(last, 65535u); ++fd) ::close(static_cast<int>(fd));
 }
 

@@ -57,6 +57,10 @@ const std::array kFields = {
     AIRLOCK_FIELD("network", "rules", network.rules),
     AIRLOCK_FIELD("seccomp", "allow", seccomp.allow),
     AIRLOCK_FIELD("seccomp", "deny", seccomp.deny),
+    AIRLOCK_FIELD("gvisor", "runsc", gvisor.runsc),
+    AIRLOCK_FIELD("gvisor", "platform", gvisor.platform),
+    AIRLOCK_FIELD("gvisor", "overlay", gvisor.overlay),
+    AIRLOCK_FIELD("gvisor", "flags", gvisor.flags),
     AIRLOCK_FIELD("audit", "exec", audit.exec),
     AIRLOCK_FIELD("audit", "network", audit.network),
     AIRLOCK_FIELD("audit", "syscalls", audit.syscalls),
@@ -132,8 +136,8 @@ const std::array kEgressFields = {
 #undef AIRLOCK_AUDIT_FIELD
 #undef AIRLOCK_EGRESS_FIELD
 
-constexpr std::array<std::string_view, 6> kSubTables = {"limits",  "lifetime", "filesystem",
-                                                        "network", "seccomp",  "audit"};
+constexpr std::array<std::string_view, 7> kSubTables = {
+    "limits", "lifetime", "filesystem", "network", "seccomp", "audit", "gvisor"};
 
 constexpr std::array<std::string_view, 7> kReviewTables = {
     "review",       "review.limits",  "review.patterns", "review.python_ast",

@@ -316,6 +316,25 @@ Check checkFilesystem(const Filesystem& fs) {
   return std::nullopt;
 }
 
+Check checkGvisor(const Gvisor& g) {
+  if (auto why = pathProblem(g.runsc))
+    return Problem{"gvisor.runsc", "gvisor.runsc = " + q(g.runsc) + ": " + *why};
+  if (g.platform != "ptrace" && g.platform != "systrap" && g.platform != "kvm")
+    return Problem{"gvisor.platform", "gvisor.platform = " + q(g.platform) +
+                                          ": must be 'ptrace', 'systrap' or 'kvm' (`airlock "
+                                          "doctor` says which start on this host)"};
+  if (g.overlay != "none" && g.overlay != "memory" && g.overlay != "disk")
+    return Problem{"gvisor.overlay",
+                   "gvisor.overlay = " + q(g.overlay) + ": must be 'none', 'memory' or 'disk'"};
+  for (size_t i = 0; i < g.flags.size(); ++i) {
+    const std::string key = "gvisor.flags[" + std::to_string(i) + "]";
+    if (!gvisorFlagAllowed(g.flags[i]))
+      return Problem{key, key + " = " + q(g.flags[i]) +
+                              ": not an allowed runsc flag (allowed: " + gvisorFlagList() + ")"};
+  }
+  return std::nullopt;
+}
+
 Check checkNetwork(const Network& n) {
   if (!parseNetMode(n.mode)) {
     return Problem{"network.mode", "network.mode = " + q(n.mode) +
@@ -526,7 +545,7 @@ std::string profilePrefix(const Profile& profile) {
 std::optional<Problem> check(const Profile& p) {
   for (Check c : {checkIdentity(p), checkEnv(p), checkLimits(p.limits), checkLifetime(p.lifetime),
                   checkFilesystem(p.filesystem), checkNetwork(p.network), checkSeccomp(p.seccomp),
-                  detail::checkReview(p.review)}) {
+                  checkGvisor(p.gvisor), detail::checkReview(p.review)}) {
     if (c) return c;
   }
   return std::nullopt;

@@ -105,7 +105,7 @@ Result<std::string> readAll(std::istream& in, const std::string& what) {
 int runCommand(const std::vector<std::string>& args) {
   sandbox::RunRequest req;
   std::vector<std::string> env, files, outs, positional;
-  std::string policy_file;
+  std::string policy_file, isolation;
   bool json = false, no_stdin = false, local = false;
   uint32_t timeout = 0;
   uint64_t memory = 0;
@@ -119,6 +119,9 @@ int runCommand(const std::vector<std::string>& args) {
       "policy file (default: the built-in default policy); implies --local: a running "
       "supervisor has its own policy")("profile,p", po::value(&req.profile),
                                        "profile of the policy (default: its default_profile)")(
+      "isolation", po::value(&isolation),
+      "isolation backend: namespaces or gvisor (overrides the profile's isolation); implies "
+      "--local: a running supervisor's profiles decide their backend")(
       "timeout,t", po::value(&timeout), "wall-clock limit in seconds (overrides limits.timeout_s)")(
       "memory,m", po::value(&memory),
       "memory limit in MiB (overrides limits.memory_mb; /home/user and /tmp shrink to fit)")(
@@ -153,6 +156,7 @@ int runCommand(const std::vector<std::string>& args) {
   }
   if (vm.count("timeout")) req.timeout_s = timeout;
   if (vm.count("memory")) req.memory_mb = memory;
+  if (vm.count("isolation")) req.isolation = isolation;
   for (const auto& kv : env) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -197,7 +201,7 @@ int runCommand(const std::vector<std::string>& args) {
   }
   const bool pass_stdin = !code_from_stdin && !no_stdin && !isatty(STDIN_FILENO);
   std::string unreachable;  // what was tried when no supervisor was reachable
-  if (!local && policy_file.empty()) {
+  if (!local && policy_file.empty() && !req.isolation) {
     auto supervisor = reachableSupervisor(unreachable);
     if (!supervisor) {
       printError("run: " + supervisor.error().message() + " (or pass --local)");

@@ -1,5 +1,7 @@
 #include "supervisor/plugin/instances.h"
 
+#include <cstddef>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -66,7 +68,17 @@ Instance::~Instance() {
 // --- isolation ---------------------------------------------------------------------------------
 
 IsolationBackend::IsolationBackend(std::unique_ptr<Instance> instance)
-    : instance_(std::move(instance)), extra_syscalls_(copyStringArray(ops().extra_syscalls)) {}
+    : instance_(std::move(instance)), extra_syscalls_(copyStringArray(ops().extra_syscalls)) {
+  // Plugins built against 1.4 or earlier have no flags: every bit clear.
+  if (ops().struct_size >=
+      offsetof(airlock_isolation_ops_v1, host_memory_base_bytes) + sizeof(uint64_t)) {
+    flags_ = ops().flags;
+    host_pids_base_ = ops().host_pids_base;
+    // 0 means "none of its own": the sandbox's processes are the host's.
+    if (ops().host_pids_per_process > 0) host_pids_per_process_ = ops().host_pids_per_process;
+    host_memory_base_ = ops().host_memory_base_bytes;
+  }
+}
 
 const airlock_isolation_ops_v1& IsolationBackend::ops() const {
   return *static_cast<const airlock_isolation_ops_v1*>(instance_->plugin().descriptor().ops);

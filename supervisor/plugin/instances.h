@@ -43,6 +43,14 @@ class IsolationBackend {
   Result<airlock_sandbox_v1> start(const airlock_sandbox_spec_v1& spec);
   void release(airlock_sandbox_v1& sandbox);
   const std::vector<std::string>& extraSyscalls() const { return extra_syscalls_; }
+  // AIRLOCK_ISOLATION_NO_REATTACH: its sandboxes cannot be adopted by a later supervisor.
+  bool reattachable() const { return (flags_ & AIRLOCK_ISOLATION_NO_REATTACH) == 0; }
+  // The cgroup limits for a sandbox whose own processes may use `pids` and `memory_bytes`: the
+  // backend's cost on the host added (a user-space kernel's threads and memory).
+  uint64_t hostPidsLimit(uint64_t pids) const {
+    return host_pids_base_ + host_pids_per_process_ * pids;
+  }
+  uint64_t hostMemoryLimit(uint64_t memory_bytes) const { return memory_bytes + host_memory_base_; }
   const std::string& name() const { return instance_->plugin().shortName(); }
   const std::string& fullName() const { return instance_->plugin().name(); }
 
@@ -50,6 +58,10 @@ class IsolationBackend {
   const airlock_isolation_ops_v1& ops() const;
   std::unique_ptr<Instance> instance_;
   std::vector<std::string> extra_syscalls_;
+  uint32_t flags_ = 0;
+  uint64_t host_pids_base_ = 0;
+  uint64_t host_pids_per_process_ = 1;
+  uint64_t host_memory_base_ = 0;
   std::mutex mu_;
 };
 

@@ -78,9 +78,10 @@ ByteSource stringSource(const std::string& data) {
   };
 }
 
-// Applies `airlock run`'s --timeout and --memory to the profile.
+// Applies `airlock run`'s --timeout, --memory and --isolation to the profile.
 void applyOverrides(policy::Profile& profile, const RunRequest& req) {
   if (req.timeout_s) profile.limits.timeout_s = *req.timeout_s;
+  if (req.isolation) profile.isolation = *req.isolation;
   if (req.memory_mb) {
     // An explicit --memory wins: the tmpfs workspace and /tmp (which count as memory) shrink
     // to fit inside it rather than the run being refused.
@@ -189,8 +190,8 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   // Served from a pre-started interpreter when the pool has one of this profile and language
   // and the request changes nothing it was started with (limits, environment).
   std::shared_ptr<Prestarted> pre;
-  if (options_.mode == ManagerOptions::Mode::kServe && !req.memory_mb && req.env.empty() &&
-      !as_is) {
+  if (options_.mode == ManagerOptions::Mode::kServe && !req.memory_mb && !req.isolation &&
+      req.env.empty() && !as_is) {
     // Which kind of interpreter the program wants is read off its text (prestart.cc); a file
     // that cannot be read here fails its copy below, with the error that names it.
     std::string text;

@@ -50,6 +50,7 @@ struct RunRequest {
   std::string profile;  // empty: the policy's default profile
   std::optional<uint32_t> timeout_s;
   std::optional<uint64_t> memory_mb;
+  std::optional<std::string> isolation;  // `airlock run --isolation`: the profile's backend
   // Bytes of each stream kept in the result (and forwarded by the agent); 0: the profile's
   // limits.output_bytes.
   uint64_t output_cap = 0;

@@ -78,6 +78,11 @@ class IsolationPlugin : public PluginBase {
  public:
   using PluginBase::PluginBase;
   static constexpr const char* const* kExtraSyscalls = nullptr;
+  static constexpr uint32_t kFlags = 0;  // AIRLOCK_ISOLATION_* (ABI 1.5)
+  // The backend's own cost inside the sandbox's cgroup (ABI 1.5; airlock_isolation_ops_v1).
+  static constexpr uint32_t kHostPidsBase = 0;
+  static constexpr uint32_t kHostPidsPerProcess = 0;
+  static constexpr uint64_t kHostMemoryBaseBytes = 0;
   virtual void start(const airlock_sandbox_spec_v1& spec, airlock_sandbox_v1& out) = 0;
   virtual void release(airlock_sandbox_v1& /*sandbox*/) noexcept {}
 };
@@ -179,8 +184,14 @@ struct IsolationTrampolines {
   static void release(void* instance, airlock_sandbox_v1* sandbox) noexcept {
     if (sandbox != nullptr) static_cast<P*>(instance)->release(*sandbox);
   }
-  static constexpr airlock_isolation_ops_v1 ops = {sizeof(airlock_isolation_ops_v1), &start,
-                                                   &release, P::kExtraSyscalls};
+  static constexpr airlock_isolation_ops_v1 ops = {sizeof(airlock_isolation_ops_v1),
+                                                   &start,
+                                                   &release,
+                                                   P::kExtraSyscalls,
+                                                   P::kFlags,
+                                                   P::kHostPidsBase,
+                                                   P::kHostPidsPerProcess,
+                                                   P::kHostMemoryBaseBytes};
 };
 
 template <typename P>

@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AIRLOCK_PLUGIN_ABI_MAJOR 1
-#define AIRLOCK_PLUGIN_ABI_MINOR 4
+#define AIRLOCK_PLUGIN_ABI_MINOR 5
 #define AIRLOCK_PLUGIN_ENTRY_SYMBOL "airlock_plugin_entry_v1"
 
 /* A borrowed byte string; not NUL-terminated. */
@@ -107,7 +107,11 @@ typedef struct airlock_sandbox_spec_v1 {
   size_t mounts_len;
   uint64_t workspace_bytes; /* size of the tmpfs at /home/user */
   uint64_t tmp_bytes;       /* size of the tmpfs at /tmp */
-  const char* scratch_dir;  /* empty host directory the backend may use as a mount point */
+  /* Host directory the backend may use as a mount point. Since 1.5 the backend may also keep
+   * per-sandbox files in <scratch_dir>/<sandbox_id>/ (plain files only, no mounts): release()
+   * removes it, and the supervisor removes it when it reclaims a sandbox whose supervisor
+   * died. */
+  const char* scratch_dir;
 
   /* Resources owned by the supervisor. */
   int cgroup_v2_fd; /* directory fd for CLONE_INTO_CGROUP, or -1 */
@@ -122,6 +126,11 @@ typedef struct airlock_sandbox_spec_v1 {
   /* Since 1.3 (struct_size): with AIRLOCK_NETWORK_LINKED, the sandbox's /etc/resolv.conf text
    * (borrowed; NULL = empty). */
   const char* resolv_conf;
+  /* Since 1.5 (struct_size): -1, or, with AIRLOCK_NETWORK_LINKED for a backend that sets
+   * AIRLOCK_ISOLATION_PREPARED_NETNS, the sandbox's network namespace with its link already in
+   * it (borrowed). The backend runs the sandbox there; the supervisor adds no link after
+   * start(). */
+  int network_ns_fd;
 } airlock_sandbox_spec_v1;
 
 /* A started sandbox. Filled by start(); the host owns pidfd afterwards and closes it. */
@@ -143,7 +152,26 @@ typedef struct airlock_isolation_ops_v1 {
   /* Extra syscalls this backend needs inside the sandbox, NULL-terminated; static. Logged by
    * the supervisor as policy relaxations. May be NULL. */
   const char* const* extra_syscalls;
+  /* Since 1.5 (struct_size): AIRLOCK_ISOLATION_* bits. */
+  uint32_t flags;
+  /* Since 1.5: what the backend itself costs on the host, inside the sandbox's cgroup (a
+   * user-space kernel's threads and memory). The supervisor sets the cgroup's pids limit to
+   * host_pids_base + host_pids_per_process * limits.pids and its memory limit to
+   * limits.memory_mb plus host_memory_base_bytes; the sandbox's own processes stay bounded by
+   * limits.pids through RLIMIT_NPROC. All 0 for a backend whose sandbox is plain processes. */
+  uint32_t host_pids_base;
+  uint32_t host_pids_per_process;
+  uint64_t host_memory_base_bytes;
 } airlock_isolation_ops_v1;
+
+/* The supervisor cannot take over this backend's sandboxes after it dies (it reaches a waiting
+ * agent with pidfd_getfd, which needs the agent to be a host process): it starts their agents
+ * without a reattach grace, so they end with their supervisor, and reclaims what is left. */
+#define AIRLOCK_ISOLATION_NO_REATTACH 1u
+/* The backend reads the network namespace's interfaces when the sandbox starts (gVisor's
+ * netstack copies them): with AIRLOCK_NETWORK_LINKED the supervisor makes the namespace and its
+ * link first and passes it as network_ns_fd. */
+#define AIRLOCK_ISOLATION_PREPARED_NETNS 2u
 
 /* ---------------------------------------------------------------------------------------------
  * Language plugins: turn code into a command the agent runs. */

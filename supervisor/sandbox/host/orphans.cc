@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -102,6 +103,9 @@ Result<int> reclaimOrphans(const std::string& state_dir, Reclaim which) {
     // Its processes are gone: a persistent workspace it had mounted can go too (the image on
     // disk is kept; only the host mount and its loop device are released).
     unmountWorkspace(dir + "/" + id + ".home");
+    // And so can its backend's files (plugin ABI 1.5: <scratch_dir>/<id>, plain files only).
+    std::error_code ec;
+    std::filesystem::remove_all(backendScratchDir(state_dir) + "/" + id, ec);
     unlockSandbox(state_dir, id, std::move(fd));
     ++reclaimed;
   }

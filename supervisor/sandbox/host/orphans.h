@@ -15,6 +15,10 @@
 
 namespace airlock::sandbox {
 
+// The scratch directory every isolation backend is given (airlock_sandbox_spec_v1::scratch_dir);
+// a backend may keep a sandbox's files in <scratch>/<id>, removed when the orphan is reclaimed.
+inline std::string backendScratchDir(const std::string& state_dir) { return state_dir + "/rootfs"; }
+
 // Creates and locks <state_dir>/sandboxes/<id>.lock. The file appears only once it is locked
 // (created under a temporary name, then renamed), so a concurrent reclaim never mistakes a
 // sandbox being born for an orphan.

@@ -19,6 +19,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "supervisor/sandbox/host/orphans.h"
 #include "supervisor/sandbox/host/workspace_mount.h"
 #include "supervisor/sys/seccomp_filter.h"
@@ -97,6 +99,14 @@ Result<protocol::Configure> configureFor(const policy::Profile& profile,
   if (!bpf) return Unexpected(std::move(bpf.error()).wrap("seccomp profile"));
   c.seccomp_bpf = std::move(*bpf);
   return c;
+}
+
+std::string isolationConfigJson(const policy::Profile& profile) {
+  if (profile.isolation != "gvisor" && profile.isolation != "airlock.isolation.gvisor") return "{}";
+  const policy::Gvisor& g = profile.gvisor;
+  return nlohmann::json{
+      {"runsc", g.runsc}, {"platform", g.platform}, {"overlay", g.overlay}, {"flags", g.flags}}
+      .dump();
 }
 
 bool needsAudit(const policy::Profile& profile) {
@@ -189,13 +199,13 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
     step_at = now;
   };
 
-  auto backend = plugins.isolation(profile.isolation);
+  auto backend = plugins.isolation(profile.isolation, isolationConfigJson(profile));
   if (!backend) return Unexpected(std::move(backend.error()).wrap(ctx("isolation backend")));
   sb->backend_ = *backend;
   lap("plugin");
 
   if (auto r = ensureDir(options.state_dir, 0755); !r) return Unexpected(r.error());
-  std::string scratch = options.state_dir + "/rootfs";
+  std::string scratch = backendScratchDir(options.state_dir);
   if (auto r = ensureDir(scratch, 0755); !r) return Unexpected(r.error());
 
   sb->state_dir_ = options.state_dir;
@@ -220,8 +230,9 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   }
 
   sys::CgroupLimits limits;
-  limits.memory_bytes = profile.limits.memory_mb << 20;
-  limits.pids = profile.limits.pids;
+  limits.memory_bytes = sb->backend_->hostMemoryLimit(profile.limits.memory_mb << 20);
+  limits.pids = static_cast<uint32_t>(
+      std::min<uint64_t>(sb->backend_->hostPidsLimit(profile.limits.pids), UINT32_MAX));
   limits.cpu_percent = profile.limits.cpu_percent;
   // The v1 directories are made in attach_cgroups, while the child sets itself up.
   auto cg = sys::SandboxCgroup::create(cgroupHost(), sb->id_, limits,
@@ -263,7 +274,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
         (m.writable ? 0u : AIRLOCK_MOUNT_READONLY) | (m.optional ? AIRLOCK_MOUNT_OPTIONAL : 0u);
     mounts.push_back({m.source.c_str(), m.target.c_str(), flags});
   }
-  std::string grace = std::to_string(options.reattach_grace_ms);
+  // A backend whose sandboxes cannot be adopted ends them with their supervisor.
+  std::string grace = std::to_string(sb->backend_->reattachable() ? options.reattach_grace_ms : 0);
   const char* agent_argv[] = {"airlock-agent", "--reattach-grace-ms", grace.c_str(), nullptr};
 
   airlock_sandbox_spec_v1 spec{};
@@ -290,6 +302,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   const std::string resolv_conf = linked ? options.network->resolvConf() : "";
   spec.network_mode = linked ? AIRLOCK_NETWORK_LINKED : AIRLOCK_NETWORK_LOOPBACK;
   spec.resolv_conf = linked ? resolv_conf.c_str() : nullptr;
+  spec.network_ns_fd = -1;
 
   auto started = sb->backend_->start(spec);
   if (!started) return Unexpected(std::move(started.error()).wrap(ctx("start")));
@@ -336,7 +349,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
   sb->lock_ = std::move(lock);
   auto ctx = [&](const char* step) { return "adopting sandbox " + sb->id_ + ": " + step; };
 
-  auto backend = plugins.isolation(profile.isolation);
+  auto backend = plugins.isolation(profile.isolation, isolationConfigJson(profile));
   if (!backend) return Unexpected(std::move(backend.error()).wrap(ctx("isolation backend")));
   sb->backend_ = *backend;
   auto lease = IdRangeLease::acquireSlot(options.state_dir + "/idmap", options.id_slot);

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "airlock/policy/gvisor.h"
 #include "airlock/policy/review.h"
 #include "airlock/result.h"
 
@@ -102,6 +103,7 @@ struct Profile {
   Seccomp seccomp;
   Audit audit;
   Review review;  // reviewers run before any code or command reaches the sandbox
+  Gvisor gvisor;  // settings of the gvisor isolation backend (used when isolation = "gvisor")
 };
 
 // Where `airlock serve` listens and what one host allows in total ([server]).

@@ -12,6 +12,11 @@
 
 namespace airlock::protocol {
 
+// What `airlock-agent --announce-ready` writes to its stderr once it serves the channel, for
+// launchers that cannot see the agent's exec (gVisor's runsc): everything before this line on
+// their stderr pipe is the launcher's own error text.
+inline constexpr char kAgentReadyLine[] = "airlock-agent: ready\n";
+
 // Writes a whole encoded frame (or several back to back), handling partial writes.
 Result<> writeFrame(int fd, const std::string& frame);
 

@@ -1,0 +1,257 @@
+#include "bundle.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <set>
+
+#include <airlock/unique_fd.h>
+#include <nlohmann/json.hpp>
+
+namespace airlock::isolation::gvisor {
+namespace {
+
+using Json = nlohmann::json;
+
+// The host's top-level system directories: symlinks into /usr on merged-/usr hosts.
+constexpr const char* kCompatDirs[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+
+// The agent is root inside gVisor's kernel and drops to the sandbox user for every execution
+// (keeping only the profile's capabilities), as in the namespaces backend's user namespace.
+constexpr const char* kCapabilities[] = {
+    "CAP_CHOWN",           "CAP_DAC_OVERRIDE",     "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",          "CAP_FSETID",           "CAP_KILL",
+    "CAP_SETGID",          "CAP_SETUID",           "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",       "CAP_IPC_LOCK",         "CAP_IPC_OWNER",
+    "CAP_SYS_CHROOT",      "CAP_SYS_PTRACE",       "CAP_SYS_ADMIN",
+    "CAP_SYS_NICE",        "CAP_SYS_RESOURCE",     "CAP_MKNOD",
+    "CAP_LEASE",           "CAP_AUDIT_WRITE",      "CAP_SETFCAP",
+};
+
+bool isUnder(const std::string& path, const std::string& dir) {
+  return path == dir || path.starts_with(dir + "/");
+}
+
+Result<> checkTarget(const std::string& target) {
+  if (!target.starts_with('/') || target.find("/../") != std::string::npos ||
+      target.ends_with("/..") || target.find("//") != std::string::npos)
+    return fail("mount target is not a clean absolute path", target);
+  if (target == "/" || isUnder(target, "/proc") || isUnder(target, "/dev") ||
+      isUnder(target, "/.airlock"))
+    return fail("mount target is reserved by the sandbox (/, /proc, /dev, /.airlock)", target);
+  return {};
+}
+
+Result<> mkdirs(const std::string& root, const std::string& path) {
+  std::string at = root;
+  size_t pos = 1;
+  while (pos <= path.size()) {
+    size_t next = path.find('/', pos);
+    if (next == std::string::npos) next = path.size();
+    at += "/" + path.substr(pos, next - pos);
+    if (::mkdir(at.c_str(), 0755) != 0 && errno != EEXIST) return sysError("mkdir", at);
+    pos = next + 1;
+  }
+  return {};
+}
+
+Result<> writeFile(const std::string& path, const std::string& contents, mode_t mode) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd) return sysError("open", path);
+  size_t done = 0;
+  while (done < contents.size()) {
+    ssize_t n = ::write(fd.get(), contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sysError("write", path);
+    done += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+// A mount point in the root for a bind of `source`: a directory, or an empty file for a file.
+Result<> makeMountPoint(const std::string& root, const std::string& target, bool directory) {
+  if (directory) return mkdirs(root, target);
+  auto parent = target.substr(0, target.rfind('/'));
+  if (!parent.empty())
+    if (auto r = mkdirs(root, parent); !r) return r;
+  std::string at = root + target;
+  struct stat st;
+  if (::lstat(at.c_str(), &st) == 0) return {};
+  return writeFile(at, "", 0644);
+}
+
+std::string resolvConf(const airlock_sandbox_spec_v1& spec) {
+  const bool has_resolv =
+      spec.struct_size >= offsetof(airlock_sandbox_spec_v1, resolv_conf) + sizeof spec.resolv_conf;
+  if (spec.network_mode != AIRLOCK_NETWORK_LINKED || !has_resolv || spec.resolv_conf == nullptr)
+    return "";
+  return spec.resolv_conf;
+}
+
+// The files the namespaces backend writes into /etc, with the same contents.
+std::vector<std::pair<std::string, std::string>> etcFiles(const airlock_sandbox_spec_v1& spec) {
+  const std::string uid = std::to_string(spec.user_uid);
+  const std::string gid = std::to_string(spec.user_gid);
+  const std::string host = spec.hostname;
+  const bool linked = spec.network_mode == AIRLOCK_NETWORK_LINKED;
+  std::string passwd = "root:x:0:0:root:/root:/bin/bash\n";
+  std::string group = "root:x:0:\n";
+  if (spec.user_uid != 0) passwd += "user:x:" + uid + ":" + gid + "::/home/user:/bin/bash\n";
+  if (spec.user_gid != 0) group += "user:x:" + gid + ":\n";
+  passwd += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+  group += "nogroup:x:65534:\n";
+  return {
+      {"passwd", passwd},
+      {"group", group},
+      {"hosts", "127.0.0.1\tlocalhost " + host + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
+      {"hostname", host + "\n"},
+      {"resolv.conf", resolvConf(spec)},
+      {"nsswitch.conf", std::string("passwd: files\ngroup: files\nshadow: files\nhosts: files") +
+                            (linked ? " dns" : "") +
+                            "\nnetworks: files\nprotocols: files\nservices: files\n"},
+  };
+}
+
+struct Layout {
+  Json mounts = Json::array();
+  // Mount points to create in rootfs (target, is a directory) and symlinks (path, target).
+  std::vector<std::pair<std::string, bool>> points;
+  std::vector<std::pair<std::string, std::string>> links;
+};
+
+Result<Layout> layoutFor(const BundleInputs& in) {
+  const airlock_sandbox_spec_v1& spec = *in.spec;
+  Layout l;
+  auto bind = [&](const std::string& source, const std::string& target, bool readonly) {
+    Json options = {"rbind", "nosuid", "nodev"};
+    options.push_back(readonly ? "ro" : "rw");
+    l.mounts.push_back(
+        {{"destination", target}, {"type", "bind"}, {"source", source}, {"options", options}});
+  };
+  l.mounts.push_back({{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}});
+  bool home_bound = false;
+  std::set<std::string> targets;
+  for (size_t i = 0; i < spec.mounts_len; ++i) {
+    const airlock_mount_v1& m = spec.mounts[i];
+    if (m.source == nullptr || m.target == nullptr) return fail("mount with a NULL path");
+    std::string source = m.source, target = m.target;
+    if (!source.starts_with('/')) return fail("mount source is not an absolute path", source);
+    if (auto r = checkTarget(target); !r) return Unexpected(r.error());
+    struct stat st;
+    if (::stat(source.c_str(), &st) != 0) {
+      if (errno == ENOENT && (m.flags & AIRLOCK_MOUNT_OPTIONAL) != 0) continue;
+      return sysError("stat(mount source)", source);
+    }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+      return fail("mount source is neither a directory nor a regular file", source);
+    if (!targets.insert(target).second) return fail("two mounts at one target", target);
+    if (target == "/home/user") home_bound = true;
+    l.points.emplace_back(target, S_ISDIR(st.st_mode));
+    bind(source, target, (m.flags & AIRLOCK_MOUNT_READONLY) != 0);
+  }
+  for (const char* dir : kCompatDirs) {
+    struct stat st;
+    if (::lstat(dir, &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char buf[256];
+      ssize_t n = ::readlink(dir, buf, sizeof buf);
+      if (n <= 0 || static_cast<size_t>(n) == sizeof buf) return sysError("readlink", dir);
+      l.links.emplace_back(dir, std::string(buf, static_cast<size_t>(n)));
+    } else if (S_ISDIR(st.st_mode) && targets.insert(dir).second) {
+      l.points.emplace_back(dir, true);
+      bind(dir, dir, true);
+    }
+  }
+  if (!home_bound) {
+    l.mounts.push_back(
+        {{"destination", "/home/user"},
+         {"type", "tmpfs"},
+         {"source", "tmpfs"},
+         {"options",
+          {"nosuid", "nodev", "size=" + std::to_string(spec.workspace_bytes), "mode=0700",
+           "uid=" + std::to_string(spec.user_uid), "gid=" + std::to_string(spec.user_gid)}}});
+    l.points.emplace_back("/home/user", true);
+  }
+  l.mounts.push_back(
+      {{"destination", "/tmp"},
+       {"type", "tmpfs"},
+       {"source", "tmpfs"},
+       {"options", {"nosuid", "nodev", "size=" + std::to_string(spec.tmp_bytes), "mode=1777"}}});
+  l.points.emplace_back("/tmp", true);
+  l.mounts.push_back(
+      {{"destination", "/dev/shm"},
+       {"type", "tmpfs"},
+       {"source", "tmpfs"},
+       {"options",
+        {"nosuid", "nodev", "noexec", "size=" + std::to_string(spec.tmp_bytes), "mode=1777"}}});
+  l.points.emplace_back("/dev", true);
+  l.points.emplace_back("/proc", true);
+  bind(in.agent_host_path, kAgentPath, true);
+  l.points.emplace_back(kAgentPath, false);
+  return l;
+}
+
+Json specJson(const BundleInputs& in, const Layout& layout) {
+  const airlock_sandbox_spec_v1& spec = *in.spec;
+  Json args = {kAgentPath, "--channel-stdio", "--announce-ready"};
+  for (const auto& a : in.agent_args) args.push_back(a);
+  Json caps = Json::array();
+  for (const char* c : kCapabilities) caps.push_back(c);
+  Json ns = Json::array();
+  for (const char* t : {"pid", "network", "ipc", "uts", "mount"}) ns.push_back({{"type", t}});
+  return {
+      {"ociVersion", "1.0.2"},
+      {"process",
+       {{"terminal", false},
+        {"user", {{"uid", 0}, {"gid", 0}}},
+        {"args", args},
+        {"env", {"PATH=/usr/bin:/bin"}},
+        {"cwd", "/"},
+        {"capabilities",
+         {{"bounding", caps}, {"effective", caps}, {"permitted", caps}, {"inheritable", caps}}},
+        {"noNewPrivileges", false}}},
+      {"root", {{"path", "rootfs"}, {"readonly", true}}},
+      {"hostname", spec.hostname},
+      {"mounts", layout.mounts},
+      {"linux", {{"namespaces", ns}}},
+  };
+}
+
+Result<> checkSpec(const airlock_sandbox_spec_v1& spec) {
+  if (spec.hostname == nullptr || spec.hostname[0] == '\0' || std::strlen(spec.hostname) > 64 ||
+      std::strchr(spec.hostname, '\n') != nullptr)
+    return fail("hostname must be 1 to 64 characters without newlines");
+  if (spec.workspace_bytes == 0) return fail("workspace_bytes is 0");
+  if (spec.tmp_bytes == 0) return fail("tmp_bytes is 0");
+  if (spec.image_dir != nullptr && spec.image_dir[0] != '\0')
+    return fail("filesystem.image is not supported by the gvisor backend yet", spec.image_dir);
+  return {};
+}
+
+}  // namespace
+
+Result<std::string> runtimeSpec(const BundleInputs& in) {
+  if (auto r = checkSpec(*in.spec); !r) return Unexpected(r.error());
+  AIRLOCK_TRY_CTX(layout, layoutFor(in), "bundle");
+  return specJson(in, layout).dump(2);
+}
+
+Result<> writeBundle(const BundleInputs& in, const std::string& dir) {
+  if (auto r = checkSpec(*in.spec); !r) return Unexpected(r.error());
+  AIRLOCK_TRY_CTX(layout, layoutFor(in), "bundle");
+  const std::string root = dir + "/rootfs";
+  if (::mkdir(root.c_str(), 0755) != 0) return sysError("mkdir", root);
+  if (auto r = mkdirs(root, "/etc"); !r) return r;
+  for (const auto& [name, contents] : etcFiles(*in.spec))
+    if (auto r = writeFile(root + "/etc/" + name, contents, 0644); !r) return r;
+  for (const auto& [path, target] : layout.links)
+    if (::symlink(target.c_str(), (root + path).c_str()) != 0) return sysError("symlink", path);
+  for (const auto& [target, directory] : layout.points)
+    if (auto r = makeMountPoint(root, target, directory); !r) return r;
+  return writeFile(dir + "/config.json", specJson(in, layout).dump(), 0600);
+}
+
+}  // namespace airlock::isolation::gvisor

@@ -1,0 +1,202 @@
+// airlock.isolation.gvisor: the sandbox is a gVisor sandbox (runsc): the agent and everything
+// it runs see gVisor's kernel (the sentry), a user-space kernel that itself runs under a
+// seccomp filter on the host. Root filesystem, channel, limits and identity follow the
+// namespaces backend; docs/gvisor.md says where they differ.
+//
+// Per sandbox the backend owns <scratch_dir>/<sandbox_id>/ (the OCI bundle, runsc's state
+// root, the disk overlay); release() removes it, and the supervisor removes it when it reclaims
+// the sandbox after a crash. The sandbox's processes on the host (runsc, the sentry, the gofer,
+// the platform's stub processes) all live in the supervisor's cgroup for the sandbox.
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <airlock/result.h>
+#include <airlock/unique_fd.h>
+#include <airlock/plugin.hpp>
+
+#include "bundle.h"
+#include "config.h"
+#include "runsc.h"
+#include "scratch.h"
+
+namespace airlock::isolation::gvisor {
+namespace {
+
+// From fork to the agent's ready line. runsc boots the sentry in ~0.2 s on an idle host; a
+// loaded one with the ptrace platform can take seconds.
+constexpr auto kStartTimeout = std::chrono::seconds(30);
+
+// The host appends the errno's name to the message itself: leave it out here.
+[[noreturn]] void throwError(const Error& error) {
+  std::string m = error.message();
+  if (error.errnum() != 0) {
+    const std::string tail = std::string(": ") + Error::errnoName(error.errnum()) + " (" +
+                             std::strerror(error.errnum()) + ")";
+    if (m.ends_with(tail)) m.erase(m.size() - tail.size());
+  }
+  throw sdk::PluginError(error.errnum() != 0 ? error.errnum() : EIO, "gvisor: " + m);
+}
+
+Config configOrThrow(const std::string& json) {
+  auto c = parseConfig(json);
+  if (!c) throwError(c.error());
+  return *c;
+}
+
+struct Sandbox {
+  std::string dir;  // <scratch_dir>/<id>
+  UniqueFd runsc_stderr;
+};
+
+Result<std::string> agentHostPath(int fd) {
+  char buf[4096];
+  std::string link = "/proc/self/fd/" + std::to_string(fd);
+  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+  if (n <= 0 || static_cast<size_t>(n) == sizeof buf) return sysError("readlink", link);
+  std::string path(buf, static_cast<size_t>(n));
+  if (!path.starts_with('/') || path.ends_with(" (deleted)"))
+    return fail("the agent binary has no path on the host", path);
+  return path;
+}
+
+class Gvisor final : public sdk::IsolationPlugin {
+ public:
+  // Only fds 0-2 reach a gVisor sandbox: a new supervisor could not hand a waiting agent a new
+  // channel, so sandboxes end with their supervisor.
+  static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_NO_REATTACH;
+  // Measured with the ptrace platform (runsc 2022-12): an idle sandbox is ~127 host tasks (the
+  // sentry's and gofer's threads) and ~27 MiB; each sandboxed process adds ~5.3 tasks (its stub
+  // process and the sentry thread serving it). When the host limit is hit before the sandbox's
+  // own, the sentry cannot make a thread and the whole sandbox dies, so leave room.
+  static constexpr uint32_t kHostPidsBase = 192;
+  static constexpr uint32_t kHostPidsPerProcess = 8;
+  static constexpr uint64_t kHostMemoryBaseBytes = 64ull << 20;
+  Gvisor(const airlock_host_v1* host, std::string_view config_json)
+      : IsolationPlugin(host, config_json), config_(configOrThrow(configJson())) {}
+
+  void start(const airlock_sandbox_spec_v1& spec, airlock_sandbox_v1& out) override {
+    if (spec.agent_exe_fd < 0 || spec.agent_channel_fd < 0 || spec.agent_argv == nullptr ||
+        spec.agent_argv[0] == nullptr)
+      throwError(Error("the agent's binary, channel or argv is not set"));
+    if (spec.network_mode != AIRLOCK_NETWORK_LOOPBACK)
+      throwError(
+          Error("network.mode allowlist and open are not supported by this backend yet; "
+                "use network.mode = 'none'"));
+    if (::access(config_.runsc.c_str(), X_OK) != 0)
+      throwError(Error("runsc (gvisor.runsc) cannot be run", config_.runsc, errno));
+    auto dir = sandboxDir(spec);
+    if (!dir) throwError(dir.error());
+    auto cleanup = [&] { removeTree(*dir); };
+
+    BundleInputs in;
+    in.spec = &spec;
+    auto agent = agentHostPath(spec.agent_exe_fd);
+    if (!agent) throwError(agent.error());
+    in.agent_host_path = *agent;
+    for (const char* const* a = spec.agent_argv + 1; *a != nullptr; ++a)
+      in.agent_args.push_back(*a);
+    const std::string bundle = *dir + "/bundle", state = *dir + "/state",
+                      overlay = *dir + "/overlay";
+    for (const auto& d : {bundle, state, overlay}) {
+      if (::mkdir(d.c_str(), 0700) != 0) {
+        auto e = sysError("mkdir", d);
+        cleanup();
+        throwError(e.error());
+      }
+    }
+    if (auto r = writeBundle(in, bundle); !r) {
+      cleanup();
+      throwError(r.error());
+    }
+
+    SpawnOptions so;
+    so.argv = {config_.runsc};
+    for (auto& f : globalFlags(config_, state, false, overlay)) so.argv.push_back(std::move(f));
+    for (const char* a : {"run", "--bundle"}) so.argv.emplace_back(a);
+    so.argv.push_back(bundle);
+    so.argv.emplace_back(spec.sandbox_id);
+    so.channel_fd = spec.agent_channel_fd;
+    so.cgroup_v2_fd = spec.cgroup_v2_fd;
+    so.attach_cgroups = spec.attach_cgroups;
+    so.attach_ctx = spec.attach_ctx;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto monitor = spawn(so);
+    if (!monitor) {
+      cleanup();
+      throwError(monitor.error());
+    }
+    std::string text;
+    auto ready = awaitReady(monitor->stderr_read.get(), t0 + kStartTimeout, text);
+    if (!ready || !*ready) {
+      // runsc failed (or hangs): end it; the sentry and gofer die with the sandbox's cgroup,
+      // which the supervisor kills after a failed start.
+      ::kill(monitor->pid, SIGKILL);
+      int status = 0;
+      while (::waitpid(monitor->pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      cleanup();
+      std::string why = !ready ? ready.error().message()
+                               : "runsc exited with status " +
+                                     std::to_string(WIFEXITED(status) ? WEXITSTATUS(status)
+                                                                      : 128 + WTERMSIG(status));
+      text = cleanRunscText(text);
+      throwError(Error("runsc failed to start the sandbox (" + why + ")" +
+                       (text.empty() ? std::string() : ": " + text)));
+    }
+    if (!text.empty()) log(2, "runsc said before the agent started: " + cleanRunscText(text));
+    const auto ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0);
+    log(0, std::string("sandbox '") + spec.sandbox_id + "': runsc pid " +
+               std::to_string(monitor->pid) + ", agent ready after " +
+               std::to_string(static_cast<int>(ms.count())) + " ms");
+    out.struct_size = sizeof(airlock_sandbox_v1);
+    out.pid = monitor->pid;
+    out.pidfd = monitor->pidfd.release();
+    out.handle = new Sandbox{*dir, std::move(monitor->stderr_read)};
+  }
+
+  // The supervisor has killed the sandbox's cgroup and reaped runsc: only files remain.
+  void release(airlock_sandbox_v1& sandbox) noexcept override {
+    auto* sb = static_cast<Sandbox*>(sandbox.handle);
+    sandbox.handle = nullptr;
+    if (sb == nullptr) return;
+    if (sb->runsc_stderr) {
+      // runsc's last words (a crash of the sentry is reported here), if any.
+      char buf[2048];
+      int fl = ::fcntl(sb->runsc_stderr.get(), F_GETFL);
+      ::fcntl(sb->runsc_stderr.get(), F_SETFL, fl | O_NONBLOCK);
+      ssize_t n = ::read(sb->runsc_stderr.get(), buf, sizeof buf);
+      if (n > 0) log(2, "runsc: " + std::string(buf, static_cast<size_t>(n)));
+    }
+    removeTree(sb->dir);
+    delete sb;
+  }
+
+ private:
+  Config config_;
+
+  Result<std::string> sandboxDir(const airlock_sandbox_spec_v1& spec) {
+    if (spec.scratch_dir == nullptr || spec.scratch_dir[0] != '/')
+      return fail("scratch_dir is not an absolute path");
+    if (spec.sandbox_id == nullptr || !validSandboxId(spec.sandbox_id))
+      return fail("sandbox_id is not [a-z0-9-]{1,63}");
+    std::string dir = std::string(spec.scratch_dir) + "/" + spec.sandbox_id;
+    removeTree(dir);  // a stale one, from a sandbox of this id that was never released
+    if (::mkdir(dir.c_str(), 0700) != 0) return sysError("mkdir", dir);
+    return dir;
+  }
+};
+
+}  // namespace
+}  // namespace airlock::isolation::gvisor
+
+AIRLOCK_ISOLATION_PLUGIN(airlock::isolation::gvisor::Gvisor, "airlock.isolation.gvisor", "0.1.0")
