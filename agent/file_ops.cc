@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -140,16 +141,48 @@ Result<> removeContents(int parent_fd, const std::string& name, const std::strin
 
 }  // namespace
 
+namespace {
+
+// gVisor has no setfsuid/setfsgid (ENOSYS). Asked once: the answer is the kernel's.
+bool haveFsuid() {
+  static const bool have = [] {
+    errno = 0;
+    long r = ::syscall(SYS_setfsuid, -1);  // an invalid id only reports the current one
+    return !(r == -1 && errno == ENOSYS);
+  }();
+  return have;
+}
+
+}  // namespace
+
 FsCredentials::FsCredentials(uid_t uid, gid_t gid) {
   // Permission checks and ownership of created files follow fsuid/fsgid; the agent's own
   // filesystem capabilities are dropped while fsuid is not 0.
-  old_gid_ = static_cast<gid_t>(::setfsgid(gid));
-  old_uid_ = static_cast<uid_t>(::setfsuid(uid));
+  if (haveFsuid()) {
+    old_gid_ = static_cast<gid_t>(::setfsgid(gid));
+    old_uid_ = static_cast<uid_t>(::setfsuid(uid));
+    return;
+  }
+  // Without them (gVisor), the effective ids do the same: their raw syscalls change only this
+  // thread (the agent has one), the saved uid 0 lets the destructor switch back, and the
+  // effective capabilities are cleared while euid is not 0 and restored with it.
+  setfs_ = false;
+  old_gid_ = ::getegid();
+  old_uid_ = ::geteuid();
+  ::syscall(SYS_setresgid, -1, gid, -1);
+  ::syscall(SYS_setresuid, -1, uid, -1);
 }
 
 FsCredentials::~FsCredentials() {
-  ::setfsuid(old_uid_);
-  ::setfsgid(old_gid_);
+  const int saved = errno;  // the caller reads errno of the call made under these credentials
+  if (setfs_) {
+    ::setfsuid(old_uid_);
+    ::setfsgid(old_gid_);
+  } else {
+    ::syscall(SYS_setresuid, -1, old_uid_, -1);
+    ::syscall(SYS_setresgid, -1, old_gid_, -1);
+  }
+  errno = saved;
 }
 
 Result<bool> FileWriter::write(uint32_t request_id, const protocol::FileWrite& m, uid_t uid,

@@ -26,6 +26,7 @@ class FsCredentials {
  private:
   uid_t old_uid_;
   gid_t old_gid_;
+  bool setfs_ = true;  // false: the effective ids were switched instead (no setfsuid here)
 };
 
 // Open FileWrite transfers, keyed by request id (first chunk opens, last closes).
