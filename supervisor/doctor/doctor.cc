@@ -9,11 +9,13 @@
 #include <linux/landlock.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
+#include <net/if.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -23,10 +25,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "airlock/run_bounded.h"
 #include "airlock/unique_fd.h"
 #include "supervisor/audit/engine.h"
 #include "supervisor/audit/hook_probe.h"
@@ -175,6 +179,90 @@ static bool mountHasOption(const std::string& mount_point, const std::string& op
   }
   return false;
 }
+
+namespace {
+
+// What runsc can do here: each platform and --network=sandbox, tried with `runsc do /bin/true`
+// (no cgroups of its own, a throwaway state root; every probe bounded in time).
+struct GvisorProbe {
+  std::string version;
+  std::vector<std::pair<std::string, std::pair<bool, std::string>>> platforms;
+  bool network_sandbox = false;
+  std::string network_detail;
+  bool works() const {
+    for (const auto& p : platforms)
+      if (p.second.first) return true;
+    return false;
+  }
+  std::string workingPlatforms() const {
+    std::string out;
+    for (const auto& p : platforms)
+      if (p.second.first) out += (out.empty() ? "" : ", ") + p.first;
+    return out;
+  }
+};
+
+// In the probe's child: a private network and mount namespace with loopback up and a tmpfs
+// over /proc/sys/net, as the gvisor backend runs runsc (docs/gvisor.md says why).
+int privateNetworkForRunsc() {
+  if (::unshare(CLONE_NEWNET | CLONE_NEWNS) != 0) return errno;
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+  if (::mount("tmpfs", "/proc/sys/net", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+    return errno;
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return errno;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  ifr.ifr_flags = IFF_UP;
+  int rc = ::ioctl(s, SIOCSIFFLAGS, &ifr);
+  ::close(s);
+  return rc == 0 ? 0 : errno;
+}
+
+GvisorProbe probeGvisor(const std::string& runsc, bool kvm, bool pvm) {
+  GvisorProbe g;
+  using std::chrono::milliseconds;
+  if (auto v = runBounded({runsc, "--version"}, milliseconds(5000)); v && v->status == 0)
+    g.version = v->out.substr(0, v->out.find('\n'));
+  char root_template[] = "/tmp/airlock-doctor-runsc.XXXXXX";
+  if (::mkdtemp(root_template) == nullptr) return g;
+  const std::string root = root_template;
+  auto tryRun = [&](const std::string& platform, const std::string& network,
+                    int (*setup)()) -> std::pair<bool, std::string> {
+    auto r = runBounded({runsc, "--root=" + root, "--ignore-cgroups", "--platform=" + platform,
+                         "--network=" + network, "do", "/bin/true"},
+                        milliseconds(8000), setup);
+    if (!r) return {false, r.error().message()};
+    if (r->status == 0) return {true, "`runsc do /bin/true` works"};
+    if (r->timed_out) return {false, "hangs (killed after 8 s)"};
+    std::string out = r->out;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    if (auto nl = out.rfind('\n'); nl != std::string::npos) out = out.substr(nl + 1);
+    if (auto b = out.find("] "); b != std::string::npos) out = out.substr(b + 2);
+    return {false, "exit " + std::to_string(r->status) + (out.empty() ? "" : ": " + out)};
+  };
+  g.platforms.emplace_back("ptrace", tryRun("ptrace", "none", nullptr));
+  g.platforms.emplace_back("systrap", tryRun("systrap", "none", nullptr));
+  if (!kvm)
+    g.platforms.push_back({"kvm", {false, "no usable /dev/kvm"}});
+  else if (pvm)
+    g.platforms.push_back({"kvm", {false, "not tried: kvm_pvm hangs gVisor's kvm platform"}});
+  else
+    g.platforms.emplace_back("kvm", tryRun("kvm", "none", nullptr));
+  const std::string working = g.workingPlatforms();
+  if (!working.empty()) {
+    auto net = tryRun(working.substr(0, working.find(',')), "sandbox", &privateNetworkForRunsc);
+    g.network_sandbox = net.first;
+    g.network_detail = net.first ? "starts in a private network namespace" : net.second;
+  } else {
+    g.network_detail = "not tried: no platform starts";
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);
+  return g;
+}
+
+}  // namespace
 
 Result<std::vector<Check>> probeHost() {
   std::vector<Check> out;
@@ -378,7 +466,18 @@ Result<std::vector<Check>> probeHost() {
   std::string runsc, qemu;
   bool have_runsc = onPath("runsc", runsc);
   bool have_qemu = onPath("qemu-system-x86_64", qemu);
-  add("runsc", have_runsc, have_runsc ? runsc : "not on PATH");
+  const GvisorProbe gvisor = have_runsc ? probeGvisor(runsc, kvm, pvm) : GvisorProbe{};
+  add("runsc", have_runsc && !gvisor.version.empty(),
+      !have_runsc ? "not on PATH" : runsc + " " + gvisor.version,
+      have_runsc ? "" : "install runsc (Debian: apt install runsc) for isolation = \"gvisor\"");
+  if (have_runsc) {
+    for (const auto& [platform, result] : gvisor.platforms)
+      add("gvisor platform " + platform, result.first, result.second,
+          result.first ? "" : "gvisor.platform = '" + platform + "' is refused here");
+    add("gvisor --network=sandbox", gvisor.network_sandbox, gvisor.network_detail,
+        gvisor.network_sandbox ? ""
+                               : "gVisor sandboxes get loopback only whatever network.mode says");
+  }
   add("qemu-system-x86_64", have_qemu, have_qemu ? qemu : "not on PATH");
 
   std::string tiocsti = readTrimmed("/proc/sys/dev/tty/legacy_tiocsti");
@@ -396,8 +495,12 @@ Result<std::vector<Check>> probeHost() {
       ns_backend ? "user, pid, mount, net namespaces and pivot_root work"
                  : "missing namespaces or pivot_root (see above)",
       ns_backend ? "" : "the default backend cannot run here");
-  add("backend gvisor", have_runsc, have_runsc ? "runsc found" : "runsc not installed",
-      have_runsc ? "" : "install runsc (Debian: apt install runsc) for isolation = \"gvisor\"");
+  add("backend gvisor", gvisor.works(),
+      !have_runsc      ? "runsc not installed"
+      : gvisor.works() ? "starts with platform " + gvisor.workingPlatforms()
+                       : "no platform starts (see above)",
+      gvisor.works() ? "refuses filesystem.image and network.mode allowlist/open (docs/gvisor.md)"
+                     : "isolation = \"gvisor\" cannot run here");
   add("backend microvm", have_qemu,
       !have_qemu    ? "qemu-system-x86_64 not installed"
       : kvm && !pvm ? "qemu with KVM"

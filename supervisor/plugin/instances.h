@@ -45,6 +45,8 @@ class IsolationBackend {
   const std::vector<std::string>& extraSyscalls() const { return extra_syscalls_; }
   // AIRLOCK_ISOLATION_NO_REATTACH: its sandboxes cannot be adopted by a later supervisor.
   bool reattachable() const { return (flags_ & AIRLOCK_ISOLATION_NO_REATTACH) == 0; }
+  // AIRLOCK_ISOLATION_HOST_IDS: host files the sandbox owns carry its own ids, unshifted.
+  bool hostIds() const { return (flags_ & AIRLOCK_ISOLATION_HOST_IDS) != 0; }
   // The cgroup limits for a sandbox whose own processes may use `pids` and `memory_bytes`: the
   // backend's cost on the host added (a user-space kernel's threads and memory).
   uint64_t hostPidsLimit(uint64_t pids) const {

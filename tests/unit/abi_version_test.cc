@@ -45,7 +45,7 @@ AIRLOCK_ABI_FIELD(airlock_mount_v1, source, 0);
 AIRLOCK_ABI_FIELD(airlock_mount_v1, target, 8);
 AIRLOCK_ABI_FIELD(airlock_mount_v1, flags, 16);
 
-AIRLOCK_ABI_LAYOUT(airlock_sandbox_spec_v1, 160);
+AIRLOCK_ABI_LAYOUT(airlock_sandbox_spec_v1, 152);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, struct_size, 0);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, sandbox_id, 8);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, hostname, 16);
@@ -68,7 +68,6 @@ AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, agent_channel_fd, 124);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, agent_argv, 128);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, network_mode, 136);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, resolv_conf, 144);
-AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, network_ns_fd, 152);
 
 AIRLOCK_ABI_LAYOUT(airlock_sandbox_v1, 24);
 AIRLOCK_ABI_FIELD(airlock_sandbox_v1, struct_size, 0);

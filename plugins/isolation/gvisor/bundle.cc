@@ -92,7 +92,8 @@ std::string resolvConf(const airlock_sandbox_spec_v1& spec) {
 }
 
 // The files the namespaces backend writes into /etc, with the same contents.
-std::vector<std::pair<std::string, std::string>> etcFiles(const airlock_sandbox_spec_v1& spec) {
+std::vector<std::pair<std::string, std::string>> etcFiles(const BundleInputs& in) {
+  const airlock_sandbox_spec_v1& spec = *in.spec;
   const std::string uid = std::to_string(spec.user_uid);
   const std::string gid = std::to_string(spec.user_gid);
   const std::string host = spec.hostname;
@@ -103,7 +104,7 @@ std::vector<std::pair<std::string, std::string>> etcFiles(const airlock_sandbox_
   if (spec.user_gid != 0) group += "user:x:" + gid + ":\n";
   passwd += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
   group += "nogroup:x:65534:\n";
-  return {
+  std::vector<std::pair<std::string, std::string>> files = {
       {"passwd", passwd},
       {"group", group},
       {"hosts", "127.0.0.1\tlocalhost " + host + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
@@ -113,6 +114,9 @@ std::vector<std::pair<std::string, std::string>> etcFiles(const airlock_sandbox_
                             (linked ? " dns" : "") +
                             "\nnetworks: files\nprotocols: files\nservices: files\n"},
   };
+  if (!in.statx_compat_host_path.empty())
+    files.emplace_back("ld.so.preload", std::string(kStatxCompatPath) + "\n");
+  return files;
 }
 
 struct Layout {
@@ -191,6 +195,10 @@ Result<Layout> layoutFor(const BundleInputs& in) {
   l.points.emplace_back("/proc", true);
   bind(in.agent_host_path, kAgentPath, true);
   l.points.emplace_back(kAgentPath, false);
+  if (!in.statx_compat_host_path.empty()) {
+    bind(in.statx_compat_host_path, kStatxCompatPath, true);
+    l.points.emplace_back(kStatxCompatPath, false);
+  }
   return l;
 }
 
@@ -245,7 +253,7 @@ Result<> writeBundle(const BundleInputs& in, const std::string& dir) {
   const std::string root = dir + "/rootfs";
   if (::mkdir(root.c_str(), 0755) != 0) return sysError("mkdir", root);
   if (auto r = mkdirs(root, "/etc"); !r) return r;
-  for (const auto& [name, contents] : etcFiles(*in.spec))
+  for (const auto& [name, contents] : etcFiles(in))
     if (auto r = writeFile(root + "/etc/" + name, contents, 0644); !r) return r;
   for (const auto& [path, target] : layout.links)
     if (::symlink(target.c_str(), (root + path).c_str()) != 0) return sysError("symlink", path);

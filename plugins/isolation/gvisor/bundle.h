@@ -20,11 +20,15 @@ namespace airlock::isolation::gvisor {
 
 // Where the agent is bound inside the sandbox: runsc starts the container's process by path.
 inline constexpr const char* kAgentPath = "/.airlock/agent";
+// Where the statx compatibility shim is bound, named by the sandbox's /etc/ld.so.preload.
+inline constexpr const char* kStatxCompatPath = "/.airlock/statx-compat.so";
 
 struct BundleInputs {
   const airlock_sandbox_spec_v1* spec = nullptr;
   std::string agent_host_path;          // the agent binary on the host
   std::vector<std::string> agent_args;  // after argv[0]
+  // compat/statx_compat.c built for this host, or "" (then coreutils' stat calls fail inside).
+  std::string statx_compat_host_path;
 };
 
 // Writes config.json and rootfs/ into `dir` (an empty directory).

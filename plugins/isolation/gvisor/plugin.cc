@@ -7,6 +7,7 @@
 // root, the disk overlay); release() removes it, and the supervisor removes it when it reclaims
 // the sandbox after a crash. The sandbox's processes on the host (runsc, the sentry, the gofer,
 // the platform's stub processes) all live in the supervisor's cgroup for the sandbox.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
@@ -68,20 +69,40 @@ Result<std::string> agentHostPath(int fd) {
   return path;
 }
 
+// The statx shim (compat/statx_compat.c) next to this plugin: <plugin dir>/gvisor/.
+std::string statxCompatPath() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&statxCompatPath), &info) == 0 || info.dli_fname == nullptr)
+    return "";
+  std::string self = info.dli_fname;
+  std::string path = self.substr(0, self.rfind('/') + 1) + "gvisor/libairlock-statx-compat.so";
+  return ::access(path.c_str(), R_OK) == 0 ? path : "";
+}
+
 class Gvisor final : public sdk::IsolationPlugin {
  public:
   // Only fds 0-2 reach a gVisor sandbox: a new supervisor could not hand a waiting agent a new
   // channel, so sandboxes end with their supervisor.
-  static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_NO_REATTACH;
-  // Measured with the ptrace platform (runsc 2022-12): an idle sandbox is ~127 host tasks (the
-  // sentry's and gofer's threads) and ~27 MiB; each sandboxed process adds ~5.3 tasks (its stub
-  // process and the sentry thread serving it). When the host limit is hit before the sandbox's
-  // own, the sentry cannot make a thread and the whole sandbox dies, so leave room.
-  static constexpr uint32_t kHostPidsBase = 192;
-  static constexpr uint32_t kHostPidsPerProcess = 8;
+  // The gofer writes host files with the sandbox's own ids (no user namespace maps them).
+  static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_NO_REATTACH | AIRLOCK_ISOLATION_HOST_IDS;
+  // The sentry's own tasks and memory count in the sandbox's cgroup; measured with the ptrace
+  // platform (runsc 2022-12): an idle sandbox is ~127 host tasks (the sentry's and gofer's
+  // threads) and ~27 MiB. Each sandboxed task needs a host thread to trace it and a stub
+  // process, and the Go runtime adds threads for blocking calls: a fork bomb held to 64
+  // sandboxed processes by RLIMIT_NPROC peaked at 2139 host tasks. When the host limit is hit
+  // first the sentry cannot make a thread and the whole sandbox dies, so leave room.
+  static constexpr uint32_t kHostPidsBase = 256;
+  static constexpr uint32_t kHostPidsPerProcess = 48;
   static constexpr uint64_t kHostMemoryBaseBytes = 64ull << 20;
   Gvisor(const airlock_host_v1* host, std::string_view config_json)
-      : IsolationPlugin(host, config_json), config_(configOrThrow(configJson())) {}
+      : IsolationPlugin(host, config_json),
+        config_(configOrThrow(configJson())),
+        statx_compat_(statxCompatPath()) {
+    if (statx_compat_.empty())
+      log(2,
+          "gvisor/libairlock-statx-compat.so is missing beside the plugin: ls, stat and cp -a "
+          "fail inside gVisor sandboxes (EINVAL from statx)");
+  }
 
   void start(const airlock_sandbox_spec_v1& spec, airlock_sandbox_v1& out) override {
     if (spec.agent_exe_fd < 0 || spec.agent_channel_fd < 0 || spec.agent_argv == nullptr ||
@@ -102,6 +123,7 @@ class Gvisor final : public sdk::IsolationPlugin {
     auto agent = agentHostPath(spec.agent_exe_fd);
     if (!agent) throwError(agent.error());
     in.agent_host_path = *agent;
+    in.statx_compat_host_path = statx_compat_;
     for (const char* const* a = spec.agent_argv + 1; *a != nullptr; ++a)
       in.agent_args.push_back(*a);
     const std::string bundle = *dir + "/bundle", state = *dir + "/state",
@@ -183,6 +205,7 @@ class Gvisor final : public sdk::IsolationPlugin {
 
  private:
   Config config_;
+  std::string statx_compat_;  // "" when missing
 
   Result<std::string> sandboxDir(const airlock_sandbox_spec_v1& spec) {
     if (spec.scratch_dir == nullptr || spec.scratch_dir[0] != '/')

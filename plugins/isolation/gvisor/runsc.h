@@ -54,11 +54,4 @@ Result<bool> awaitReady(int stderr_fd, std::chrono::steady_clock::time_point dea
 // dropped, repeated lines once, lines joined with "; ".
 std::string cleanRunscText(const std::string& text);
 
-// Runs a short runsc command (doctor probes, `delete`) and collects its output.
-struct Output {
-  int status = -1;  // exit status, or 128+signal
-  std::string out;  // stdout and stderr together
-};
-Result<Output> runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds limit);
-
 }  // namespace airlock::isolation::gvisor

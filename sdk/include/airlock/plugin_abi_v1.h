@@ -126,11 +126,6 @@ typedef struct airlock_sandbox_spec_v1 {
   /* Since 1.3 (struct_size): with AIRLOCK_NETWORK_LINKED, the sandbox's /etc/resolv.conf text
    * (borrowed; NULL = empty). */
   const char* resolv_conf;
-  /* Since 1.5 (struct_size): -1, or, with AIRLOCK_NETWORK_LINKED for a backend that sets
-   * AIRLOCK_ISOLATION_PREPARED_NETNS, the sandbox's network namespace with its link already in
-   * it (borrowed). The backend runs the sandbox there; the supervisor adds no link after
-   * start(). */
-  int network_ns_fd;
 } airlock_sandbox_spec_v1;
 
 /* A started sandbox. Filled by start(); the host owns pidfd afterwards and closes it. */
@@ -168,10 +163,10 @@ typedef struct airlock_isolation_ops_v1 {
  * agent with pidfd_getfd, which needs the agent to be a host process): it starts their agents
  * without a reattach grace, so they end with their supervisor, and reclaims what is left. */
 #define AIRLOCK_ISOLATION_NO_REATTACH 1u
-/* The backend reads the network namespace's interfaces when the sandbox starts (gVisor's
- * netstack copies them): with AIRLOCK_NETWORK_LINKED the supervisor makes the namespace and its
- * link first and passes it as network_ns_fd. */
-#define AIRLOCK_ISOLATION_PREPARED_NETNS 2u
+/* The sandbox's ids reach host files unmapped (gVisor's gofer writes them as they are): host
+ * files the sandbox owns, such as a persistent workspace, are owned by user_uid and user_gid
+ * themselves instead of host_uid_base + user_uid. */
+#define AIRLOCK_ISOLATION_HOST_IDS 2u
 
 /* ---------------------------------------------------------------------------------------------
  * Language plugins: turn code into a command the agent runs. */

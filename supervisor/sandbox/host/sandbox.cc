@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -302,7 +303,6 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   const std::string resolv_conf = linked ? options.network->resolvConf() : "";
   spec.network_mode = linked ? AIRLOCK_NETWORK_LINKED : AIRLOCK_NETWORK_LOOPBACK;
   spec.resolv_conf = linked ? resolv_conf.c_str() : nullptr;
-  spec.network_ns_fd = -1;
 
   auto started = sb->backend_->start(spec);
   if (!started) return Unexpected(std::move(started.error()).wrap(ctx("start")));
@@ -427,7 +427,10 @@ Result<> Sandbox::mountPersistentWorkspace(const std::string& image) {
                                 : sysError("flock", image);
   std::string at = state_dir_ + "/sandboxes/" + id_ + ".home";
   if (mkdir(at.c_str(), 0700) != 0) return sysError("mkdir", at);
-  if (auto r = mountWorkspace(workspace_image_.get(), at, lease_->hostBase()); !r) {
+  // Under a backend without a user namespace between the sandbox and the host (gVisor), the
+  // sandbox user's files are owned by its own uid.
+  const uint32_t base = backend_->hostIds() ? 0 : lease_->hostBase();
+  if (auto r = mountWorkspace(workspace_image_.get(), at, base); !r) {
     (void)rmdir(at.c_str());
     return r;
   }
@@ -463,6 +466,10 @@ Result<> Sandbox::destroy() {
     }
     backend_->release(sandbox_);
     started_ = false;
+    // A backend's files for this sandbox (plugin ABI 1.5), also when release() could not know
+    // them: an adopted sandbox has no backend handle.
+    std::error_code ec;
+    std::filesystem::remove_all(backendScratchDir(state_dir_) + "/" + id_, ec);
   }
   if (network_) {
     note(network_->detach(), "remove network link");
