@@ -253,7 +253,11 @@ TEST_F(RunCli, ConcurrentRunsAreSeparateSandboxes) {
     maps.insert(j["stdout"].get<std::string>());
   }
   EXPECT_EQ(ids.size(), 4u);
-  EXPECT_EQ(maps.size(), 4u) << "two sandboxes shared a host uid range";
+  // Under gVisor each sandbox is its own kernel whose uid_map is its own identity map; there is
+  // no host uid range to compare.
+  if (!underGvisor()) {
+    EXPECT_EQ(maps.size(), 4u) << "two sandboxes shared a host uid range";
+  }
 }
 
 TEST_F(RunCli, BadFlagsAreAirlockErrors) {

@@ -59,7 +59,10 @@ class IsolationGuard : public ::testing::Environment {
  private:
   static std::string check() {
     auto host_pidns = trim(std::filesystem::read_symlink("/proc/self/ns/pid").string());
-    auto run = runSandbox("shell", "cat /proc/self/uid_map; readlink /proc/self/ns/pid; echo $$",
+    const bool gvisor = airlock::testing::underGvisor();
+    auto run = runSandbox("shell",
+                          gvisor ? "readlink /proc/self/ns/pid; cat /proc/version; echo $$"
+                                 : "cat /proc/self/uid_map; readlink /proc/self/ns/pid; echo $$",
                           {.timeout_s = 60});
     std::ostringstream why;
     if (!run.parsed() || run.proc.exit_code != 0 || run.status() != "exited") {
@@ -76,7 +79,13 @@ class IsolationGuard : public ::testing::Environment {
       unsigned long long inside = 0, outside = 0, count = 0;
       if (line.rfind("pid:[", 0) == 0) {
         pidns = line;
-      } else if (f >> inside >> outside >> count) {
+      } else if (gvisor && line.rfind("Linux version ", 0) == 0) {
+        // gVisor: a different kernel answers. Its uid_map is its own identity map, so the
+        // evidence is that its kernel is not the host's.
+        ++map_lines;
+        if (line == trim(airlock::testing::readFile("/proc/version")))
+          why << "the sandbox's /proc/version is the host's: not inside gVisor; ";
+      } else if (!gvisor && f >> inside >> outside >> count) {
         ++map_lines;
         if (outside < kSandboxUidBase || outside + count > kSandboxUidBase + 4096ull * 65536)
           why << "uid_map line '" << line << "' maps outside the sandbox range [2^28, "
@@ -85,7 +94,16 @@ class IsolationGuard : public ::testing::Environment {
         shell_pid = std::strtol(line.c_str(), nullptr, 10);
       }
     }
-    if (map_lines == 0) why << "no uid_map lines in the probe output; ";
+    if (map_lines == 0)
+      why << (gvisor ? "no /proc/version in the probe output; "
+                     : "no uid_map lines in the probe output; ");
+    if (gvisor && shell_pid > 0) {
+      // The shell's pid must be gVisor's own number, not the host process of that number.
+      std::string comm =
+          trim(airlock::testing::readFile("/proc/" + std::to_string(shell_pid) + "/comm"));
+      if (comm == "sh" || comm == "bash" || comm == "dash")
+        why << "the host's pid " << shell_pid << " is a shell: the sandbox's pids are the host's; ";
+    }
     if (pidns.empty()) why << "no pid namespace in the probe output; ";
     if (pidns == host_pidns) why << "the sandbox shares the host pid namespace " << pidns << "; ";
     if (shell_pid <= 0 || shell_pid > 100)
@@ -322,6 +340,21 @@ void PidsSampler::loop() {
       }
     }
     if (d != nullptr) closedir(d);
+    // A gVisor sandbox has no host process with a sandbox uid (the sentry and its stubs run as
+    // root and nobody): its cgroups are read directly.
+    if (airlock::testing::underGvisor()) {
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator("/sys/fs/cgroup/pids/airlock", ec)) {
+        std::string max = trim(readFile((e.path() / "pids.max").string()));
+        if (max.empty() || max == "max") continue;
+        Group& g = groups_[e.path().string()];
+        g.path = e.path().string();
+        g.limit = std::strtol(max.c_str(), nullptr, 10);
+        long cur =
+            std::strtol(trim(readFile((e.path() / "pids.current").string())).c_str(), nullptr, 10);
+        g.max_current = std::max(g.max_current, cur);
+      }
+    }
     for (auto& [path, n] : counted)
       groups_[path].max_counted = std::max(groups_[path].max_counted, n);
     ++samples_;

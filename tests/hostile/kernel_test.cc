@@ -119,8 +119,17 @@ TEST_F(HostileTest, Escape_KernelSurfaceRefused) {
     const std::string& p = all[i];
     std::string r = res.value(p, "<missing>");
     bool entry_point = p == "i386_getpid" || p == "x32_getpid";
+    // gVisor has no /proc/<pid>/ns/ files for mount, uts, ipc and cgroup namespaces: setns
+    // cannot even open its target (ENOENT). Contained all the same.
+    bool gvisor_no_ns_file =
+        airlock::testing::underGvisor() && p.starts_with("setns_") && r == "ENOENT";
+    // gVisor's ptrace platform reads `int 0x80` as one of its own 64-bit syscalls (20, writev:
+    // EBADF on the probe's registers): the i386 table is never reached, the host kernel never
+    // sees it.
+    bool gvisor_int80 = airlock::testing::underGvisor() && p == "i386_getpid" && r == "EBADF";
     bool ok = kRefused.contains(r) || (entry_point && r == "SIGSYS") ||
-              (p == "i386_getpid" && no_i386_entry && r == "SIGSEGV");
+              (p == "i386_getpid" && no_i386_entry && r == "SIGSEGV") || gvisor_no_ns_file ||
+              gvisor_int80;
     EXPECT_TRUE(ok) << "[Escape] " << p << " inside the sandbox answered " << r
                     << " (want EPERM, EACCES or ENOSYS" << (entry_point ? " or SIGSYS" : "") << ")";
   }
@@ -209,6 +218,11 @@ TEST_F(HostileTest, Escape_DeviceNodesRefused) {
   for (const char* dev :
        {"open_dev_mem", "open_dev_kmem", "open_dev_port", "open_dev_kvm", "open_dev_fuse"}) {
     std::string r = res.value(dev, "?");
+    // gVisor's /dev/fuse is the sentry's own FUSE, not the host's device; mounting a FUSE file
+    // system with it needs CAP_SYS_ADMIN, which the sandbox user lacks (mknod and mount are
+    // refused above and in Escape_UnshareAndMountCommands).
+    if (airlock::testing::underGvisor() && std::string(dev) == "open_dev_fuse" && r == "OK")
+      continue;
     EXPECT_TRUE(r == "ENOENT" || r == "EACCES" || r == "EPERM" || r == "ENXIO")
         << "[Escape] " << dev << " inside: " << r;
   }

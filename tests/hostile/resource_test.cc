@@ -96,7 +96,10 @@ TEST_F(HostileTest, HostDoS_ForkAndThreadLoopsStopAtPidsLimit) {
     expectOutcome(run, "exited", 0);
     auto [n, err] = countAndError(run.out());
     EXPECT_GE(n, 0) << run.describe();
-    EXPECT_LT(n, 64) << "[HostDoS] " << c.what << " went past pids = 64: " << run.describe();
+    // RLIMIT_NPROC counts the forking process itself on Linux (63 children at most); gVisor's
+    // count leaves it out (64). Bounded either way.
+    EXPECT_LE(n, airlock::testing::underGvisor() ? 64 : 63)
+        << "[HostDoS] " << c.what << " went past pids = 64: " << run.describe();
     EXPECT_NE(err, "none") << c.what << ": " << run.describe();
   }
 }
@@ -174,17 +177,24 @@ TEST_F(HostileTest, HostDoS_ForkBombsContained) {
       EXPECT_EQ(run.out(), "survived\n") << run.describe();
     }
     EXPECT_LT(secs, 25) << "the run did not end with its main program";
+    // Under gVisor the cgroup also holds the sentry's threads and the platform's stub
+    // processes: its limit is the backend's (plugins/isolation/gvisor/plugin.cc, 256 + 48 per
+    // process) and RLIMIT_NPROC holds the sandbox's own processes to 64 (the bounded test).
+    const bool gvisor = airlock::testing::underGvisor();
+    const long want_limit = gvisor ? 256 + 48 * 64 : 64;
     bool saw_limit = false;
     for (const auto& g : groups) {
-      if (g.limit != 64) continue;
+      if (g.limit != want_limit) continue;
       saw_limit = true;
-      EXPECT_LE(g.max_current, 64) << "[HostDoS] pids.current of " << g.path;
-      EXPECT_LE(g.max_counted, 64) << "[HostDoS] processes counted in " << g.path;
+      EXPECT_LE(g.max_current, want_limit) << "[HostDoS] pids.current of " << g.path;
+      if (!gvisor) {
+        EXPECT_LE(g.max_counted, 64) << "[HostDoS] processes counted in " << g.path;
+      }
       EXPECT_GE(g.max_current, 32) << "the bomb never got going in " << g.path
                                    << " (the probe would not show a broken limit)";
     }
-    EXPECT_TRUE(saw_limit) << "no sandbox pids cgroup with pids.max = 64 was seen during the run ("
-                           << sampler.samples() << " samples)";
+    EXPECT_TRUE(saw_limit) << "no sandbox pids cgroup with pids.max = " << want_limit
+                           << " was seen during the run (" << sampler.samples() << " samples)";
     EXPECT_LT(sampler.slowestHostSpawnMs(), kMaxHostSpawnMs)
         << "[HostDoS] the host was slow to fork+exec during the bomb";
   }
@@ -318,7 +328,10 @@ TEST_F(HostileTest, HostDoS_DiskAndInodeFillWithQuota) {
     auto ires =
         parseProbeJson(irun.out(), "inodes").value("inodes:/home/user", nlohmann::json::object());
     std::string err = ires.value("err", "?");
-    EXPECT_TRUE(err == "ENOSPC" || err == "EDQUOT" || err == "ENOMEM")
+    // gVisor's tmpfs has no inode limit: the files live in the sentry's memory (bounded by the
+    // sandbox's memory cgroup) until the time limit; the host's inodes are checked below.
+    const bool gvisor_unbounded_inodes = airlock::testing::underGvisor() && err == "time limit";
+    EXPECT_TRUE(err == "ENOSPC" || err == "EDQUOT" || err == "ENOMEM" || gvisor_unbounded_inodes)
         << "[HostDoS] the inode fill was not stopped by the sandbox (" << err << " after "
         << ires.value("files", 0) << " files)";
   }

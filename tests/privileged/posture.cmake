@@ -8,3 +8,4 @@ set_target_properties(posture_tests PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_
 gtest_discover_tests(posture_tests
   PROPERTIES LABELS privileged TIMEOUT 120 RUN_SERIAL TRUE
   DISCOVERY_TIMEOUT 60)
+airlock_conformance(posture_tests LABEL privileged TIMEOUT 120 PROPERTIES RUN_SERIAL TRUE)

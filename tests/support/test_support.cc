@@ -17,6 +17,7 @@
 
 extern char** environ;
 
+#include <regex>
 namespace airlock::testing {
 
 bool isRealRoot() {
@@ -122,10 +123,61 @@ ProcResult runCommand(const std::vector<std::string>& argv, const std::string& s
   return r;
 }
 
+std::string testIsolation() {
+  const char* e = std::getenv("AIRLOCK_TEST_ISOLATION");
+  return e != nullptr && *e != '\0' ? e : "namespaces";
+}
+
+bool underGvisor() { return testIsolation() == "gvisor"; }
+
+std::string withTestIsolation(const std::string& toml) {
+  const std::string backend = testIsolation();
+  if (backend == "namespaces" || toml.find("schema") == std::string::npos) return toml;
+  const std::string line = "isolation = \"" + backend + "\"";
+  std::istringstream in(toml);
+  std::string out, l;
+  bool in_profile = false, chose = false, have_default = false;
+  auto close = [&] {
+    if (in_profile && !chose) out += line + "\n";
+    in_profile = false;
+  };
+  // A profile's own table: [profiles.<name>] with no further dot.
+  static const std::regex profile_header(R"(^\s*\[\s*profiles\.([A-Za-z0-9_-]+)\s*\]\s*(#.*)?$)");
+  static const std::regex any_header(R"(^\s*\[)");
+  static const std::regex sets_isolation(R"(^\s*isolation\s*=)");
+  while (std::getline(in, l)) {
+    std::smatch m;
+    if (std::regex_search(l, any_header)) {
+      close();
+      if (std::regex_match(l, m, profile_header)) {
+        in_profile = true;
+        chose = false;
+        have_default = have_default || m[1] == "default";
+      }
+    } else if (in_profile && std::regex_search(l, sets_isolation)) {
+      chose = true;
+    }
+    out += l + "\n";
+  }
+  close();
+  if (!have_default) out += "\n[profiles.default]\n" + line + "\n";
+  return out;
+}
+
 ProcResult runAirlock(const std::vector<std::string>& args, const std::string& stdin_data,
                       int timeout_s) {
   std::vector<std::string> argv{airlockBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
+  auto has = [&](const char* flag) {
+    for (const auto& a : args) {
+      if (a == "--") break;
+      if (a == flag || a.starts_with(std::string(flag) + "=")) return true;
+    }
+    return false;
+  };
+  if (testIsolation() != "namespaces" && !args.empty() && args[0] == "run" && !has("--policy") &&
+      !has("--isolation"))
+    argv.insert(argv.begin() + 2, {"--isolation", testIsolation()});
   return runCommand(argv, stdin_data, timeout_s);
 }
 
@@ -141,7 +193,9 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-void TempDir::write(const std::string& name, const std::string& content, int mode) const {
+void TempDir::write(const std::string& name, const std::string& content_in, int mode) const {
+  // Policies run on the backend under test (testIsolation()).
+  const std::string content = name.ends_with(".toml") ? withTestIsolation(content_in) : content_in;
   std::string p = file(name);
   std::filesystem::create_directories(std::filesystem::path(p).parent_path());
   std::ofstream f(p, std::ios::binary | std::ios::trunc);

@@ -35,6 +35,19 @@ struct ProcResult {
 ProcResult runCommand(const std::vector<std::string>& argv, const std::string& stdin_data = "",
                       int timeout_s = 120, const std::vector<std::string>& extra_env = {});
 
+// The isolation backend the conformance suite runs this test binary against: the environment's
+// AIRLOCK_TEST_ISOLATION (ctest sets it per registration, tests/conformance.cmake), else
+// "namespaces". Under another backend, every sandbox the test makes uses it:
+//   - runAirlock() adds `--isolation <backend>` to an `airlock run` that names no --policy;
+//   - TempDir::write() of a "*.toml" policy sets `isolation` in every profile that sets none
+//     (withTestIsolation).
+std::string testIsolation();
+bool underGvisor();  // testIsolation() == "gvisor"
+// The policy text with `isolation = "<testIsolation()>"` in each [profiles.<name>] table that
+// does not choose one (a [profiles.default] table is added when there is none); unchanged
+// under namespaces.
+std::string withTestIsolation(const std::string& toml);
+
 // `airlock ARGS...` from the build tree.
 ProcResult runAirlock(const std::vector<std::string>& args, const std::string& stdin_data = "",
                       int timeout_s = 120);

@@ -47,4 +47,10 @@ for path in CANDIDATES:
     p.wait()
     result[path] = best
 nnp = status_field("self", "NoNewPrivs")
+if not nnp:
+    # gVisor's /proc/<pid>/status has no NoNewPrivs line: ask the kernel directly.
+    import ctypes
+    PR_GET_NO_NEW_PRIVS = 39
+    r = ctypes.CDLL(None, use_errno=True).prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+    nnp = [str(r)] if r >= 0 else None
 print(json.dumps({"min_euid": result, "no_new_privs": nnp[0] if nnp else "?"}))
