@@ -153,7 +153,7 @@ def mem_available_kb():
 
 
 class Supervisor:
-    def __init__(self, airlock, pool_size, max_sandboxes):
+    def __init__(self, airlock, pool_size, max_sandboxes, isolation="namespaces"):
         self.dir = tempfile.mkdtemp(prefix="airlock-bench-")
         self.sock = os.path.join(self.dir, "airlock.sock")
         policy = os.path.join(self.dir, "policy.toml")
@@ -166,6 +166,8 @@ max_connections = 512
 [tenants.default]
 max_sandboxes = {max_sandboxes}
 max_memory_mb = {max_sandboxes * 1024}
+[profiles.default]
+isolation = "{isolation}"
 [profiles.default.lifetime]
 pool_size = {pool_size}
 [profiles.default.limits]
@@ -548,6 +550,8 @@ def main():
     ap.add_argument("--density", default="100,500,1000", help="B5 sizes")
     ap.add_argument("--seconds", type=int, default=30, help="B4 duration")
     ap.add_argument("--json", help="write the numbers here")
+    ap.add_argument("--isolation", default="namespaces",
+                    help="the benchmark profiles' backend (B7 runs B2 and B3 with gvisor)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("service_bench: run as root (airlock serve needs it)")
@@ -556,10 +560,12 @@ def main():
     n = 200
     if args.smoke:
         n, sizes, args.seconds, args.soak = 10, [2, 4], 2, 20
-    sup = Supervisor(args.airlock, pool_size=2, max_sandboxes=max(sizes) + 16)
+    sup = Supervisor(args.airlock, pool_size=2, max_sandboxes=max(sizes) + 16,
+                     isolation=args.isolation)
     out = {}
     try:
-        print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+        print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores, "
+              f"isolation {args.isolation}")
         if "B2" in only:
             out["B2"] = b2(sup, n // 4 if not args.smoke else 3)
         if "B3" in only:
