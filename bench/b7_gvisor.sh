@@ -38,15 +38,16 @@ bare_runsc=("${clean_env[@]}" "$runsc" --root="$work/runsc-state" --ignore-cgrou
             --network=none --platform=ptrace do)
 mkdir -p "$work/runsc-state"
 
-declare -A cmds
-cmds[python/airlock]="$airlock run --isolation gvisor --no-stdin --lang python -c print(1)"
-cmds[python/runsc]="${bare_runsc[*]} /usr/bin/python3 -c print(1)"
+# One function per (program, runner): arrays keep the arguments as they are.
+run_python_airlock() { "$airlock" run --isolation gvisor --no-stdin --lang python -c 'print(1)'; }
+run_python_runsc() { "${bare_runsc[@]}" /usr/bin/python3 -c 'print(1)'; }
+run_pandas_airlock() {
+  "$airlock" run --isolation gvisor --no-stdin --file "$work/transactions.csv:transactions.csv" \
+    "$work/summarize_spending.py"
+}
+run_pandas_runsc() { (cd "$work" && "${bare_runsc[@]}" /usr/bin/python3 summarize_spending.py); }
 programs=(python)
-if ! $smoke; then
-  programs+=(pandas)
-  cmds[pandas/airlock]="$airlock run --isolation gvisor --no-stdin --file $work/transactions.csv:transactions.csv $work/summarize_spending.py"
-  cmds[pandas/runsc]="${bare_runsc[*]} /usr/bin/python3 $work/summarize_spending.py"
-fi
+$smoke || programs+=(pandas)
 
 now_ms() { date +%s%N | awk '{printf "%.3f", $1 / 1e6}'; }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
@@ -57,16 +58,16 @@ for prog in "${programs[@]}"; do
   declare -A samples=()
   # One warm-up of each (page cache, runsc's first start).
   for runner in airlock runsc; do
-    (cd "$work" && eval "${cmds[$prog/$runner]}") >/dev/null 2>&1 || {
+    "run_${prog}_${runner}" >/dev/null 2>&1 || {
       echo "b7: '$prog/$runner' failed:" >&2
-      (cd "$work" && eval "${cmds[$prog/$runner]}") 2>&1 | tail -3 >&2
+      "run_${prog}_${runner}" 2>&1 | tail -3 >&2
       exit 1
     }
   done
   for ((i = 0; i < runs; i++)); do
     for runner in $(printf 'airlock\nrunsc\n' | shuf); do
       t0=$(now_ms)
-      (cd "$work" && eval "${cmds[$prog/$runner]}") >/dev/null 2>&1
+      "run_${prog}_${runner}" >/dev/null 2>&1
       t1=$(now_ms)
       samples[$runner]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') "
     done

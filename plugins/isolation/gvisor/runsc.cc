@@ -48,6 +48,12 @@ std::vector<std::string> globalFlags(const Config& config, const std::string& st
       // The supervisor owns the cgroup and has put this process in it: runsc must not make or
       // move into cgroups of its own (it would leave parents behind, PLATFORM notes).
       "--ignore-cgroups",
+      // The binds are the host's read-only system directories and, at most, a persistent
+      // workspace locked to this sandbox: nothing else changes them while it runs, so gVisor
+      // may cache them like its root instead of revalidating every lookup with the gofer
+      // (Python's start-up: -13% measured). An operator's --file-access-mounts= comes later and
+      // wins.
+      "--file-access-mounts=exclusive",
   };
   if (config.overlay == "memory") f.push_back("--overlay2=all:memory");
   if (config.overlay == "disk") f.push_back("--overlay2=all:" + overlay_dir);
