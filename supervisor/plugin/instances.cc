@@ -91,7 +91,9 @@ Result<airlock_sandbox_v1> IsolationBackend::start(const airlock_sandbox_spec_v1
   out.pidfd = -1;
   airlock_error_v1 err{};
   int rc;
-  {
+  if ((flags_ & AIRLOCK_ISOLATION_CONCURRENT) != 0) {
+    rc = ops().start(instance_->get(), &spec, &out, &err);
+  } else {
     std::lock_guard lock(mu_);
     rc = ops().start(instance_->get(), &spec, &out, &err);
   }
@@ -108,6 +110,8 @@ Result<airlock_sandbox_v1> IsolationBackend::start(const airlock_sandbox_spec_v1
 }
 
 void IsolationBackend::release(airlock_sandbox_v1& sandbox) {
+  if ((flags_ & AIRLOCK_ISOLATION_CONCURRENT) != 0)
+    return ops().release(instance_->get(), &sandbox);
   std::lock_guard lock(mu_);
   ops().release(instance_->get(), &sandbox);
 }

@@ -84,7 +84,9 @@ class Gvisor final : public sdk::IsolationPlugin {
   // Only fds 0-2 reach a gVisor sandbox: a new supervisor could not hand a waiting agent a new
   // channel, so sandboxes end with their supervisor.
   // The gofer writes host files with the sandbox's own ids (no user namespace maps them).
-  static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_NO_REATTACH | AIRLOCK_ISOLATION_HOST_IDS;
+  // start() keeps no state but the config (immutable) and waits ~200 ms for runsc: concurrent.
+  static constexpr uint32_t kFlags =
+      AIRLOCK_ISOLATION_NO_REATTACH | AIRLOCK_ISOLATION_HOST_IDS | AIRLOCK_ISOLATION_CONCURRENT;
   // The sentry's own tasks and memory count in the sandbox's cgroup; measured with the ptrace
   // platform (runsc 2022-12): an idle sandbox is ~127 host tasks (the sentry's and gofer's
   // threads) and ~27 MiB. Each sandboxed task needs a host thread to trace it and a stub
@@ -128,7 +130,9 @@ class Gvisor final : public sdk::IsolationPlugin {
       in.agent_args.push_back(*a);
     const std::string bundle = *dir + "/bundle", state = *dir + "/state",
                       overlay = *dir + "/overlay";
-    for (const auto& d : {bundle, state, overlay}) {
+    std::vector<std::string> dirs = {bundle, state};
+    if (config_.overlay == "disk") dirs.push_back(overlay);
+    for (const auto& d : dirs) {
       if (::mkdir(d.c_str(), 0700) != 0) {
         auto e = sysError("mkdir", d);
         cleanup();

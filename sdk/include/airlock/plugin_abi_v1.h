@@ -167,6 +167,10 @@ typedef struct airlock_isolation_ops_v1 {
  * files the sandbox owns, such as a persistent workspace, are owned by user_uid and user_gid
  * themselves instead of host_uid_base + user_uid. */
 #define AIRLOCK_ISOLATION_HOST_IDS 2u
+/* start() and release() may run on several threads at once for one instance (the rule at the
+ * top of this file is relaxed): a backend whose start() waits hundreds of milliseconds for a
+ * sandbox to boot would otherwise make every other create of the supervisor wait behind it. */
+#define AIRLOCK_ISOLATION_CONCURRENT 4u
 
 /* ---------------------------------------------------------------------------------------------
  * Language plugins: turn code into a command the agent runs. */
