@@ -10,6 +10,8 @@
 #include <airlock/unique_fd.h>
 #include <nlohmann/json.hpp>
 
+#include "common/sandbox_etc.h"
+
 namespace airlock::isolation::gvisor {
 namespace {
 
@@ -83,37 +85,9 @@ Result<> makeMountPoint(const std::string& root, const std::string& target, bool
   return writeFile(at, "", 0644);
 }
 
-std::string resolvConf(const airlock_sandbox_spec_v1& spec) {
-  const bool has_resolv =
-      spec.struct_size >= offsetof(airlock_sandbox_spec_v1, resolv_conf) + sizeof spec.resolv_conf;
-  if (spec.network_mode != AIRLOCK_NETWORK_LINKED || !has_resolv || spec.resolv_conf == nullptr)
-    return "";
-  return spec.resolv_conf;
-}
-
-// The files the namespaces backend writes into /etc, with the same contents.
+// The namespaces backend's /etc files, plus the statx shim's preload line.
 std::vector<std::pair<std::string, std::string>> etcFiles(const BundleInputs& in) {
-  const airlock_sandbox_spec_v1& spec = *in.spec;
-  const std::string uid = std::to_string(spec.user_uid);
-  const std::string gid = std::to_string(spec.user_gid);
-  const std::string host = spec.hostname;
-  const bool linked = spec.network_mode == AIRLOCK_NETWORK_LINKED;
-  std::string passwd = "root:x:0:0:root:/root:/bin/bash\n";
-  std::string group = "root:x:0:\n";
-  if (spec.user_uid != 0) passwd += "user:x:" + uid + ":" + gid + "::/home/user:/bin/bash\n";
-  if (spec.user_gid != 0) group += "user:x:" + gid + ":\n";
-  passwd += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
-  group += "nogroup:x:65534:\n";
-  std::vector<std::pair<std::string, std::string>> files = {
-      {"passwd", passwd},
-      {"group", group},
-      {"hosts", "127.0.0.1\tlocalhost " + host + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
-      {"hostname", host + "\n"},
-      {"resolv.conf", resolvConf(spec)},
-      {"nsswitch.conf", std::string("passwd: files\ngroup: files\nshadow: files\nhosts: files") +
-                            (linked ? " dns" : "") +
-                            "\nnetworks: files\nprotocols: files\nservices: files\n"},
-  };
+  auto files = sandboxEtcFiles(*in.spec);
   if (!in.statx_compat_host_path.empty())
     files.emplace_back("ld.so.preload", std::string(kStatxCompatPath) + "\n");
   return files;

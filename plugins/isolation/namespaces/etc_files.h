@@ -4,6 +4,7 @@
 
 #include <airlock/plugin_abi_v1.h>
 
+#include "common/sandbox_etc.h"  // resolvConf, for the root template
 #include "mounts.h"
 #include "plan.h"
 
@@ -12,8 +13,5 @@ namespace airlock::isolation {
 // Stage etc: writes passwd, group, hosts, hostname, resolv.conf, nsswitch.conf into the root
 // tmpfs. Nothing to do with an image (its /etc is its own).
 void planEtcFiles(const airlock_sandbox_spec_v1& spec, const RootLayout& layout, Plan& plan);
-
-// What /etc/resolv.conf holds: the spec's resolv_conf for a linked network, else nothing.
-const char* resolvConf(const airlock_sandbox_spec_v1& spec);
 
 }  // namespace airlock::isolation
