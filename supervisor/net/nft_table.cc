@@ -1,5 +1,7 @@
 #include "supervisor/net/nft_table.h"
 
+#include "supervisor/net/link_filter.h"
+
 #include <dlfcn.h>
 #include <nftables/libnftables.h>
 
@@ -15,7 +17,10 @@ namespace {
 // one element per attached sandbox; rules never change after install().
 //   forward: a packet from a sandbox link must carry that link's own source address (a sandbox
 //     that is root in its namespace could otherwise spoof another's) and must not go to another
-//     sandbox; into a sandbox link only replies of connections it opened.
+//     sandbox; into a sandbox link only replies of connections it opened. A new connection from
+//     a link in the map `filters` goes through that sandbox's own chain (link_filter.h: its
+//     network policy, for backends whose connections the eBPF hooks cannot see), which ends in
+//     accept or `refuse` (link_filter.h says why these rejects).
 //   input: a sandbox reaches nothing on the host itself (its gateway address, host services on
 //     0.0.0.0) except the neighbour discovery IPv6 needs on the link.
 //   postrouting: sandbox sources leave masqueraded behind the outgoing interface's address.
@@ -24,6 +29,7 @@ constexpr const char* kRuleset = R"(table inet @TABLE@ {
   set links6 { type ifname . ipv6_addr; }
   set sources4 { type ipv4_addr; }
   set sources6 { type ipv6_addr; }
+  map filters { type ifname : verdict; }
   chain forward {
     type filter hook forward priority filter; policy accept;
     iifname "@LINKS@" jump from_sandbox
@@ -32,9 +38,19 @@ constexpr const char* kRuleset = R"(table inet @TABLE@ {
   }
   chain from_sandbox {
     oifname "@LINKS@" drop
-    meta nfproto ipv4 iifname . ip saddr @links4 accept
-    meta nfproto ipv6 iifname . ip6 saddr @links6 accept
+    meta nfproto ipv4 iifname . ip saddr @links4 goto sandbox_out
+    meta nfproto ipv6 iifname . ip6 saddr @links6 goto sandbox_out
     drop
+  }
+  chain sandbox_out {
+    ct state established,related accept
+    iifname vmap @filters
+    accept
+  }
+  chain refuse {
+    meta l4proto tcp reject with tcp reset
+    meta l4proto udp reject with icmpx port-unreachable
+    reject with icmpx admin-prohibited
   }
   chain input {
     type filter hook input priority filter; policy accept;
@@ -163,18 +179,60 @@ Result<> NftTable::replaceSandboxes(const std::vector<NftSandbox>& sandboxes) {
   std::string commands;
   for (const char* set : {"links4", "links6", "sources4", "sources6"})
     commands += "flush set inet " + table_ + " " + set + "\n";
+  // Every filter chain goes with its map element; the kept sandboxes' come back below.
+  commands += "flush map inet " + table_ + " filters\n";
+  const auto& lib = *libnftables();
+  if (lib.run_cmd_from_buffer(ctx_.get(), ("list chains inet " + table_).c_str()) == 0) {
+    std::string_view listing = lib.get_output_buffer(ctx_.get());
+    for (size_t at = 0; (at = listing.find("chain filter_", at)) != std::string_view::npos;) {
+      size_t end = listing.find_first_of(" {\n", at + 6);
+      commands += "delete chain inet " + table_ + " " +
+                  std::string(listing.substr(at + 6, end - at - 6)) + "\n";
+      at = end;
+    }
+  }
   for (const auto& sandbox : sandboxes) commands += elements(sandbox, "add");
   return run(commands, "rebuilding the sandbox sets");
 }
 
+std::string NftTable::filterRules(const NftSandbox& s) const {
+  const std::string chain = linkFilterChain(s.link);
+  std::string out;
+  size_t start = 0;
+  while (start < s.filter.size()) {
+    size_t end = s.filter.find('\n', start);
+    if (end == std::string::npos) end = s.filter.size();
+    if (end > start)
+      out += "add rule inet " + table_ + " " + chain + " " + s.filter.substr(start, end - start) +
+             "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
 std::string NftTable::elements(const NftSandbox& s, const char* verb) const {
   const std::string head = std::string(verb) + " element inet " + table_ + " ";
-  std::string out = head + "links4 { \"" + s.link + "\" . " + s.sandbox_v4 + " }\n" + head +
-                    "sources4 { " + s.sandbox_v4 + " }\n";
+  const bool add = std::string_view(verb) == "add";
+  std::string out;
+  // A filter is in place before the link's addresses are let through, and goes after them.
+  if (!s.filter.empty() && add)
+    out += "add chain inet " + table_ + " " + linkFilterChain(s.link) + "\n" + filterRules(s) +
+           head + "filters { \"" + s.link + "\" : goto " + linkFilterChain(s.link) + " }\n";
+  out += head + "links4 { \"" + s.link + "\" . " + s.sandbox_v4 + " }\n" + head + "sources4 { " +
+         s.sandbox_v4 + " }\n";
   if (!s.sandbox_v6.empty())
     out += head + "links6 { \"" + s.link + "\" . " + s.sandbox_v6 + " }\n" + head + "sources6 { " +
            s.sandbox_v6 + " }\n";
+  if (!s.filter.empty() && !add)
+    out += head + "filters { \"" + s.link + "\" }\n" + "delete chain inet " + table_ + " " +
+           linkFilterChain(s.link) + "\n";
   return out;
+}
+
+Result<> NftTable::replaceFilter(const NftSandbox& sandbox) {
+  return run("flush chain inet " + table_ + " " + linkFilterChain(sandbox.link) + "\n" +
+                 filterRules(sandbox),
+             "replacing the filter of " + sandbox.link);
 }
 
 Result<> NftTable::addSandbox(const NftSandbox& sandbox) {

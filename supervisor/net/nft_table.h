@@ -19,6 +19,9 @@ struct NftSandbox {
   std::string link;        // host end of its veth ("al-…")
   std::string sandbox_v4;  // its address
   std::string sandbox_v6;  // "" without IPv6
+  // Statements of the link's own filter chain (link_filter.h), for a sandbox whose policy is
+  // enforced here; "" for one whose connections the eBPF hooks decide.
+  std::string filter;
 };
 
 // Not thread-safe: the caller serializes (NetworkHost holds a mutex).
@@ -39,6 +42,8 @@ class NftTable {
   bool hasElements();
   Result<> addSandbox(const NftSandbox& sandbox);
   Result<> removeSandbox(const NftSandbox& sandbox);
+  // Replaces the statements of a filtered sandbox's chain, in one transaction.
+  Result<> replaceFilter(const NftSandbox& sandbox);
   // Makes the sets hold exactly these sandboxes, in one transaction.
   Result<> replaceSandboxes(const std::vector<NftSandbox>& sandboxes);
 
@@ -50,6 +55,8 @@ class NftTable {
   // Runs nft commands as one transaction; the error carries `what` and nft's message.
   Result<> run(const std::string& commands, const std::string& what);
   std::string elements(const NftSandbox& sandbox, const char* verb) const;
+  // "add rule" commands for the statements of a sandbox's filter chain.
+  std::string filterRules(const NftSandbox& sandbox) const;
 
   std::unique_ptr<nft_ctx, Free> ctx_;
   std::string table_;

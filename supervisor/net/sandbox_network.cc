@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <thread>
 
 #include "supervisor/net/forwarding.h"
 #include "supervisor/net/route_socket.h"
@@ -193,9 +195,10 @@ SandboxNetwork::SandboxNetwork(std::shared_ptr<NetworkHost> host, std::string id
 SandboxNetwork::~SandboxNetwork() { (void)detach(); }
 
 Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::attach(std::shared_ptr<NetworkHost> host,
-                                                               std::string sandbox_id,
-                                                               int netns_fd) {
+                                                               std::string sandbox_id, int netns_fd,
+                                                               std::string filter) {
   std::unique_ptr<SandboxNetwork> net(new SandboxNetwork(std::move(host), std::move(sandbox_id)));
+  net->filter_ = std::move(filter);
   // On failure `net` goes out of scope and its destructor undoes the steps already done.
   if (auto r = net->build(netns_fd); !r)
     return Unexpected(std::move(r.error()).wrap("sandbox network '" + net->id_ + "'"));
@@ -306,7 +309,24 @@ Result<> SandboxNetwork::detach() {
 }
 
 NftSandbox SandboxNetwork::nftEntry() const {
-  return NftSandbox{link_, addresses_.sandbox_v4, addresses_.sandbox_v6};
+  return NftSandbox{link_, addresses_.sandbox_v4, addresses_.sandbox_v6, filter_};
+}
+
+Result<> SandboxNetwork::replaceFilter(std::string filter) {
+  if (filter_.empty() || !elements_added_)
+    return fail("sandbox network '" + id_ + "' has no filter chain to replace");
+  if (filter.empty()) return fail("an empty filter would let everything through", link_);
+  NftSandbox entry = nftEntry();
+  entry.filter = std::move(filter);
+  if (auto r = host_->replaceFilter(entry); !r) return r;
+  filter_ = std::move(entry.filter);
+  return {};
+}
+
+Result<> NetworkHost::replaceFilter(const NftSandbox& sandbox) {
+  std::lock_guard lock(mu_);
+  AIRLOCK_TRY_CTX(host_lock, lockHost(), "locking the nftables table");
+  return nft_.replaceFilter(sandbox);
 }
 
 std::string NetworkHost::resolvConf() const {
@@ -322,6 +342,21 @@ Result<> probeNetworkSupport() {
   AIRLOCK_TRY_CTX(sock, RouteSocket::open(), "rtnetlink");
   AIRLOCK_TRY_CTX(nft, NftTable::open("airlock", "al-"), "nftables");
   return {};
+}
+
+Result<UniqueFd> newNetns() {
+  // unshare() on a thread of its own: only that thread moves, and it ends right after opening
+  // the namespace, so the supervisor's other threads never see it.
+  Result<UniqueFd> out = fail("newNetns: the thread did not run");
+  std::thread([&out] {
+    if (::unshare(CLONE_NEWNET) != 0) {
+      out = sysError("unshare", "CLONE_NEWNET");
+      return;
+    }
+    UniqueFd fd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+    out = fd ? Result<UniqueFd>(std::move(fd)) : sysError("open", "/proc/thread-self/ns/net");
+  }).join();
+  return out;
 }
 
 Result<UniqueFd> openNetns(pid_t pid) {

@@ -86,6 +86,7 @@ class NetworkHost {
   Result<> addToTable(const NftSandbox& sandbox);
   // Removes a sandbox from the sets, and the table when no sandbox of any process is left in it.
   Result<> removeFromTable(const NftSandbox& sandbox);
+  Result<> replaceFilter(const NftSandbox& sandbox);
   // flock() on lock_dir/table.lock (none without a lock_dir); released when the fd closes.
   Result<UniqueFd> lockHost() const;
   // Takes a slot free in this process and, with a lock_dir, in every other: returns the slot's
@@ -106,10 +107,13 @@ class NetworkHost {
 
 class SandboxNetwork {
  public:
-  // Attaches a sandbox's network namespace (an fd of /proc/<pid>/ns/net, see openNetns). Safe to
-  // call from several threads at once.
+  // Attaches a sandbox's network namespace (an fd of /proc/<pid>/ns/net, see openNetns, or of
+  // newNetns). `filter`: statements of the link's own filter chain (link_filter.h), in place
+  // before the link passes a packet, for a sandbox whose connections the eBPF hooks cannot see;
+  // "" for none. Safe to call from several threads at once.
   static Result<std::unique_ptr<SandboxNetwork>> attach(std::shared_ptr<NetworkHost> host,
-                                                        std::string sandbox_id, int netns_fd);
+                                                        std::string sandbox_id, int netns_fd,
+                                                        std::string filter = {});
   // Takes over the network of a sandbox adopted after a supervisor restart: its link survived
   // reclaimLeftovers(keep_ids); the lease and nft elements are rebuilt from the link's address.
   static Result<std::unique_ptr<SandboxNetwork>> adopt(std::shared_ptr<NetworkHost> host,
@@ -126,6 +130,10 @@ class SandboxNetwork {
   const std::string& hostLink() const { return link_; }
   static constexpr const char* kSandboxLink = "eth0";
   const SlotAddresses& addresses() const { return addresses_; }
+  // Whether the link has its own filter chain, and replacing its statements (new rules through
+  // the API); only for a link attached with one.
+  bool filtered() const { return !filter_.empty(); }
+  Result<> replaceFilter(std::string filter);
   uint32_t slot() const { return slot_; }
 
  private:
@@ -138,6 +146,7 @@ class SandboxNetwork {
   std::string link_;
   uint32_t slot_ = 0;
   SlotAddresses addresses_;
+  std::string filter_;
   // What exists, so detach() (and a failed attach) undoes exactly that.
   bool leased_ = false;
   UniqueFd slot_lock_;  // lock_dir/<slot>.lock, flock()ed while the slot is ours
@@ -151,5 +160,9 @@ Result<> probeNetworkSupport();
 
 // Opens the network namespace of a process (/proc/<pid>/ns/net) for attach().
 Result<UniqueFd> openNetns(pid_t pid);
+
+// A new, empty network namespace (loopback down), for a sandbox whose backend runs in one the
+// supervisor made and linked first. It lives as long as the fd or a process in it.
+Result<UniqueFd> newNetns();
 
 }  // namespace airlock::net
