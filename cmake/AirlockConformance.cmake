@@ -30,14 +30,20 @@ function(_airlock_gaps_script backend out_var)
 endfunction()
 
 function(airlock_conformance target)
-  cmake_parse_arguments(C "" "LABEL;TIMEOUT" "PROPERTIES" ${ARGN})
+  # FILTER: a gtest filter, for a binary whose other cases test the host alone (no sandbox).
+  cmake_parse_arguments(C "" "LABEL;TIMEOUT;FILTER" "PROPERTIES" ${ARGN})
   if(NOT C_TIMEOUT)
     set(C_TIMEOUT 300)
+  endif()
+  set(filter)
+  if(C_FILTER)
+    set(filter TEST_FILTER ${C_FILTER})
   endif()
   foreach(backend ${AIRLOCK_CONFORMANCE_BACKENDS})
     gtest_discover_tests(${target}
       TEST_PREFIX "${backend}:"
       TEST_LIST ${target}_${backend}_tests
+      ${filter}
       PROPERTIES LABELS ${backend}-${C_LABEL} TIMEOUT ${C_TIMEOUT}
         ENVIRONMENT "AIRLOCK_TEST_ISOLATION=${backend}" RESOURCE_LOCK airlock_host ${C_PROPERTIES}
       DISCOVERY_TIMEOUT 60)

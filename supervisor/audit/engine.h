@@ -22,6 +22,7 @@
 
 #include "airlock/result.h"
 #include "supervisor/audit/audit_log.h"
+#include "supervisor/audit/events.h"
 #include "supervisor/audit/net_rules.h"
 #include "supervisor/audit/summary.h"
 
@@ -97,9 +98,23 @@ class SandboxAudit {
   // Drops since attach (sum over CPUs).
   uint64_t dropsSinceAttach() const;
 
+  // A backend whose sandbox the programs cannot see into (plugin ABI AIRLOCK_ISOLATION_OWN_AUDIT:
+  // gVisor) reports the sandbox's execs and connects from its own monitoring:
+  // - record() files one like the programs' own: into the execution's summary and the log
+  //   (`wall_ns`: CLOCK_REALTIME). A NetEvent's decision is made by the caller
+  //   (decideConnection) with the policy in force; its generation is ignored.
+  // - recordLost() counts events the monitoring lost: drops of the execution (fail_closed).
+  // - setEventSource() names what delivers the events already received (it calls record());
+  //   beginExecution and endExecution call it first, so an execution's record is complete
+  //   without waiting for a reader.
+  void record(const Event& event, uint64_t wall_ns);
+  void recordLost(uint64_t count);
+  void setEventSource(std::function<void()> pull);
+
  private:
   friend class AuditEngine;
   struct State;
+  void pullBackendEvents();
   SandboxAudit(std::shared_ptr<AuditEngine> engine, std::shared_ptr<State> state);
   std::shared_ptr<AuditEngine> engine_;
   std::shared_ptr<State> state_;

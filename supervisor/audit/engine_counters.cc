@@ -124,9 +124,11 @@ void SandboxAudit::beginExecution(const std::string& execution_id) {
   // Records of what ran before (PID 1's own exec) belong to no execution: dispatch them first,
   // whether a reader thread has got to them yet or the caller pumps the ring. An error here
   // shows again in endExecution's drain.
+  pullBackendEvents();
   (void)engine_->drain();
   Counters now = engine_->impl_->readCounters(*state_);
   std::lock_guard lock(state_->mu);
+  state_->backend_lost_at_begin = state_->backend_lost;
   state_->ids.execution = execution_id;
   state_->in_execution = true;
   state_->summary = AuditSummary{};
@@ -137,6 +139,7 @@ void SandboxAudit::beginExecution(const std::string& execution_id) {
 
 Result<AuditSummary> SandboxAudit::endExecution() {
   auto& m = *engine_->impl_;
+  pullBackendEvents();
   if (auto r = engine_->drain(); !r) return Unexpected(std::move(r.error()).wrap("audit"));
   Counters now = m.readCounters(*state_);
   std::lock_guard lock(state_->mu);
@@ -147,7 +150,8 @@ Result<AuditSummary> SandboxAudit::endExecution() {
   out.bytes_received = now.net.rx_bytes - then.net.rx_bytes;
   out.packets_sent = now.net.tx_packets - then.net.tx_packets;
   out.packets_received = now.net.rx_packets - then.net.rx_packets;
-  out.events_dropped = now.drops - then.drops;
+  out.events_dropped =
+      now.drops - then.drops + (state_->backend_lost - state_->backend_lost_at_begin);
   for (const auto& [nr, count] : now.syscalls) {
     auto it = then.syscalls.find(nr);
     uint64_t before = it == then.syscalls.end() ? 0 : it->second;
@@ -163,6 +167,39 @@ Result<AuditSummary> SandboxAudit::endExecution() {
   state_->summary = AuditSummary{};
   state_->ids.execution.clear();
   return out;
+}
+
+void SandboxAudit::setEventSource(std::function<void()> pull) {
+  std::lock_guard lock(state_->source_mu);
+  state_->event_source = std::move(pull);
+}
+
+void SandboxAudit::pullBackendEvents() {
+  std::function<void()> pull;
+  {
+    std::lock_guard lock(state_->source_mu);
+    pull = state_->event_source;
+  }
+  if (pull) pull();  // calls record(): not under state_->mu
+}
+
+void SandboxAudit::record(const Event& event, uint64_t wall_ns) {
+  std::lock_guard lock(state_->mu);
+  RecordIds ids = state_->ids;
+  if (!state_->in_execution) ids.execution.clear();
+  if (const auto* exec_event = std::get_if<ExecEvent>(&event)) {
+    if (state_->in_execution) state_->summary.add(*exec_event);
+    if (state_->log) (void)state_->log->write("exec", ids, wall_ns, execFields(*exec_event));
+  } else if (const auto* net_event = std::get_if<NetEvent>(&event)) {
+    const NetPolicy& policy = state_->policies[state_->generation & 1];
+    if (state_->in_execution) state_->summary.add(*net_event, policy);
+    if (state_->log) (void)state_->log->write("net", ids, wall_ns, netFields(*net_event, policy));
+  }
+}
+
+void SandboxAudit::recordLost(uint64_t count) {
+  std::lock_guard lock(state_->mu);
+  state_->backend_lost += count;
 }
 
 }  // namespace airlock::audit

@@ -64,6 +64,11 @@ struct SandboxAudit::State {
   bool in_execution = false;
   AuditSummary summary;
   Counters at_begin;
+  // A backend's own monitoring (setEventSource, record, recordLost).
+  uint64_t backend_lost = 0;
+  uint64_t backend_lost_at_begin = 0;
+  std::mutex source_mu;  // guards event_source alone: it is called without mu
+  std::function<void()> event_source;
 };
 
 struct AuditEngine::Impl {

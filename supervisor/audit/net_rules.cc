@@ -193,4 +193,43 @@ Result<CompiledRules> compileRules(const NetPolicy& policy, uint32_t slot, uint3
   return out;
 }
 
+NetDecision decideConnection(const NetPolicy& policy, const Cidr& destination, uint8_t protocol,
+                             uint16_t port) {
+  Cidr to = destination;
+  static constexpr uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (to.family == 6 && std::equal(kV4Mapped, kV4Mapped + 12, to.addr.begin())) {
+    Cidr v4;
+    v4.family = 4;
+    std::copy(to.addr.begin() + 12, to.addr.begin() + 16, v4.addr.begin());
+    v4.prefix = 32;
+    to = v4;
+  } else {
+    to.prefix = static_cast<uint8_t>(to.addressBits());
+  }
+  const bool loopback = to.family == 4 ? to.addr[0] == 127
+                                       : std::all_of(to.addr.begin(), to.addr.begin() + 15,
+                                                     [](uint8_t b) { return b == 0; }) &&
+                                             to.addr[15] == 1;
+  if (loopback) return {true, AIRLOCK_RULE_LOOPBACK};
+  for (size_t i = 0; i < policy.rules.size(); ++i) {
+    const NetRule& r = policy.rules[i];
+    if (r.needsResolving() || r.cidr.family != to.family || !r.cidr.contains(to)) continue;
+    if (r.protocol != 0 && r.protocol != protocol) continue;
+    if (port < r.port_lo || port > r.port_hi) continue;
+    return {r.allow, static_cast<uint32_t>(i)};
+  }
+  const auto& ranges = protectedRanges();
+  int best = -1;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    auto range = Cidr::parse(ranges[i].cidr);
+    if (!range || range->family != to.family || !range->contains(to)) continue;
+    if (best < 0 || range->prefix > Cidr::parse(ranges[static_cast<size_t>(best)].cidr)->prefix)
+      best = static_cast<int>(i);
+  }
+  if (best >= 0) return {false, AIRLOCK_RULE_PROTECTED_BASE + static_cast<uint32_t>(best)};
+  if (policy.mode == NetMode::kOpen) return {true, AIRLOCK_RULE_MODE_OPEN};
+  if (policy.mode == NetMode::kAllowlist) return {false, AIRLOCK_RULE_NOT_ALLOWED};
+  return {false, AIRLOCK_RULE_MODE_NONE};
+}
+
 }  // namespace airlock::audit

@@ -61,6 +61,18 @@ const std::vector<ProtectedRange>& protectedRanges();
 // A decision's rule as people read it: "rule 2 (allow tcp 10.0.0.0/8 443)",
 // "protected range 169.254.0.0/16 (link-local, cloud metadata)", "mode none (loopback only)".
 std::string describeRule(uint32_t rule, const NetPolicy& policy);
+// The decision bpf/net_policy.bpf.c makes, made in user space for a connection a backend's own
+// monitoring reports (gVisor's sandboxes, whose connections the programs never see; their link's
+// filter, net/link_filter.h, enforces the same order): loopback, the rules in order, the
+// protected ranges (the longest match names the refusal), the mode. A v4-mapped IPv6 address is
+// decided as the IPv4 address it reaches. `destination` is one address (/32 or /128).
+struct NetDecision {
+  bool allowed = false;
+  uint32_t rule = 0;  // as in NetEvent: a rule index or an airlock_builtin_rule
+};
+NetDecision decideConnection(const NetPolicy& policy, const Cidr& destination, uint8_t protocol,
+                             uint16_t port);
+
 // A stable short id for logs and JSON: "rule:2", "protected:169.254.0.0/16", "mode:none",
 // "loopback", "no-sandbox".
 std::string ruleId(uint32_t rule);

@@ -78,6 +78,24 @@ IsolationBackend::IsolationBackend(std::unique_ptr<Instance> instance)
     if (ops().host_pids_per_process > 0) host_pids_per_process_ = ops().host_pids_per_process;
     host_memory_base_ = ops().host_memory_base_bytes;
   }
+  if (ops().struct_size >= offsetof(airlock_isolation_ops_v1, read_events) + sizeof(void*))
+    read_events_ = ops().read_events;
+  // A backend that says it reports events but cannot: the host would record nothing.
+  if (read_events_ == nullptr) flags_ &= ~AIRLOCK_ISOLATION_OWN_AUDIT;
+}
+
+Result<> IsolationBackend::readEvents(
+    airlock_sandbox_v1& sandbox, const std::function<void(const airlock_sandbox_event_v1&)>& emit) {
+  if (read_events_ == nullptr) return {};
+  auto trampoline = [](void* ctx, const airlock_sandbox_event_v1* event) {
+    if (event != nullptr && event->struct_size >= sizeof(airlock_sandbox_event_v1))
+      (*static_cast<const std::function<void(const airlock_sandbox_event_v1&)>*>(ctx))(*event);
+  };
+  int rc = read_events_(instance_->get(), &sandbox, trampoline,
+                        const_cast<void*>(static_cast<const void*>(&emit)));
+  if (rc != 0)
+    return Unexpected(Error("isolation plugin '" + fullName() + "': read_events", "", rc));
+  return {};
 }
 
 const airlock_isolation_ops_v1& IsolationBackend::ops() const {
@@ -89,6 +107,7 @@ Result<airlock_sandbox_v1> IsolationBackend::start(const airlock_sandbox_spec_v1
   out.struct_size = sizeof out;
   out.pid = -1;
   out.pidfd = -1;
+  out.events_fd = -1;
   airlock_error_v1 err{};
   int rc;
   if ((flags_ & AIRLOCK_ISOLATION_CONCURRENT) != 0) {

@@ -5,6 +5,7 @@
 
 #include <airlock/plugin_abi_v1.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,6 +48,16 @@ class IsolationBackend {
   bool reattachable() const { return (flags_ & AIRLOCK_ISOLATION_NO_REATTACH) == 0; }
   // AIRLOCK_ISOLATION_HOST_IDS: host files the sandbox owns carry its own ids, unshifted.
   bool hostIds() const { return (flags_ & AIRLOCK_ISOLATION_HOST_IDS) != 0; }
+  // AIRLOCK_ISOLATION_OWN_NETSTACK: its network namespace is made and linked before start(), and
+  // its network rules are enforced on the link (the host's socket hooks never see them).
+  bool ownNetstack() const { return (flags_ & AIRLOCK_ISOLATION_OWN_NETSTACK) != 0; }
+  // AIRLOCK_ISOLATION_OWN_AUDIT: the host's hooks see only the backend's processes; the sandbox's
+  // execs and connects come from readEvents().
+  bool ownAudit() const { return (flags_ & AIRLOCK_ISOLATION_OWN_AUDIT) != 0; }
+  // Every event the backend has received from this sandbox so far (ABI 1.6 read_events); fails
+  // when its monitoring broke.
+  Result<> readEvents(airlock_sandbox_v1& sandbox,
+                      const std::function<void(const airlock_sandbox_event_v1&)>& emit);
   // The cgroup limits for a sandbox whose own processes may use `pids` and `memory_bytes`: the
   // backend's cost on the host added (a user-space kernel's threads and memory).
   uint64_t hostPidsLimit(uint64_t pids) const {
@@ -64,6 +75,7 @@ class IsolationBackend {
   uint64_t host_pids_base_ = 0;
   uint64_t host_pids_per_process_ = 1;
   uint64_t host_memory_base_ = 0;
+  decltype(airlock_isolation_ops_v1::read_events) read_events_ = nullptr;
   std::mutex mu_;
 };
 

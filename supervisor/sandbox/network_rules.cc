@@ -64,6 +64,9 @@ SResult<Json> Manager::setNetwork(const Caller& caller, const std::string& sb,
   // compileRules refuses too many rules or overlaps, naming the rule.
   if (auto r = audit->updateNetwork(policy); !r)
     return serviceError(ErrorCode::kBadRequest, "rules: " + r.error().message());
+  // A sandbox with its own network stack is held by its link's filter, not the hooks.
+  if (auto r = (*s)->box->replaceNetworkRules(policy); !r)
+    return serviceError(ErrorCode::kInternal, "rules: " + r.error().message());
   (*s)->last_active_at = nowMs();
   std::vector<std::string> applied;
   for (const auto& rule : policy.rules) applied.push_back(rule.toString());

@@ -9,3 +9,6 @@ airlock_add_test(audit_sandbox_tests LABEL privileged TIMEOUT 300
   LIBS airlock_core)
 add_dependencies(audit_sandbox_tests airlock airlock-agent airlock_isolation_namespaces
   airlock_language_python airlock_language_shell)
+# What a sandbox's audit records, on every backend (AuditSandbox.* tests the engine alone).
+airlock_conformance(audit_sandbox_tests LABEL privileged TIMEOUT 300
+  FILTER "AuditRun.*:AuditService.*:AuditServe.*" PROPERTIES RUN_SERIAL TRUE)

@@ -108,12 +108,20 @@ TEST(AuditRun, JsonShowsTheProgramAndItsChildren) {
     }
   }
   EXPECT_TRUE(attached) << doc["timing_ms"].dump();
-  // PID 1 (the agent) is audited from its first exec, before the execution began.
   auto records = readLog(dir.file("audit.jsonl"));
   ASSERT_FALSE(records.empty());
   EXPECT_EQ(records.front()["type"], "exec");
-  EXPECT_EQ(records.front()["ns_pid"], 1);
-  EXPECT_TRUE(records.front()["execution"].is_null());
+  if (airlock::testing::underGvisor()) {
+    // runsc starts PID 1 (the agent) itself, with no exec to report: the first exec is the
+    // program's, inside the execution (gVisor's monitoring numbers it in the sandbox).
+    EXPECT_EQ(records.front()["path"], "/usr/bin/python3") << records.front().dump();
+    EXPECT_EQ(records.front()["execution"], doc["sandbox_id"]);
+    EXPECT_EQ(records.front()["pid"], 0) << "not a host process";
+  } else {
+    // PID 1 (the agent) is audited from its first exec, before the execution began.
+    EXPECT_EQ(records.front()["ns_pid"], 1);
+    EXPECT_TRUE(records.front()["execution"].is_null());
+  }
   EXPECT_EQ(records.back()["type"], "execution");
   EXPECT_EQ(records.back()["sandbox"], doc["sandbox_id"]);
   EXPECT_EQ(snapshotHostResources(), before);
@@ -201,7 +209,7 @@ class AuditService : public ::testing::Test {
   void start(const std::string& extra = "", const std::string& audit_keys = "") {
     const std::string text =
         "schema = 1\n[audit]\nlog = \"" + log() + "\"\n" + audit_keys + "\n" + extra;
-    auto pol = policy::parse(text, "test.toml");
+    auto pol = policy::parse(airlock::testing::withTestIsolation(text), "test.toml");
     ASSERT_TRUE(pol) << pol.error().message();
     ManagerOptions o;
     o.policy = std::move(*pol);
@@ -231,6 +239,12 @@ class AuditService : public ::testing::Test {
   std::unique_ptr<Manager> svc_;
 };
 
+// What the program of kConnectRefused prints when mode "none" refuses it: the eBPF hook's EPERM;
+// under gVisor, whose connections no hook sees, its netstack's answer (loopback alone: no route).
+std::string refusedInModeNone() {
+  return airlock::testing::underGvisor() ? "EHOSTUNREACH\n" : "EPERM\n";
+}
+
 constexpr const char* kConnectRefused =
     "python3 -c \"import socket,errno\n"
     "s = socket.socket()\n"
@@ -254,11 +268,11 @@ TEST_F(AuditService, RefusedConnectionNamesItsRuleInTheResultAndTheLog) {
   const std::string denial = audit["first_denial"];
   EXPECT_NE(denial.find("10.255.255.1:80"), std::string::npos) << denial;
   EXPECT_NE(denial.find("10.0.0.0/8"), std::string::npos) << denial;
-  // The program saw EPERM at once, not a timeout.
+  // The program was refused at once, not after a timeout.
   std::string out;
   for (const auto& e : events)
     if (e["type"] == "stdout") out += e["data"].get<std::string>();
-  EXPECT_EQ(out, "EPERM\n");
+  EXPECT_EQ(out, refusedInModeNone());
 
   const std::string execution = audit["execution"];
   int connects = 0, executions = 0;
@@ -298,7 +312,11 @@ TEST_F(AuditService, LoopbackInsideTheSandboxIsAllowed) {
   EXPECT_EQ(audit["connections_allowed"], 1) << audit.dump(2);
   EXPECT_EQ(audit["connections_denied"], 0) << audit.dump(2);
   EXPECT_EQ(audit["connections"][0]["rule"], "loopback") << audit.dump(2);
-  EXPECT_GE(audit["bytes_sent"].get<uint64_t>(), 1000u) << audit.dump(2);
+  if (airlock::testing::underGvisor())
+    // gVisor's loopback lives in the sentry: no host counter sees it (docs/audit.md).
+    EXPECT_EQ(audit["bytes_sent"], 0) << audit.dump(2);
+  else
+    EXPECT_GE(audit["bytes_sent"].get<uint64_t>(), 1000u) << audit.dump(2);
   EXPECT_FALSE(audit.contains("first_denial") && !audit["first_denial"].is_null() &&
                !audit["first_denial"].get<std::string>().empty());
 }
@@ -381,7 +399,7 @@ TEST_F(AuditService, NetworkRulesChangeAtRuntime) {
   std::string out;
   for (const auto& e : events)
     if (e["type"] == "stdout") out += e["data"].get<std::string>();
-  EXPECT_EQ(out, "ENETUNREACH\n");
+  EXPECT_EQ(out, airlock::testing::underGvisor() ? "EHOSTUNREACH\n" : "ENETUNREACH\n");
 }
 
 TEST_F(AuditService, NoEnforcementIsAConflict) {
@@ -540,7 +558,7 @@ TEST_F(AuditServe, NetworkRoutesAnswer400409AndTheLogIsQueried) {
   auto ran = http(sock_, "POST", "/v1/sandboxes/" + sb + "/commands",
                   Json{{"cmd", kConnectRefused}, {"stream", false}}.dump());
   ASSERT_EQ(ran.status, 200) << ran.body.dump();
-  EXPECT_EQ(ran.body["stdout"], "EPERM\n");
+  EXPECT_EQ(ran.body["stdout"], refusedInModeNone());
   EXPECT_EQ(ran.body["audit"]["connections_denied"], 1) << ran.body.dump(2);
   EXPECT_NE(ran.body["audit"]["first_denial"].get<std::string>().find("10.255.255.1:80"),
             std::string::npos);

@@ -9,3 +9,6 @@ airlock_add_test(net_privileged_tests LABEL privileged TIMEOUT 180
 # The end-to-end cases run `airlock run` with a Python probe in the sandbox.
 add_dependencies(net_privileged_tests airlock airlock-agent airlock_isolation_namespaces
   airlock_language_python)
+# The egress cases make real sandboxes: on every backend. The rest test the host's side alone.
+airlock_conformance(net_privileged_tests LABEL privileged TIMEOUT 180 FILTER "SandboxEgressTest.*"
+  PROPERTIES RUN_SERIAL TRUE)

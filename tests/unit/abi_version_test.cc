@@ -45,7 +45,7 @@ AIRLOCK_ABI_FIELD(airlock_mount_v1, source, 0);
 AIRLOCK_ABI_FIELD(airlock_mount_v1, target, 8);
 AIRLOCK_ABI_FIELD(airlock_mount_v1, flags, 16);
 
-AIRLOCK_ABI_LAYOUT(airlock_sandbox_spec_v1, 152);
+AIRLOCK_ABI_LAYOUT(airlock_sandbox_spec_v1, 160);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, struct_size, 0);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, sandbox_id, 8);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, hostname, 16);
@@ -68,14 +68,33 @@ AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, agent_channel_fd, 124);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, agent_argv, 128);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, network_mode, 136);
 AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, resolv_conf, 144);
+AIRLOCK_ABI_FIELD(airlock_sandbox_spec_v1, netns_fd, 152);
 
-AIRLOCK_ABI_LAYOUT(airlock_sandbox_v1, 24);
+AIRLOCK_ABI_LAYOUT(airlock_sandbox_v1, 32);
 AIRLOCK_ABI_FIELD(airlock_sandbox_v1, struct_size, 0);
 AIRLOCK_ABI_FIELD(airlock_sandbox_v1, pid, 4);
 AIRLOCK_ABI_FIELD(airlock_sandbox_v1, pidfd, 8);
 AIRLOCK_ABI_FIELD(airlock_sandbox_v1, handle, 16);
+AIRLOCK_ABI_FIELD(airlock_sandbox_v1, events_fd, 24);
 
-AIRLOCK_ABI_LAYOUT(airlock_isolation_ops_v1, 56);
+AIRLOCK_ABI_LAYOUT(airlock_sandbox_event_v1, 88);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, struct_size, 0);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, kind, 4);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, time_ns, 8);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, pid, 16);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, uid, 20);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, comm, 24);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, path, 32);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, argv, 40);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, argc, 48);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, family, 52);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, address, 56);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, port, 72);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, protocol, 74);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, result_errno, 76);
+AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, lost, 80);
+
+AIRLOCK_ABI_LAYOUT(airlock_isolation_ops_v1, 64);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, struct_size, 0);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, start, 8);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, release, 16);
@@ -84,6 +103,7 @@ AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, flags, 32);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, host_pids_base, 36);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, host_pids_per_process, 40);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, host_memory_base_bytes, 48);
+AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, read_events, 56);
 
 AIRLOCK_ABI_LAYOUT(airlock_code_request_v1, 40);
 AIRLOCK_ABI_FIELD(airlock_code_request_v1, struct_size, 0);

@@ -183,7 +183,11 @@ Json specJson(const BundleInputs& in, const Layout& layout) {
   Json caps = Json::array();
   for (const char* c : kCapabilities) caps.push_back(c);
   Json ns = Json::array();
-  for (const char* t : {"pid", "network", "ipc", "uts", "mount"}) ns.push_back({{"type", t}});
+  for (const char* t : {"pid", "ipc", "uts", "mount"}) ns.push_back({{"type", t}});
+  if (in.netns_path.empty())
+    ns.push_back({{"type", "network"}});
+  else
+    ns.push_back({{"type", "network"}, {"path", in.netns_path}});
   return {
       {"ociVersion", "1.0.2"},
       {"process",

@@ -29,6 +29,9 @@ struct BundleInputs {
   std::vector<std::string> agent_args;  // after argv[0]
   // compat/statx_compat.c built for this host, or "" (then coreutils' stat calls fail inside).
   std::string statx_compat_host_path;
+  // The network namespace the sandbox's netstack takes its interfaces from, as runsc opens it
+  // (runsc runs in it: "/proc/self/ns/net"), or "" for a new one with loopback only.
+  std::string netns_path;
 };
 
 // Writes config.json and rootfs/ into `dir` (an empty directory).

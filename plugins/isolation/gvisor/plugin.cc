@@ -26,6 +26,7 @@
 
 #include "bundle.h"
 #include "config.h"
+#include "monitor.h"
 #include "runsc.h"
 #include "scratch.h"
 
@@ -56,7 +57,16 @@ Config configOrThrow(const std::string& json) {
 struct Sandbox {
   std::string dir;  // <scratch_dir>/<id>
   UniqueFd runsc_stderr;
+  MonitorSink monitor;  // the sandbox's execs and connects (monitor.h)
 };
+
+Result<> writeTextFile(const std::string& path, const std::string& text) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd) return sysError("open", path);
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    return sysError("write", path);
+  return {};
+}
 
 Result<std::string> agentHostPath(int fd) {
   char buf[4096];
@@ -79,14 +89,35 @@ std::string statxCompatPath() {
   return ::access(path.c_str(), R_OK) == 0 ? path : "";
 }
 
+// The linked namespace runsc must run in (LINKED), or -1 for loopback only.
+Result<int> linkedNetns(const airlock_sandbox_spec_v1& spec) {
+  if (spec.network_mode == AIRLOCK_NETWORK_LOOPBACK) return -1;
+  if (spec.network_mode != AIRLOCK_NETWORK_LINKED)
+    return fail("unknown network_mode " + std::to_string(spec.network_mode));
+  const bool has_fd =
+      spec.struct_size >= offsetof(airlock_sandbox_spec_v1, netns_fd) + sizeof spec.netns_fd;
+  if (!has_fd || spec.netns_fd < 0)
+    // An older supervisor links the namespace of the returned pid after start(), which for
+    // gVisor is runsc's own: the sandbox would never see the link.
+    return fail(
+        "network.mode allowlist and open need a supervisor that links the namespace "
+        "before start (plugin ABI 1.6)");
+  return spec.netns_fd;
+}
+
 class Gvisor final : public sdk::IsolationPlugin {
  public:
   // Only fds 0-2 reach a gVisor sandbox: a new supervisor could not hand a waiting agent a new
   // channel, so sandboxes end with their supervisor.
   // The gofer writes host files with the sandbox's own ids (no user namespace maps them).
   // start() keeps no state but the config (immutable) and waits ~200 ms for runsc: concurrent.
-  static constexpr uint32_t kFlags =
-      AIRLOCK_ISOLATION_NO_REATTACH | AIRLOCK_ISOLATION_HOST_IDS | AIRLOCK_ISOLATION_CONCURRENT;
+  // gVisor's netstack sends raw frames from the sentry: the supervisor links the namespace
+  // first and enforces the network rules on the link.
+  // The host's hooks see the sentry, not the sandbox's processes: gVisor's own monitoring
+  // reports them (monitor.h).
+  static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_NO_REATTACH | AIRLOCK_ISOLATION_HOST_IDS |
+                                     AIRLOCK_ISOLATION_CONCURRENT | AIRLOCK_ISOLATION_OWN_NETSTACK |
+                                     AIRLOCK_ISOLATION_OWN_AUDIT;
   // The sentry's own tasks and memory count in the sandbox's cgroup; measured with the ptrace
   // platform (runsc 2022-12): an idle sandbox is ~127 host tasks (the sentry's and gofer's
   // threads) and ~27 MiB. Each sandboxed task needs a host thread to trace it and a stub
@@ -110,10 +141,8 @@ class Gvisor final : public sdk::IsolationPlugin {
     if (spec.agent_exe_fd < 0 || spec.agent_channel_fd < 0 || spec.agent_argv == nullptr ||
         spec.agent_argv[0] == nullptr)
       throwError(Error("the agent's binary, channel or argv is not set"));
-    if (spec.network_mode != AIRLOCK_NETWORK_LOOPBACK)
-      throwError(
-          Error("network.mode allowlist and open are not supported by this backend yet; "
-                "use network.mode = 'none'"));
+    auto netns = linkedNetns(spec);
+    if (!netns) throwError(netns.error());
     if (::access(config_.runsc.c_str(), X_OK) != 0)
       throwError(Error("runsc (gvisor.runsc) cannot be run", config_.runsc, errno));
     auto dir = sandboxDir(spec);
@@ -126,6 +155,7 @@ class Gvisor final : public sdk::IsolationPlugin {
     if (!agent) throwError(agent.error());
     in.agent_host_path = *agent;
     in.statx_compat_host_path = statx_compat_;
+    if (*netns >= 0) in.netns_path = "/proc/self/ns/net";  // runsc runs in it (spawn)
     for (const char* const* a = spec.agent_argv + 1; *a != nullptr; ++a)
       in.agent_args.push_back(*a);
     const std::string bundle = *dir + "/bundle", state = *dir + "/state",
@@ -143,10 +173,23 @@ class Gvisor final : public sdk::IsolationPlugin {
       cleanup();
       throwError(r.error());
     }
+    // runsc connects to the sink while it starts; it must be listening first.
+    auto monitor_sink = MonitorSink::listen(*dir + "/monitor.sock");
+    if (!monitor_sink) {
+      cleanup();
+      throwError(monitor_sink.error());
+    }
+    const std::string pod_init = *dir + "/pod-init.json";
+    if (auto r = writeTextFile(pod_init, podInitConfig(*dir + "/monitor.sock")); !r) {
+      cleanup();
+      throwError(r.error());
+    }
 
     SpawnOptions so;
     so.argv = {config_.runsc};
-    for (auto& f : globalFlags(config_, state, false, overlay)) so.argv.push_back(std::move(f));
+    for (auto& f : globalFlags(config_, state, *netns >= 0, overlay))
+      so.argv.push_back(std::move(f));
+    so.argv.push_back("--pod-init-config=" + pod_init);
     for (const char* a : {"run", "--bundle"}) so.argv.emplace_back(a);
     so.argv.push_back(bundle);
     so.argv.emplace_back(spec.sandbox_id);
@@ -154,6 +197,7 @@ class Gvisor final : public sdk::IsolationPlugin {
     so.cgroup_v2_fd = spec.cgroup_v2_fd;
     so.attach_cgroups = spec.attach_cgroups;
     so.attach_ctx = spec.attach_ctx;
+    so.netns_fd = *netns;
     const auto t0 = std::chrono::steady_clock::now();
     auto monitor = spawn(so);
     if (!monitor) {
@@ -161,7 +205,9 @@ class Gvisor final : public sdk::IsolationPlugin {
       throwError(monitor.error());
     }
     std::string text;
-    auto ready = awaitReady(monitor->stderr_read.get(), t0 + kStartTimeout, text);
+    auto ready = awaitReady(monitor->stderr_read.get(), t0 + kStartTimeout, text, *monitor_sink);
+    if (ready && *ready && !monitor_sink->connected())
+      ready = fail("runsc started the sandbox without connecting to its monitoring socket");
     if (!ready || !*ready) {
       // runsc failed (or hangs): end it; the sentry and gofer die with the sandbox's cgroup,
       // which the supervisor kills after a failed start.
@@ -187,7 +233,17 @@ class Gvisor final : public sdk::IsolationPlugin {
     out.struct_size = sizeof(airlock_sandbox_v1);
     out.pid = monitor->pid;
     out.pidfd = monitor->pidfd.release();
-    out.handle = new Sandbox{*dir, std::move(monitor->stderr_read)};
+    auto* sb = new Sandbox{*dir, std::move(monitor->stderr_read), std::move(*monitor_sink)};
+    if (out.struct_size >= offsetof(airlock_sandbox_v1, events_fd) + sizeof out.events_fd)
+      out.events_fd = sb->monitor.eventsFd();
+    out.handle = sb;
+  }
+
+  void readEvents(airlock_sandbox_v1& sandbox,
+                  const std::function<void(const airlock_sandbox_event_v1&)>& emit) override {
+    auto* sb = static_cast<Sandbox*>(sandbox.handle);
+    if (sb == nullptr) return;
+    if (auto r = sb->monitor.read(emit); !r) throwError(r.error());
   }
 
   // The supervisor has killed the sandbox's cgroup and reaped runsc: only files remain.

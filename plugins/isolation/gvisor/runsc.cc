@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,6 +89,15 @@ Result<Monitor> spawn(const SpawnOptions& options) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (options.netns_fd >= 0) {
+      if (::setns(options.netns_fd, CLONE_NEWNET) != 0) childFail("setns(sandbox network)");
+      if (::unshare(CLONE_NEWNS) != 0) childFail("unshare(CLONE_NEWNS)");
+      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+        childFail("mount(/, MS_PRIVATE)");
+      if (::mount("tmpfs", "/proc/sys/net", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k") !=
+          0)
+        childFail("mount(tmpfs over /proc/sys/net)");
+    }
     if (::dup2(channel, 0) < 0 || ::dup2(channel, 1) < 0) childFail("dup2(agent channel)");
     ::syscall(SYS_close_range, 3, ~0u, 0);
     ::execve(c_argv[0], c_argv.data(), envp);
@@ -130,17 +141,21 @@ Result<Monitor> spawn(const SpawnOptions& options) {
   return m;
 }
 
-Result<bool> awaitReady(int fd, std::chrono::steady_clock::time_point deadline, std::string& text) {
+Result<bool> awaitReady(int fd, std::chrono::steady_clock::time_point deadline, std::string& text,
+                        MonitorSink& sink) {
   const std::string_view ready(protocol::kAgentReadyLine, sizeof protocol::kAgentReadyLine - 1);
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return fail("the agent did not start in time");
-    pollfd p{fd, POLLIN, 0};
-    int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    pollfd p[2] = {{fd, POLLIN, 0}, {sink.connected() ? -1 : sink.listenFd(), POLLIN, 0}};
+    int n = ::poll(p, 2, static_cast<int>(left.count()));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return sysError("poll", "runsc stderr");
     if (n == 0) continue;
+    if ((p[1].revents & POLLIN) != 0)
+      if (auto r = sink.accept(deadline); !r) return Unexpected(std::move(r.error()));
+    if ((p[0].revents & (POLLIN | POLLHUP)) == 0) continue;
     char buf[4096];
     ssize_t got = ::read(fd, buf, sizeof buf);
     if (got < 0 && errno == EINTR) continue;

@@ -18,6 +18,7 @@
 #include <airlock/unique_fd.h>
 
 #include "config.h"
+#include "monitor.h"
 
 namespace airlock::isolation::gvisor {
 
@@ -40,15 +41,22 @@ struct SpawnOptions {
   // v1 hierarchies, called with the child's pid while it waits (airlock_sandbox_spec_v1).
   int (*attach_cgroups)(void* ctx, pid_t pid, airlock_error_v1* err) = nullptr;
   void* attach_ctx = nullptr;
+  // The linked network namespace to run runsc in (--network=sandbox), or -1.
+  int netns_fd = -1;
 };
 
-// Forks runsc in its own session, inside the sandbox's cgroup from its first instruction.
+// Forks runsc in its own session, inside the sandbox's cgroup from its first instruction. With a
+// netns_fd the child joins that namespace and a private mount namespace whose /proc/sys/net is an
+// empty tmpfs: runsc's --network=sandbox takes "/proc/sys/net/core/rmem_default exists" to mean
+// "this is the host's namespace" and refuses, but on recent kernels every namespace has that
+// file. The mount namespace ends with runsc; nothing of it reaches the host.
 Result<Monitor> spawn(const SpawnOptions& options);
 
 // Reads the monitor's stderr until the agent's ready line (true) or EOF (false: runsc failed),
 // at most until `deadline`. `text` gets what came before the line: runsc's error messages.
+// Meanwhile runsc connects to the monitoring sink and waits for its handshake: answered here.
 Result<bool> awaitReady(int stderr_fd, std::chrono::steady_clock::time_point deadline,
-                        std::string& text);
+                        std::string& text, MonitorSink& sink);
 
 // runsc's stderr made readable: its log prefixes ("W1126 20:24:44.912559 23097 util.go:64] ")
 // dropped, repeated lines once, lines joined with "; ".

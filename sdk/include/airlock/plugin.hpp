@@ -30,6 +30,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -78,13 +79,17 @@ class IsolationPlugin : public PluginBase {
  public:
   using PluginBase::PluginBase;
   static constexpr const char* const* kExtraSyscalls = nullptr;
-  static constexpr uint32_t kFlags = 0;  // AIRLOCK_ISOLATION_* (ABI 1.5)
+  static constexpr uint32_t kFlags = 0;  // AIRLOCK_ISOLATION_* (ABI 1.5, 1.6)
   // The backend's own cost inside the sandbox's cgroup (ABI 1.5; airlock_isolation_ops_v1).
   static constexpr uint32_t kHostPidsBase = 0;
   static constexpr uint32_t kHostPidsPerProcess = 0;
   static constexpr uint64_t kHostMemoryBaseBytes = 0;
   virtual void start(const airlock_sandbox_spec_v1& spec, airlock_sandbox_v1& out) = 0;
   virtual void release(airlock_sandbox_v1& /*sandbox*/) noexcept {}
+  // Backends flagged AIRLOCK_ISOLATION_OWN_AUDIT (ABI 1.6): hands every event received from the
+  // sandbox so far to `emit`, without blocking. Throws PluginError when the monitoring broke.
+  virtual void readEvents(airlock_sandbox_v1& /*sandbox*/,
+                          const std::function<void(const airlock_sandbox_event_v1&)>& /*emit*/) {}
 };
 
 // Language runtimes. A derived class also defines the static members kAliases, kExtensions,
@@ -184,14 +189,26 @@ struct IsolationTrampolines {
   static void release(void* instance, airlock_sandbox_v1* sandbox) noexcept {
     if (sandbox != nullptr) static_cast<P*>(instance)->release(*sandbox);
   }
-  static constexpr airlock_isolation_ops_v1 ops = {sizeof(airlock_isolation_ops_v1),
-                                                   &start,
-                                                   &release,
-                                                   P::kExtraSyscalls,
-                                                   P::kFlags,
-                                                   P::kHostPidsBase,
-                                                   P::kHostPidsPerProcess,
-                                                   P::kHostMemoryBaseBytes};
+  static int readEvents(void* instance, airlock_sandbox_v1* sandbox,
+                        void (*emit)(void*, const airlock_sandbox_event_v1*),
+                        void* emit_ctx) noexcept {
+    if (sandbox == nullptr || emit == nullptr) return EINVAL;
+    airlock_error_v1 err{};
+    return guard(&err, [&] {
+      static_cast<P*>(instance)->readEvents(
+          *sandbox, [&](const airlock_sandbox_event_v1& event) { emit(emit_ctx, &event); });
+    });
+  }
+  static constexpr airlock_isolation_ops_v1 ops = {
+      sizeof(airlock_isolation_ops_v1),
+      &start,
+      &release,
+      P::kExtraSyscalls,
+      P::kFlags,
+      P::kHostPidsBase,
+      P::kHostPidsPerProcess,
+      P::kHostMemoryBaseBytes,
+      (P::kFlags & AIRLOCK_ISOLATION_OWN_AUDIT) != 0 ? &readEvents : nullptr};
 };
 
 template <typename P>

@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AIRLOCK_PLUGIN_ABI_MAJOR 1
-#define AIRLOCK_PLUGIN_ABI_MINOR 5
+#define AIRLOCK_PLUGIN_ABI_MINOR 6
 #define AIRLOCK_PLUGIN_ENTRY_SYMBOL "airlock_plugin_entry_v1"
 
 /* A borrowed byte string; not NUL-terminated. */
@@ -84,7 +84,8 @@ typedef struct airlock_mount_v1 {
  * the supervisor then adds a routed link ("eth0", docs/network.md) into the namespace of the
  * returned pid (/proc/<pid>/ns/net) after start() and before the agent handshake, and the
  * backend lets the sandbox's resolver use DNS (resolv_conf). A backend that cannot give the
- * returned pid the sandbox's own namespace must refuse LINKED. */
+ * returned pid the sandbox's own namespace must refuse LINKED, unless it is flagged
+ * AIRLOCK_ISOLATION_OWN_NETSTACK (then the namespace comes linked, as spec.netns_fd). */
 #define AIRLOCK_NETWORK_LOOPBACK 0
 #define AIRLOCK_NETWORK_LINKED 1
 
@@ -126,6 +127,11 @@ typedef struct airlock_sandbox_spec_v1 {
   /* Since 1.3 (struct_size): with AIRLOCK_NETWORK_LINKED, the sandbox's /etc/resolv.conf text
    * (borrowed; NULL = empty). */
   const char* resolv_conf;
+  /* Since 1.6 (struct_size): with AIRLOCK_NETWORK_LINKED and a backend flagged
+   * AIRLOCK_ISOLATION_OWN_NETSTACK, the network namespace the sandbox must use, which the
+   * supervisor made and linked before start() (eth0 up, addresses, default routes); borrowed.
+   * -1 otherwise. */
+  int netns_fd;
 } airlock_sandbox_spec_v1;
 
 /* A started sandbox. Filled by start(); the host owns pidfd afterwards and closes it. */
@@ -134,7 +140,41 @@ typedef struct airlock_sandbox_v1 {
   pid_t pid;    /* host pid of the sandbox's PID 1 (or the backend's monitor process) */
   int pidfd;    /* pidfd of that process */
   void* handle; /* backend state, passed back to release() */
+  /* Since 1.6 (struct_size; the host sets -1 before start()): for a backend flagged
+   * AIRLOCK_ISOLATION_OWN_AUDIT, an fd that polls readable while events from inside the sandbox
+   * wait for read_events(); the backend owns and closes it in release(). -1: none. */
+  int events_fd;
 } airlock_sandbox_v1;
+
+/* Since 1.6. What a backend's own monitoring saw inside its sandbox (read_events). Strings and
+ * arrays are borrowed for the call; every field comes from the sandbox and is untrusted. */
+typedef struct airlock_sandbox_event_v1 {
+  uint32_t struct_size;
+  uint32_t kind;          /* AIRLOCK_SANDBOX_EVENT_* */
+  uint64_t time_ns;       /* CLOCK_REALTIME */
+  uint32_t pid;           /* the process inside the sandbox (its own pid numbering) */
+  uint32_t uid;           /* its effective uid inside */
+  const char* comm;       /* its command name */
+  /* EXEC: the program that was exec'd, and its arguments. */
+  const char* path;
+  const char* const* argv;
+  uint32_t argc;
+  /* CONNECT: the destination (family 4: address[0..3]; 6: address[0..15]), its port, the
+   * socket's protocol (6 tcp, 17 udp, 0 unknown) and the errno connect() returned inside (0 when
+   * it succeeded or is in progress). */
+  uint32_t family;
+  uint8_t address[16];
+  uint16_t port;
+  uint8_t protocol;
+  int32_t result_errno;
+  /* Events the backend's monitoring lost just before this one (0 normally); an event of kind
+   * LOST carries only this. */
+  uint32_t lost;
+} airlock_sandbox_event_v1;
+
+#define AIRLOCK_SANDBOX_EVENT_EXEC 1u
+#define AIRLOCK_SANDBOX_EVENT_CONNECT 2u
+#define AIRLOCK_SANDBOX_EVENT_LOST 3u
 
 typedef struct airlock_isolation_ops_v1 {
   uint32_t struct_size;
@@ -157,6 +197,13 @@ typedef struct airlock_isolation_ops_v1 {
   uint32_t host_pids_base;
   uint32_t host_pids_per_process;
   uint64_t host_memory_base_bytes;
+  /* Since 1.6, for a backend flagged AIRLOCK_ISOLATION_OWN_AUDIT (else NULL): calls emit for
+   * every event received from the sandbox so far, in order, without blocking; returns 0, or an
+   * errno when the monitoring itself failed (its channel broke: later events are lost). Called
+   * by one thread at a time per sandbox, possibly concurrently with other sandboxes'. */
+  int (*read_events)(void* instance, airlock_sandbox_v1* sandbox,
+                     void (*emit)(void* emit_ctx, const airlock_sandbox_event_v1* event),
+                     void* emit_ctx);
 } airlock_isolation_ops_v1;
 
 /* The supervisor cannot take over this backend's sandboxes after it dies (it reaches a waiting
@@ -171,6 +218,16 @@ typedef struct airlock_isolation_ops_v1 {
  * top of this file is relaxed): a backend whose start() waits hundreds of milliseconds for a
  * sandbox to boot would otherwise make every other create of the supervisor wait behind it. */
 #define AIRLOCK_ISOLATION_CONCURRENT 4u
+/* Since 1.6. The sandbox's network stack is the backend's own (gVisor's netstack, a VM's
+ * kernel): its connections never pass the host's socket hooks, only its frames cross the link.
+ * With AIRLOCK_NETWORK_LINKED the supervisor makes the network namespace and links it before
+ * start() (spec.netns_fd) rather than linking the returned pid's namespace after it, and it
+ * enforces the sandbox's network rules on the host side of the link. */
+#define AIRLOCK_ISOLATION_OWN_NETSTACK 8u
+/* Since 1.6. The host's exec and connect hooks see only the backend's own processes (a
+ * user-space kernel, a VM): the supervisor records none of their execs, and the backend reports
+ * the sandbox's execs and connects itself (events_fd, read_events). */
+#define AIRLOCK_ISOLATION_OWN_AUDIT 16u
 
 /* ---------------------------------------------------------------------------------------------
  * Language plugins: turn code into a command the agent runs. */

@@ -22,6 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "supervisor/net/link_filter.h"
+#include "supervisor/sandbox/host/backend_events.h"
 #include "supervisor/sandbox/host/orphans.h"
 #include "supervisor/sandbox/host/workspace_mount.h"
 #include "supervisor/sys/seccomp_filter.h"
@@ -159,7 +161,9 @@ Result<> Sandbox::attachAudit(const policy::Profile& profile,
   o.sandbox_id = id_;
   o.tenant = tenant;
   o.network = std::move(network);
-  o.audit_exec = profile.audit.exec;
+  // A backend that reports its sandbox's execs itself: the exec hook would see only its own
+  // processes (runsc, the sentry), which are not the sandbox's.
+  o.audit_exec = profile.audit.exec && !(backend_ && backend_->ownAudit());
   o.audit_net = profile.audit.network;
   o.count_syscalls = profile.audit.syscalls;
   o.fail_closed = profile.audit.fail_closed;
@@ -183,6 +187,21 @@ Result<> Sandbox::attachNetwork(const std::shared_ptr<net::NetworkHost>& host) {
   AIRLOCK_TRY_CTX(link, net::SandboxNetwork::attach(host, id_, netns.get()), "attaching");
   network_ = std::move(link);
   return {};
+}
+
+Result<UniqueFd> Sandbox::attachFilteredNetwork(const std::shared_ptr<net::NetworkHost>& host) {
+  AIRLOCK_TRY_CTX(netns, net::newNetns(), "a network namespace for the backend");
+  // The rules the eBPF engine holds for this sandbox (names resolved), enforced on the link.
+  std::string filter = net::linkFilterRules(audit_->network());
+  AIRLOCK_TRY_CTX(link, net::SandboxNetwork::attach(host, id_, netns.get(), std::move(filter)),
+                  "attaching");
+  network_ = std::move(link);
+  return netns;
+}
+
+Result<> Sandbox::replaceNetworkRules(const audit::NetPolicy& policy) {
+  if (network_ == nullptr || !network_->filtered()) return {};
+  return network_->replaceFilter(net::linkFilterRules(policy));
 }
 
 Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
@@ -303,15 +322,37 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   const std::string resolv_conf = linked ? options.network->resolvConf() : "";
   spec.network_mode = linked ? AIRLOCK_NETWORK_LINKED : AIRLOCK_NETWORK_LOOPBACK;
   spec.resolv_conf = linked ? resolv_conf.c_str() : nullptr;
+  // A backend with its own network stack gets a namespace linked (and filtered) beforehand.
+  const bool link_first = linked && sb->backend_->ownNetstack();
+  UniqueFd netns;
+  if (link_first) {
+    auto made = sb->attachFilteredNetwork(options.network);
+    if (!made) return Unexpected(std::move(made.error()).wrap(ctx("network")));
+    netns = std::move(*made);
+    lap("network_attach");
+  }
+  spec.netns_fd = link_first ? netns.get() : -1;
 
   auto started = sb->backend_->start(spec);
   if (!started) return Unexpected(std::move(started.error()).wrap(ctx("start")));
   sb->sandbox_ = *started;
   sb->started_ = true;
   theirs.reset();
+  netns.reset();  // the backend's processes hold it now
   lap("backend_start");
 
-  if (linked) {
+  if (sb->audit_ && sb->backend_->ownAudit() && sb->sandbox_.events_fd >= 0) {
+    auto events =
+        BackendEvents::start(sb->backend_, &sb->sandbox_, sb->audit_.get(),
+                             {.exec = profile.audit.exec, .network = profile.audit.network});
+    if (!events) return Unexpected(std::move(events.error()).wrap(ctx("backend events")));
+    sb->events_ = std::move(*events);
+    sb->audit_->setEventSource([weak = std::weak_ptr<BackendEvents>(sb->events_)] {
+      if (auto events = weak.lock()) events->drain();
+    });
+  }
+
+  if (linked && !link_first) {
     if (auto r = sb->attachNetwork(options.network); !r)
       return Unexpected(std::move(r.error()).wrap(ctx("network")));
     lap("network_attach");
@@ -445,6 +486,12 @@ Result<> Sandbox::destroy() {
   };
   if (agent_) agent_->shutdown();
   if (cgroup_) note(cgroup_->killAll(), "kill sandbox processes");
+  if (events_) {
+    // The last events in, and no call into the backend after it releases the sandbox.
+    if (audit_) audit_->setEventSource(nullptr);
+    events_->stop();
+    events_.reset();
+  }
   if (started_) {
     if (sandbox_.pidfd >= 0 && adopted_) {
       // PID 1 belongs to the host's init since its first supervisor died: wait for it to die

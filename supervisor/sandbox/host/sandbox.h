@@ -23,6 +23,7 @@
 #include "supervisor/net/sandbox_network.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/sandbox/agent/handshake.h"
+#include "supervisor/sandbox/host/backend_events.h"
 #include "supervisor/sandbox/host/id_range.h"
 #include "supervisor/sandbox/host/rootfs_view.h"
 #include "supervisor/sys/cgroup.h"
@@ -130,6 +131,9 @@ class Sandbox {
   std::shared_ptr<audit::SandboxAudit> auditHandle() { return audit_; }
   // The sandbox's routed link, or null when it has loopback only.
   const net::SandboxNetwork* network() const { return network_.get(); }
+  // After the audit's rules changed (the API): the link's own filter follows, for a backend
+  // whose connections the eBPF hooks cannot see. Nothing to do for the others.
+  Result<> replaceNetworkRules(const audit::NetPolicy& policy);
 
   // Stops everything; idempotent. Reports the first cleanup step that failed.
   Result<> destroy();
@@ -142,6 +146,9 @@ class Sandbox {
                        const std::shared_ptr<const AuditContext>& ctx, const std::string& tenant);
   // Adds the routed link into PID 1's network namespace (never the supervisor's own).
   Result<> attachNetwork(const std::shared_ptr<net::NetworkHost>& host);
+  // For a backend with its own network stack (AIRLOCK_ISOLATION_OWN_NETSTACK): a new namespace,
+  // linked with the profile's rules enforced on the link, for start() to run the sandbox in.
+  Result<UniqueFd> attachFilteredNetwork(const std::shared_ptr<net::NetworkHost>& host);
 
   std::string id_;
   std::string state_dir_;
@@ -153,7 +160,9 @@ class Sandbox {
   std::shared_ptr<audit::SandboxAudit> audit_;
   std::unique_ptr<net::SandboxNetwork> network_;
   std::shared_ptr<plugin::IsolationBackend> backend_;
-  airlock_sandbox_v1 sandbox_{sizeof(airlock_sandbox_v1), -1, -1, nullptr};
+  // Execs and connects from the backend's own monitoring (ABI 1.6 OWN_AUDIT), into audit_.
+  std::shared_ptr<BackendEvents> events_;
+  airlock_sandbox_v1 sandbox_{sizeof(airlock_sandbox_v1), -1, -1, nullptr, -1};
   bool started_ = false;
   bool adopted_ = false;  // PID 1 is not our child (its first supervisor died): not ours to reap
   std::unique_ptr<AgentHandshake> agent_;
