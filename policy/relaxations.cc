@@ -13,6 +13,11 @@ std::vector<std::string> relaxations(const Profile& profile) {
   auto add = [&](std::string line) { out.push_back(prefix + std::move(line)); };
 
   if (profile.user == "root") add("user = 'root': code runs as uid 0 inside the sandbox");
+  // Namespaces is the thinnest wall; a client choosing it over the profile's own is a loosening.
+  for (const auto& choice : profile.isolation_choices)
+    if (choice == "namespaces" && profile.isolation != "namespaces")
+      add("isolation_choices: a create request may choose 'namespaces' instead of '" +
+          profile.isolation + "'");
   for (const auto& cap : profile.capabilities) {
     add("capabilities: " + cap + " is kept inside the sandbox");
   }

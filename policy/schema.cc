@@ -28,6 +28,7 @@ namespace {
 const std::array kFields = {
     AIRLOCK_FIELD("", "description", description),
     AIRLOCK_FIELD("", "isolation", isolation),
+    AIRLOCK_FIELD("", "isolation_choices", isolation_choices),
     AIRLOCK_FIELD("", "user", user),
     AIRLOCK_FIELD("", "capabilities", capabilities),
     AIRLOCK_FIELD("", "hostname", hostname),

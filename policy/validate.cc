@@ -148,6 +148,17 @@ Check checkIdentity(const Profile& p) {
                                     ": must be a plugin name of lowercase letters, digits, '.', "
                                     "'-' and '_' (e.g. 'namespaces')"};
   }
+  for (size_t i = 0; i < p.isolation_choices.size(); ++i) {
+    const std::string& c = p.isolation_choices[i];
+    if (c.empty() || c.size() > 128 || !allChars(c, isLowerNameChar))
+      return Problem{"isolation_choices",
+                     "isolation_choices[" + std::to_string(i) + "] = " + q(c) +
+                         ": must be a plugin name of lowercase letters, digits, '.', '-' and '_'"};
+    for (size_t j = 0; j < i; ++j)
+      if (p.isolation_choices[j] == c)
+        return Problem{"isolation_choices",
+                       "isolation_choices[" + std::to_string(i) + "] = " + q(c) + ": listed twice"};
+  }
   if (p.user != "user" && p.user != "root") {
     return Problem{"user", "user = " + q(p.user) + ": must be 'user' or 'root'"};
   }

@@ -68,6 +68,7 @@ SResult<sandbox::SandboxSpec> decodeCreateSandbox(std::string_view body) {
   return decodeObject<sandbox::SandboxSpec>(body, true, [](Fields& f, sandbox::SandboxSpec& s) {
     s.profile = f.str("profile").value_or("");
     s.language = f.str("language").value_or("");
+    s.isolation = f.str("isolation").value_or("");
     s.name = f.str("name").value_or("");
     s.env = f.stringMap("env").value_or(std::map<std::string, std::string>{});
     s.metadata = f.stringMap("metadata").value_or(std::map<std::string, std::string>{});

@@ -139,6 +139,7 @@ Json encodeSandbox(const sandbox::SandboxInfo& s) {
               {"tenant", s.tenant},
               {"profile", s.profile},
               {"language", s.language},
+              {"isolation", s.isolation},
               {"state", s.state},
               {"metadata", s.metadata},
               {"persistent", s.persistent},

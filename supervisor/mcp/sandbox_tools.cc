@@ -309,6 +309,7 @@ Json SandboxTools::createSandbox(const Json& args) {
   o.profile = stringArg(args, "profile");
   o.language = stringArg(args, "language");
   o.name = stringArg(args, "name");
+  o.isolation = stringArg(args, "isolation");
   o.metadata = {{"created_by", "airlock-mcp"}};
   o.connection = options_.connection;
   auto sb = sdk::Sandbox::create(o);

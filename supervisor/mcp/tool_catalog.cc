@@ -103,7 +103,12 @@ std::vector<ToolSpec> buildCatalog() {
               {"description", "Default language for run_code: python or node."}}},
             {"name",
              {{"type", "string"},
-              {"description", "A unique name that can be used instead of the id."}}}},
+              {"description", "A unique name that can be used instead of the id."}}},
+            {"isolation",
+             {{"type", "string"},
+              {"description",
+               "Isolation backend, e.g. gvisor for code you trust less; only what the "
+               "profile offers (its default if omitted)."}}}},
            {})});
   tools.push_back(
       {"end_sandbox", "End a sandbox",

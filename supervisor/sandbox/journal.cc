@@ -29,6 +29,7 @@ Result<> writeJournal(const std::string& state_dir, const JournalRecord& r) {
             {"tenant", r.tenant},
             {"profile", r.profile},
             {"language", r.language},
+            {"isolation", r.isolation},
             {"env", r.env},
             {"metadata", r.metadata},
             {"persistent", r.persistent},
@@ -88,7 +89,8 @@ std::vector<Result<JournalRecord>> readJournals(const std::string& state_dir) {
       r.id_slot = j.at("id_slot").get<uint32_t>();
       r.agent_pid = j.at("agent_pid").get<int64_t>();
       r.agent_start_time = j.at("agent_start_time").get<uint64_t>();
-      // Absent in journals of older supervisors: the profile's rules.
+      // Absent in journals of older supervisors: the profile's isolation and rules.
+      r.isolation = j.value("isolation", std::string());
       if (auto rules = j.find("network_rules"); rules != j.end() && !rules->is_null())
         r.network_rules = rules->get<std::vector<std::string>>();
       if (r.id + ".json" != file) {

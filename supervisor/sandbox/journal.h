@@ -23,6 +23,7 @@ struct JournalRecord {
   std::string tenant;
   std::string profile;
   std::string language;
+  std::string isolation;  // the backend it runs on ("" in older journals: the profile's)
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> metadata;
   bool persistent = false;

@@ -23,7 +23,22 @@ SResult<SandboxInfo> Manager::createSandbox(const Caller& caller, const SandboxS
     return serviceError(ErrorCode::kForbidden, "tenant '" + caller.tenant +
                                                    "' may not use profile '" + profile_name + "'");
   }
-  const policy::Profile& profile = **prof;
+  // The profile, on the backend the request chose where the profile lets it choose.
+  policy::Profile chosen;
+  const bool other_isolation = !spec.isolation.empty() && spec.isolation != (*prof)->isolation;
+  if (other_isolation) {
+    const auto& choices = (*prof)->isolation_choices;
+    if (std::find(choices.begin(), choices.end(), spec.isolation) == choices.end()) {
+      std::string allowed = "'" + (*prof)->isolation + "'";
+      for (const auto& c : choices) allowed += ", '" + c + "'";
+      return serviceError(ErrorCode::kBadRequest, "isolation '" + spec.isolation + "': profile '" +
+                                                      profile_name + "' allows " + allowed +
+                                                      " (its isolation_choices)");
+    }
+    chosen = **prof;
+    chosen.isolation = spec.isolation;
+  }
+  const policy::Profile& profile = other_isolation ? chosen : **prof;
   if (!spec.name.empty() && !validName(spec.name))
     return serviceError(ErrorCode::kBadRequest,
                         "name '" + spec.name + "': use 1 to 63 of A-Z a-z 0-9 . _ -");
@@ -58,8 +73,10 @@ SResult<SandboxInfo> Manager::createSandbox(const Caller& caller, const SandboxS
     }
     image = std::move(*made);
   }
-  // A warm sandbox of the profile if the pool has one; else a new one.
-  std::shared_ptr<LiveSandbox> s = spec.persistent ? nullptr : takeWarm(profile_name);
+  // A warm sandbox of the profile if the pool has one (the pool runs the profile's own
+  // isolation); else a new one.
+  std::shared_ptr<LiveSandbox> s =
+      spec.persistent || other_isolation ? nullptr : takeWarm(profile_name);
   bool warm = s != nullptr;
   if (!warm) {
     auto started = startBox(profile, image, caller.tenant);

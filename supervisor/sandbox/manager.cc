@@ -212,6 +212,7 @@ SandboxInfo Manager::infoOf(const LiveSandbox& s) {
   i.tenant = s.tenant;
   i.profile = s.profile.name;
   i.language = s.language;
+  i.isolation = s.profile.isolation;
   i.metadata = s.metadata;
   i.persistent = s.persistent;
   i.created_at = s.created_at;

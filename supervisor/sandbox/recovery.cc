@@ -43,6 +43,7 @@ void Manager::journal(const LiveSandbox& s) {
   r.agent_pid = s.box->pid();
   r.agent_start_time = sandbox::processStartTime(s.box->pid());
   r.network_rules = s.network_rules;
+  r.isolation = s.profile.isolation;
   // Without a record the sandbox still works; it just ends with this supervisor.
   if (auto w = writeJournal(options_.state_dir, r); !w)
     std::fprintf(stderr, "airlock: sandbox %s: journal: %s\n", s.id.c_str(),
@@ -66,6 +67,8 @@ void Manager::adoptOrphans() {
     }
     auto s = std::make_shared<LiveSandbox>();
     s->profile = **prof;
+    // The backend the sandbox was made on (a create request may have chosen it).
+    if (!rec->isolation.empty()) s->profile.isolation = rec->isolation;
     s->profile_name = rec->profile;
     sandbox::AdoptOptions o;
     o.id = rec->id;

@@ -68,7 +68,9 @@ struct Caller {
 struct SandboxSpec {
   std::string profile;   // "": the policy's default profile
   std::string language;  // "": the profile's first language
-  std::string name;      // "": anonymous; else unique per tenant, [a-zA-Z0-9._-]{1,63}
+  // "": the profile's isolation; else it or one of the profile's isolation_choices.
+  std::string isolation;
+  std::string name;  // "": anonymous; else unique per tenant, [a-zA-Z0-9._-]{1,63}
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> metadata;
   std::optional<int64_t> keep_alive_s;
@@ -82,7 +84,8 @@ struct SandboxInfo {
   std::string tenant;
   std::string profile;
   std::string language;
-  std::string state;  // "running", "stopping", "stopped"
+  std::string isolation;  // the backend it runs on
+  std::string state;      // "running", "stopping", "stopped"
   std::map<std::string, std::string> metadata;
   bool persistent = false;
   int64_t created_at = 0;  // Unix ms

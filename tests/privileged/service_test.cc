@@ -117,6 +117,48 @@ TEST_F(ServiceTest, CreateGetListDestroy) {
   ASSERT_TRUE(svc_->destroySandbox({}, other.id));
 }
 
+// "isolation" in a create request: the profile's own, or one of its isolation_choices; the
+// sandbox then really runs there (gVisor's kernel answers uname), and says so.
+TEST_F(ServiceTest, ACreateRequestChoosesAnIsolationTheProfileAllows) {
+  if (::access("/usr/bin/runsc", X_OK) != 0) {
+    if (airlock::testing::privilegeRequired()) FAIL() << "needs runsc (scripts/install-deps.sh)";
+    GTEST_SKIP() << "runsc is not installed: no second backend to choose";
+  }
+  auto pol = policy::parse(
+      "schema = 1\n[profiles.default]\nisolation_choices = [\"gvisor\"]\n"
+      "[profiles.strict]\n",
+      "choices.toml");
+  ASSERT_TRUE(pol) << pol.error().message();
+  start(std::move(*pol));
+  auto kernel = [&](const std::string& sb) {
+    std::string out;
+    for (const auto& e : run(sb, "uname -r"))
+      if (e["type"] == "stdout") out += e["data"].get<std::string>();
+    return out;
+  };
+  SandboxSpec spec;
+  spec.isolation = "gvisor";
+  auto chosen = create(spec);
+  EXPECT_EQ(chosen.isolation, "gvisor");
+  EXPECT_EQ(kernel(chosen.id), "4.4.0\n") << "gVisor's sentry answers uname";
+  auto plain = create();
+  EXPECT_EQ(plain.isolation, "namespaces");
+  EXPECT_NE(kernel(plain.id), "4.4.0\n");
+  spec.isolation = "namespaces";  // the profile's own: always allowed
+  EXPECT_EQ(create(spec).isolation, "namespaces");
+
+  spec.profile = "strict";
+  spec.isolation = "gvisor";
+  auto refused = svc_->createSandbox({}, spec);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kBadRequest);
+  EXPECT_EQ(refused.error().message,
+            "isolation 'gvisor': profile 'strict' allows 'namespaces' (its isolation_choices)");
+  auto listed = svc_->getSandbox({}, chosen.id);
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->isolation, "gvisor");
+}
+
 TEST_F(ServiceTest, ForegroundCommandStreamsOutputAndExit) {
   auto sb = create();
   auto events = run(sb.id, "echo out; echo err >&2; id -u; exit 3");

@@ -31,9 +31,11 @@ std::string errorOf(const R& r) {
 TEST(ApiDecoding, CreateSandboxFullBody) {
   auto s = decodeCreateSandbox(
       R"({"profile":"default","language":"python","name":"analysis-42","env":{"MPLBACKEND":"Agg"},
-          "metadata":{"user":"u1"},"keep_alive_s":300,"lifetime_s":3600,"persistent":true})");
+          "metadata":{"user":"u1"},"keep_alive_s":300,"lifetime_s":3600,"persistent":true,
+          "isolation":"gvisor"})");
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_EQ(s->name, "analysis-42");
+  EXPECT_EQ(s->isolation, "gvisor");
   EXPECT_EQ(s->env.at("MPLBACKEND"), "Agg");
   EXPECT_EQ(s->metadata.at("user"), "u1");
   EXPECT_EQ(*s->keep_alive_s, 300);

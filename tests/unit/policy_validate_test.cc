@@ -300,6 +300,19 @@ TEST(PolicyRelaxations, ListsEveryLooseningOnce) {
             }));
 }
 
+// A client may pick a backend from isolation_choices: only a thinner wall than the profile's
+// own is a loosening.
+TEST(PolicyRelaxations, ChoosingNamespacesOverAStrongerIsolationIsOne) {
+  Profile p = named();
+  p.isolation_choices = {"gvisor"};
+  EXPECT_TRUE(relaxations(p).empty()) << "namespaces profile offering gVisor: stronger";
+  p.isolation = "gvisor";
+  p.isolation_choices = {"namespaces"};
+  EXPECT_EQ(relaxations(p),
+            std::vector<std::string>{"profile 't': isolation_choices: a create request may choose "
+                                     "'namespaces' instead of 'gvisor'"});
+}
+
 TEST(PolicyRelaxations, EveryLimitAboveItsDefaultIsNamed) {
   Profile p;
   Limits& l = p.limits;

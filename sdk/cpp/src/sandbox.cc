@@ -31,6 +31,7 @@ Result<SandboxInfo> infoFrom(const Json& doc) {
   i.tenant = fields::str(doc, "tenant");
   i.profile = fields::str(doc, "profile");
   i.language = fields::str(doc, "language");
+  i.isolation = fields::str(doc, "isolation");
   i.state = fields::str(doc, "state");
   if (auto it = doc.find("metadata"); it != doc.end() && it->is_object())
     for (const auto& [k, v] : it->items())
@@ -132,6 +133,7 @@ Result<Sandbox> Sandbox::create(const SandboxOptions& o) {
   if (o.keep_alive_s) body["keep_alive_s"] = *o.keep_alive_s;
   if (o.lifetime_s) body["lifetime_s"] = *o.lifetime_s;
   if (o.persistent) body["persistent"] = true;
+  if (!o.isolation.empty()) body["isolation"] = o.isolation;
   auto doc = (*http)->call("POST", "/v1/sandboxes", body);
   if (!doc) return Unexpected(std::move(doc.error()).wrap("create sandbox"));
   auto info = infoFrom(*doc);

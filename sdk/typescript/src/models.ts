@@ -25,6 +25,8 @@ export interface SandboxInfo {
   tenant: string;
   profile: string;
   language: string | null;
+  /** The isolation backend it runs on: "namespaces", "gvisor". */
+  isolation: string | null;
   /** "running", "stopping" or "stopped". */
   state: string;
   metadata: Record<string, string>;
@@ -53,6 +55,7 @@ export function parseSandboxInfo(o: JsonObject): SandboxInfo {
     tenant: str(o, 'tenant'),
     profile: str(o, 'profile'),
     language: optStr(o, 'language'),
+    isolation: optStr(o, 'isolation'),
     state: str(o, 'state'),
     metadata,
     persistent: o['persistent'] === true,

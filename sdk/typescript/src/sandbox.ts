@@ -29,6 +29,8 @@ export interface SandboxOptions extends ConnectionOptions {
   lifetime?: number;
   /** Keep /home/user on disk under `name` across sandboxes of that name. */
   persistent?: boolean;
+  /** Another isolation backend ("gvisor"), where the profile's isolation_choices allow it. */
+  isolation?: string;
 }
 
 export interface ListOptions extends ConnectionOptions {
@@ -70,6 +72,7 @@ export class Sandbox {
     if (options.keepAlive !== undefined) body['keep_alive_s'] = options.keepAlive;
     if (options.lifetime !== undefined) body['lifetime_s'] = options.lifetime;
     if (options.persistent) body['persistent'] = true;
+    if (options.isolation !== undefined) body['isolation'] = options.isolation;
     try {
       const answer = await transport.json('POST', '/v1/sandboxes', body, {
         timeout: Math.max(transport.requestTimeout, CREATE_TIMEOUT_S),

@@ -89,7 +89,10 @@ struct Seccomp {
 struct Profile {
   std::string name;
   std::string description;
-  std::string isolation = "namespaces";   // isolation plugin: short ("namespaces") or dotted name
+  std::string isolation = "namespaces";  // isolation plugin: short ("namespaces") or dotted name
+  // Other isolation plugins a create request may ask for ("isolation" in POST /v1/sandboxes);
+  // empty: only `isolation`.
+  std::vector<std::string> isolation_choices;
   std::string user = "user";              // "user": uid 1000 without capabilities; "root": uid 0
   std::vector<std::string> capabilities;  // kept when user = "root" (relaxation), e.g. CAP_CHOWN
   std::string hostname = "sandbox";

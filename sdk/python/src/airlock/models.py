@@ -79,6 +79,7 @@ class SandboxInfo:
     tenant: str
     profile: str
     language: str | None
+    isolation: str | None  # the backend it runs on ("namespaces", "gvisor")
     state: str
     metadata: dict[str, str]
     persistent: bool
@@ -101,7 +102,7 @@ class SandboxInfo:
         return SandboxInfo(
             id=_str(d, "id"), name=_opt_str(d, "name") or None, tenant=_str(d, "tenant"),
             profile=_str(d, "profile"), language=_opt_str(d, "language"),
-            state=_str(d, "state"),
+            isolation=_opt_str(d, "isolation"), state=_str(d, "state"),
             metadata={k: v for k, v in _dict(d, "metadata").items() if isinstance(v, str)},
             persistent=d.get("persistent") is True, created_at=_time(d, "created_at"),
             last_active_at=_time(d, "last_active_at"), keep_alive_s=_float(d, "keep_alive_s"),

@@ -36,7 +36,7 @@ class Sandbox:
                name: str | None = None, envs: Mapping[str, str] | None = None,
                metadata: Mapping[str, str] | None = None, keep_alive: float | None = None,
                lifetime: float | None = None, persistent: bool = False, *,
-               url: str | None = None, token: str | None = None,
+               isolation: str | None = None, url: str | None = None, token: str | None = None,
                request_timeout: float | None = None) -> Sandbox:
         """Creates a sandbox and returns once it can run code (milliseconds from the warm pool).
 
@@ -45,11 +45,14 @@ class Sandbox:
         tenant's sandboxes and can stand in for the id; `envs` are environment variables of
         everything run inside; `keep_alive` is the idle time in seconds before the sandbox is
         destroyed, `lifetime` its hard end; `persistent=True` (with a name) keeps /home/user on
-        disk across sandboxes of that name. `url`/`token` override AIRLOCK_URL/AIRLOCK_TOKEN."""
+        disk across sandboxes of that name; `isolation` picks another backend ("gvisor") where
+        the profile's `isolation_choices` allow it. `url`/`token` override
+        AIRLOCK_URL/AIRLOCK_TOKEN."""
         transport = Transport(url, token, request_timeout)
         body: dict[str, Any] = {}
         for key, value in (("profile", profile), ("language", language), ("name", name),
-                           ("keep_alive_s", keep_alive), ("lifetime_s", lifetime)):
+                           ("keep_alive_s", keep_alive), ("lifetime_s", lifetime),
+                           ("isolation", isolation)):
             if value is not None:
                 body[key] = value
         if envs:

@@ -42,6 +42,7 @@ struct SandboxOptions {
   std::optional<int> keep_alive_s;  // idle time before it is destroyed
   std::optional<int> lifetime_s;    // hard end
   bool persistent = false;          // keep /home/user under `name` (docs/api.md)
+  std::string isolation;  // "" = the profile's; else one of its isolation_choices ("gvisor")
   ConnectionOptions connection;
 };
 
@@ -51,7 +52,8 @@ struct SandboxInfo {
   std::string tenant;
   std::string profile;
   std::string language;
-  std::string state;  // running, stopping, stopped
+  std::string isolation;  // the backend it runs on: namespaces, gvisor
+  std::string state;      // running, stopping, stopped
   std::map<std::string, std::string> metadata;
   bool persistent = false;
   int64_t created_at = 0;  // Unix ms
