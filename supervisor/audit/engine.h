@@ -110,6 +110,13 @@ class SandboxAudit {
   void record(const Event& event, uint64_t wall_ns);
   void recordLost(uint64_t count);
   void setEventSource(std::function<void()> pull);
+  // Such a backend's sockets are not the host's either, so the byte counters see nothing: the
+  // counts of its link (sent = what left the sandbox) are read at the start and end of each
+  // execution and added.
+  struct Traffic {
+    uint64_t sent_bytes = 0, received_bytes = 0, sent_packets = 0, received_packets = 0;
+  };
+  void setTrafficSource(std::function<Traffic()> read);
 
  private:
   friend class AuditEngine;

@@ -74,6 +74,18 @@ std::map<uint32_t, uint64_t> AuditEngine::Impl::readSyscalls(uint32_t slot) {
 Counters AuditEngine::Impl::readCounters(const SandboxAudit::State& s) {
   Counters c;
   c.net = readNetCounters(s.slot);
+  std::function<SandboxAudit::Traffic()> traffic;
+  {
+    std::lock_guard lock(s.source_mu);
+    traffic = s.traffic_source;
+  }
+  if (traffic) {
+    const SandboxAudit::Traffic t = traffic();
+    c.net.tx_bytes += t.sent_bytes;
+    c.net.rx_bytes += t.received_bytes;
+    c.net.tx_packets += t.sent_packets;
+    c.net.rx_packets += t.received_packets;
+  }
   c.drops = readDrops(s.slot);
   if (s.count_syscalls) c.syscalls = readSyscalls(s.slot);
   return c;
@@ -200,6 +212,11 @@ void SandboxAudit::record(const Event& event, uint64_t wall_ns) {
 void SandboxAudit::recordLost(uint64_t count) {
   std::lock_guard lock(state_->mu);
   state_->backend_lost += count;
+}
+
+void SandboxAudit::setTrafficSource(std::function<Traffic()> read) {
+  std::lock_guard lock(state_->source_mu);
+  state_->traffic_source = std::move(read);
 }
 
 }  // namespace airlock::audit

@@ -67,8 +67,9 @@ struct SandboxAudit::State {
   // A backend's own monitoring (setEventSource, record, recordLost).
   uint64_t backend_lost = 0;
   uint64_t backend_lost_at_begin = 0;
-  std::mutex source_mu;  // guards event_source alone: it is called without mu
+  mutable std::mutex source_mu;  // guards the two sources alone: they are called without mu
   std::function<void()> event_source;
+  std::function<SandboxAudit::Traffic()> traffic_source;
 };
 
 struct AuditEngine::Impl {

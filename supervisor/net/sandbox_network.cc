@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "supervisor/net/forwarding.h"
@@ -310,6 +311,17 @@ Result<> SandboxNetwork::detach() {
 
 NftSandbox SandboxNetwork::nftEntry() const {
   return NftSandbox{link_, addresses_.sandbox_v4, addresses_.sandbox_v6, filter_};
+}
+
+LinkCounters linkCounters(const std::string& link) {
+  auto read = [&](const char* name) -> uint64_t {
+    const std::string path = "/sys/class/net/" + link + "/statistics/" + name;
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    char buf[32] = {};
+    if (!fd || ::read(fd.get(), buf, sizeof buf - 1) <= 0) return 0;
+    return std::strtoull(buf, nullptr, 10);
+  };
+  return {read("rx_bytes"), read("tx_bytes"), read("rx_packets"), read("tx_packets")};
 }
 
 Result<> SandboxNetwork::replaceFilter(std::string filter) {

@@ -130,6 +130,7 @@ class SandboxNetwork {
   const std::string& hostLink() const { return link_; }
   static constexpr const char* kSandboxLink = "eth0";
   const SlotAddresses& addresses() const { return addresses_; }
+
   // Whether the link has its own filter chain, and replacing its statements (new rules through
   // the API); only for a link attached with one.
   bool filtered() const { return !filter_.empty(); }
@@ -160,6 +161,13 @@ Result<> probeNetworkSupport();
 
 // Opens the network namespace of a process (/proc/<pid>/ns/net) for attach().
 Result<UniqueFd> openNetns(pid_t pid);
+
+// A link's counters on the host (/sys/class/net/<link>/statistics): for a sandbox's host end,
+// what it received is what the sandbox sent. Zeros for a link that is gone.
+struct LinkCounters {
+  uint64_t rx_bytes = 0, tx_bytes = 0, rx_packets = 0, tx_packets = 0;
+};
+LinkCounters linkCounters(const std::string& link);
 
 // A new, empty network namespace (loopback down), for a sandbox whose backend runs in one the
 // supervisor made and linked first. It lives as long as the fd or a process in it.

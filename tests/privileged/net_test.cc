@@ -1075,6 +1075,9 @@ TEST_F(SandboxEgressTest, OpenModeReachesTheInternetOverTcpUdpAndIpv6ButNeverThe
     if (c.value("verdict", "") == "deny") rules.insert(c.value("rule", ""));
   EXPECT_TRUE(rules.contains("protected:169.254.169.254/32")) << audit.dump(2);
   EXPECT_TRUE(rules.contains("protected:fd00:ec2::254/128")) << audit.dump(2);
+  // Counted on the way out: the eBPF socket counters, or under gVisor the link's own.
+  EXPECT_GT(audit["bytes_sent"].get<uint64_t>(), 0u) << audit.dump(2);
+  EXPECT_GT(audit["bytes_received"].get<uint64_t>(), 0u) << audit.dump(2);
   // The link was one step of creating the sandbox.
   EXPECT_TRUE(doc["timing_ms"]["create_steps"].contains("network_attach")) << doc["timing_ms"];
   expectNoSandboxNetworkLeft();

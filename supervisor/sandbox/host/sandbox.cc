@@ -196,6 +196,12 @@ Result<UniqueFd> Sandbox::attachFilteredNetwork(const std::shared_ptr<net::Netwo
   AIRLOCK_TRY_CTX(link, net::SandboxNetwork::attach(host, id_, netns.get(), std::move(filter)),
                   "attaching");
   network_ = std::move(link);
+  // The backend's sockets are its own, so the audit's byte counters see nothing: the link's do.
+  // By name, not by pointer: an execution may end (and read) while the sandbox is destroyed.
+  audit_->setTrafficSource([link = network_->hostLink()] {
+    const auto c = net::linkCounters(link);
+    return audit::SandboxAudit::Traffic{c.rx_bytes, c.tx_bytes, c.rx_packets, c.tx_packets};
+  });
   return netns;
 }
 
@@ -486,6 +492,7 @@ Result<> Sandbox::destroy() {
   };
   if (agent_) agent_->shutdown();
   if (cgroup_) note(cgroup_->killAll(), "kill sandbox processes");
+  if (audit_) audit_->setTrafficSource(nullptr);  // before the link it reads goes
   if (events_) {
     // The last events in, and no call into the backend after it releases the sandbox.
     if (audit_) audit_->setEventSource(nullptr);
