@@ -499,11 +499,10 @@ Result<std::vector<Check>> probeHost() {
       !have_runsc      ? "runsc not installed"
       : gvisor.works() ? "starts with platform " + gvisor.workingPlatforms()
                        : "no platform starts (see above)",
-      !gvisor.works() ? "isolation = \"gvisor\" cannot run here"
-      : gvisor.network_sandbox
-          ? "refuses filesystem.image (docs/gvisor.md)"
-          : "refuses filesystem.image; network.mode allowlist/open fail: --network=sandbox does "
-            "not start here");
+      !gvisor.works()          ? "isolation = \"gvisor\" cannot run here"
+      : gvisor.network_sandbox ? ""
+                               : "network.mode allowlist/open fail: --network=sandbox does not "
+                                 "start here");
   add("backend microvm", have_qemu,
       !have_qemu    ? "qemu-system-x86_64 not installed"
       : kvm && !pvm ? "qemu with KVM"

@@ -290,6 +290,62 @@ TEST(GvisorBackend, ARunscThatFailsIsReportedAndLeavesNothing) {
 }
 
 // Bad input: policy keys of [profiles.X.gvisor] are checked with file:line:col.
+// Every path under `root` with its kind, for "nothing was written there".
+std::set<std::string> treeOf(const std::string& root) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    const char kind = e.is_symlink() ? 'l' : e.is_directory() ? 'd' : 'f';
+    out.insert(std::string(1, kind) + " " + e.path().string().substr(root.size()));
+  }
+  return out;
+}
+
+// filesystem.image on gVisor: the image's entries are the root, read-only, with the system view
+// and the sandbox's own directories on top, and nothing is ever created in the image (runsc
+// would make missing mount points in a root it is given, on the host).
+TEST(GvisorBackend, AnImageIsTheRootAndIsNeverWrittenTo) {
+  AIRLOCK_REQUIRE_RUNSC();
+  TempDir dir;
+  const std::string image = dir.path() + "/image";
+  for (const char* d : {"", "/usr", "/etc", "/opt", "/srv"})
+    ASSERT_EQ(::mkdir((image + d).c_str(), 0755), 0) << d;
+  for (const char* l : {"bin", "lib", "lib64"})
+    ASSERT_EQ(::symlink((std::string("usr/") + l).c_str(), (image + "/" + l).c_str()), 0);
+  dir.write("image/etc/image-id", "airlock-test-image\n");
+  dir.write("image/etc/passwd", "root:x:0:0::/:/bin/sh\n");  // the sandbox's identity wins
+  dir.write("image/opt/marker", "from the image\n");
+  ::chmod(dir.path().c_str(), 0755);
+  const auto before = treeOf(image);
+  dir.write("p.toml",
+            "schema = 1\n[profiles.default]\nisolation = \"gvisor\"\n"
+            "[profiles.default.filesystem]\nimage = \"" +
+                image + "\"\n");
+  auto r = runAirlock({"run", "--policy", dir.file("p.toml"), "--lang", "shell", "-c",
+                       "cat /opt/marker /etc/image-id; id -un; ls /srv | wc -l; "
+                       "touch /opt/x 2>/dev/null || echo read-only; uname -r"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "from the image\nairlock-test-image\nuser\n0\nread-only\n4.4.0\n") << r.err;
+  EXPECT_EQ(treeOf(image), before) << "the backend wrote into the operator's image";
+
+  // A profile path the image has no place for is refused, naming it, never made: a host
+  // directory under /srv, which the image has (empty).
+  const std::string models = "/srv/airlock-test-models-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(models.c_str(), 0755), 0) << models;
+  dir.write("p2.toml",
+            "schema = 1\n[profiles.default]\nisolation = \"gvisor\"\n"
+            "[profiles.default.filesystem]\nimage = \"" +
+                image + "\"\nreadonly_paths = [\"" + models + "\"]\n");
+  auto r2 = runAirlock({"run", "--policy", dir.file("p2.toml"), "--lang", "shell", "-c", "true"});
+  ::rmdir(models.c_str());
+  EXPECT_EQ(r2.exit_code, 125) << r2.out;
+  EXPECT_NE(r2.err.find("gvisor: bundle: mount target does not exist in the image as a directory "
+                        "(the gvisor backend never creates paths in an image) '" +
+                        models + "'"),
+            std::string::npos)
+      << r2.err;
+  EXPECT_EQ(treeOf(image), before);
+}
+
 TEST(GvisorBackend, PolicyTableErrorsNameTheKey) {
   TempDir dir;
   dir.write("typo.toml",

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include <airlock/unique_fd.h>
@@ -98,7 +100,52 @@ struct Layout {
   // Mount points to create in rootfs (target, is a directory) and symlinks (path, target).
   std::vector<std::pair<std::string, bool>> points;
   std::vector<std::pair<std::string, std::string>> links;
+  // The /etc files written into rootfs (name → contents).
+  std::vector<std::pair<std::string, std::string>> etc;
 };
+
+// The operator's image (filesystem.image), or "" for the host's system view.
+std::string imageOf(const airlock_sandbox_spec_v1& spec) {
+  return spec.image_dir != nullptr ? spec.image_dir : "";
+}
+
+// What of an image's top level the sandbox's own root provides instead.
+bool providedByTheRoot(const std::string& name) {
+  static const std::set<std::string> kOwn = {"proc", "dev",      "tmp", "home",
+                                             "sys",  ".airlock", "etc"};
+  return kOwn.contains(name);
+}
+
+// The entries of a directory of the image, sorted (a stable bundle for one image).
+Result<std::vector<std::string>> entriesOf(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    out.push_back(it->path().filename().string());
+  if (ec) return Unexpected(Error("read the image directory", dir, ec.value()));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// An image's path must be reached without symlinks: runsc resolves a mount's destination, and
+// creates what is missing, on the host, inside the root it was given.
+Result<bool> existsInImage(const std::string& image, const std::string& target, bool directory) {
+  std::string at = image;
+  size_t pos = 1;
+  while (pos <= target.size()) {
+    size_t next = target.find('/', pos);
+    if (next == std::string::npos) next = target.size();
+    at += "/" + target.substr(pos, next - pos);
+    struct stat st;
+    if (::lstat(at.c_str(), &st) != 0) return false;
+    if (S_ISLNK(st.st_mode))
+      return fail("a mount target in the image goes through a symlink", target);
+    if (next == target.size()) return directory ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode);
+    if (!S_ISDIR(st.st_mode)) return false;
+    pos = next + 1;
+  }
+  return false;
+}
 
 Result<Layout> layoutFor(const BundleInputs& in) {
   const airlock_sandbox_spec_v1& spec = *in.spec;
@@ -110,8 +157,57 @@ Result<Layout> layoutFor(const BundleInputs& in) {
         {{"destination", target}, {"type", "bind"}, {"source", source}, {"options", options}});
   };
   l.mounts.push_back({{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}});
+  l.etc = etcFiles(in);
   bool home_bound = false;
   std::set<std::string> targets;
+  // With an image the root stays the backend's own (runsc would create missing mount points in
+  // a root it was given, on the host: in the operator's image). The image's top-level entries
+  // are bound into it one by one, read-only, and so are the entries of its /etc beside the
+  // sandbox's generated files. Nothing is ever created inside an image directory.
+  const std::string image = imageOf(spec);
+  std::set<std::string> image_dirs;  // top-level names bound from the image
+  std::vector<std::pair<std::string, std::string>> image_binds;  // (source, target), after mounts
+  if (!image.empty()) {
+    auto bindEntry = [&](const std::string& source, const std::string& target) -> Result<> {
+      struct stat st;
+      if (::lstat(source.c_str(), &st) != 0) return sysError("lstat", source);
+      if (S_ISLNK(st.st_mode)) {
+        char buf[4096];
+        ssize_t n = ::readlink(source.c_str(), buf, sizeof buf);
+        if (n <= 0 || static_cast<size_t>(n) == sizeof buf) return sysError("readlink", source);
+        l.links.emplace_back(target, std::string(buf, static_cast<size_t>(n)));
+      } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+        l.points.emplace_back(target, S_ISDIR(st.st_mode));
+        image_binds.emplace_back(source, target);
+      }
+      return {};
+    };
+    AIRLOCK_TRY_CTX(top, entriesOf(image), "filesystem.image");
+    for (const auto& name : top) {
+      if (providedByTheRoot(name)) continue;
+      if (auto r = bindEntry(image + "/" + name, "/" + name); !r) return Unexpected(r.error());
+      image_dirs.insert(name);
+    }
+    struct stat st;
+    if (::lstat((image + "/etc").c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      std::set<std::string> generated;
+      for (const auto& [name, contents] : l.etc) generated.insert(name);
+      AIRLOCK_TRY_CTX(etc, entriesOf(image + "/etc"), "filesystem.image");
+      for (const auto& name : etc)
+        if (!generated.contains(name))
+          if (auto r = bindEntry(image + "/etc/" + name, "/etc/" + name); !r)
+            return Unexpected(r.error());
+    }
+  }
+  for (const auto& [source, target] : image_binds) {
+    targets.insert(target);
+    bind(source, target, true);
+  }
+  // A spec mount under an image directory goes onto what the image has, or nowhere.
+  auto underImage = [&](const std::string& target) {
+    const std::string top = target.substr(1, target.find('/', 1) - 1);
+    return image_dirs.contains(top) && target != "/" + top;
+  };
   for (size_t i = 0; i < spec.mounts_len; ++i) {
     const airlock_mount_v1& m = spec.mounts[i];
     if (m.source == nullptr || m.target == nullptr) return fail("mount with a NULL path");
@@ -125,12 +221,31 @@ Result<Layout> layoutFor(const BundleInputs& in) {
     }
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
       return fail("mount source is neither a directory nor a regular file", source);
-    if (!targets.insert(target).second) return fail("two mounts at one target", target);
+    if (!image.empty() && underImage(target)) {
+      auto there = existsInImage(image, target, S_ISDIR(st.st_mode));
+      if (!there) return Unexpected(there.error());
+      if (!*there) {
+        if ((m.flags & AIRLOCK_MOUNT_OPTIONAL) != 0) continue;
+        return fail("mount target does not exist in the image as a " +
+                        std::string(S_ISDIR(st.st_mode) ? "directory" : "file") +
+                        " (the gvisor backend never creates paths in an image)",
+                    target);
+      }
+      bind(source, target, (m.flags & AIRLOCK_MOUNT_READONLY) != 0);  // onto the image's own
+      continue;
+    }
+    // Over an image's entry of the same name (the system view's /usr, an /etc file): on top,
+    // as the namespaces backend binds it over its image.
+    const bool over_image_entry = std::any_of(image_binds.begin(), image_binds.end(),
+                                              [&](const auto& b) { return b.second == target; });
+    if (!targets.insert(target).second && !over_image_entry)
+      return fail("two mounts at one target", target);
     if (target == "/home/user") home_bound = true;
     l.points.emplace_back(target, S_ISDIR(st.st_mode));
     bind(source, target, (m.flags & AIRLOCK_MOUNT_READONLY) != 0);
   }
   for (const char* dir : kCompatDirs) {
+    if (!image.empty()) break;  // the image has its own
     struct stat st;
     if (::lstat(dir, &st) != 0) continue;
     if (S_ISLNK(st.st_mode)) {
@@ -212,8 +327,15 @@ Result<> checkSpec(const airlock_sandbox_spec_v1& spec) {
     return fail("hostname must be 1 to 64 characters without newlines");
   if (spec.workspace_bytes == 0) return fail("workspace_bytes is 0");
   if (spec.tmp_bytes == 0) return fail("tmp_bytes is 0");
-  if (spec.image_dir != nullptr && spec.image_dir[0] != '\0')
-    return fail("filesystem.image is not supported by the gvisor backend yet", spec.image_dir);
+  if (spec.image_dir != nullptr && spec.image_dir[0] != '\0') {
+    const std::string image = spec.image_dir;
+    if (!image.starts_with('/') || image == "/" || image.find("/../") != std::string::npos ||
+        image.ends_with("/..") || image.find("//") != std::string::npos || image.ends_with('/'))
+      return fail("filesystem.image is not a clean absolute path (not /)", image);
+    struct stat st;
+    if (::stat(image.c_str(), &st) != 0) return sysError("stat(filesystem.image)", image);
+    if (!S_ISDIR(st.st_mode)) return fail("filesystem.image is not a directory", image);
+  }
   return {};
 }
 
@@ -231,7 +353,7 @@ Result<> writeBundle(const BundleInputs& in, const std::string& dir) {
   const std::string root = dir + "/rootfs";
   if (::mkdir(root.c_str(), 0755) != 0) return sysError("mkdir", root);
   if (auto r = mkdirs(root, "/etc"); !r) return r;
-  for (const auto& [name, contents] : etcFiles(in))
+  for (const auto& [name, contents] : layout.etc)
     if (auto r = writeFile(root + "/etc/" + name, contents, 0644); !r) return r;
   for (const auto& [path, target] : layout.links)
     if (::symlink(target.c_str(), (root + path).c_str()) != 0) return sysError("symlink", path);
