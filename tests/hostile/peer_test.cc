@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <future>
+#include <sstream>
 
 #include "hostile_support.h"
 
@@ -13,18 +15,31 @@ namespace {
 
 using airlock::testing::TempDir;
 
+// Each spinner reports the loop turns it managed: the work done, whoever accounts the time.
 const char* kSpin2 = R"(
 import os, time
 for i in range(2):
     if os.fork() == 0:
         end = time.monotonic() + 3
+        turns = 0
         while time.monotonic() < end:
-            pass
+            turns += 1
+        os.write(1, b"%d\n" % turns)
         os._exit(0)
 os.wait()
 os.wait()
 print("done")
 )";
+
+// The spinners' loop turns, summed.
+double turnsOf(const SandboxRun& run) {
+  double sum = 0;
+  std::istringstream lines(run.out());
+  std::string line;
+  while (std::getline(lines, line))
+    if (!line.empty() && line != "done") sum += std::strtod(line.c_str(), nullptr);
+  return sum;
+}
 
 double cpuSeconds(const SandboxRun& run) {
   auto usage = run.result.value("usage", nlohmann::json::object());
@@ -59,11 +74,27 @@ TEST_F(HostileTest, PeerDoS_CpuSpinThrottled) {
   expectOutcome(control, "exited", 0);
   auto run = runSandbox("python", kSpin2, {.flags = {"--policy", tight}});
   expectOutcome(run, "exited", 0);
-  double wall = run.result["timing_ms"].value("exec", 0.0) / 1000;
-  EXPECT_LE(cpuSeconds(run), 0.25 * wall * 1.2 + 0.1)
-      << "[PeerDoS] CPU time above cpu_percent = 25: " << run.describe();
-  EXPECT_GE(cpuSeconds(control), std::max(1.5, 2 * cpuSeconds(run)))
-      << "control: unthrottled CPU time does not stand out: " << control.describe();
+  if (airlock::testing::underGvisor()) {
+    // gVisor's own CPU accounting counts a task's time on the ptrace platform from the sentry's
+    // side, throttled periods included: it reads high exactly when the host's quota bites. The
+    // work done tells instead. Measured here: the throttled spinners manage 0.2-0.3 of the
+    // control's turns (the sentry's own work shares both quotas); without the quota, as many.
+    // The better of two controls, one on each side, so a host busy during one cannot pass it.
+    auto control2 = runSandbox("python", kSpin2, {.flags = {"--policy", loose}});
+    expectOutcome(control2, "exited", 0);
+    const double best = std::max(turnsOf(control), turnsOf(control2));
+    EXPECT_GT(best, 0) << control.describe();
+    EXPECT_LE(turnsOf(run), 0.5 * best)
+        << "[PeerDoS] cpu_percent = 25 did not hold the spinners back: " << run.describe()
+        << "\ncontrols: " << control.describe() << "\n"
+        << control2.describe();
+  } else {
+    double wall = run.result["timing_ms"].value("exec", 0.0) / 1000;
+    EXPECT_LE(cpuSeconds(run), 0.25 * wall * 1.2 + 0.1)
+        << "[PeerDoS] CPU time above cpu_percent = 25: " << run.describe();
+    EXPECT_GE(cpuSeconds(control), std::max(1.5, 2 * cpuSeconds(run)))
+        << "control: unthrottled CPU time does not stand out: " << control.describe();
+  }
 
   auto baseline = medianMs(peerLatencies(5));
   auto spinner = std::async(std::launch::async, [] { return runSandbox("python", kSpin2); });
