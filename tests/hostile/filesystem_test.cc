@@ -1,6 +1,6 @@
-// Filesystem and paths (SECURITY.md): host secrets are not reachable through absolute paths,
-// /proc/<pid>/root, cwd or ../.. walks, even from obfuscated code. Control for each: the same
-// probe, bare on the host as root, reads the file.
+// Filesystem and paths (docs/security-tests.md): host secrets are not reachable through absolute
+// paths, /proc/<pid>/root, cwd or ../.. walks, even from obfuscated code. Control for each: the
+// same probe, bare on the host as root, reads the file.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -39,8 +39,8 @@ std::string trim(std::string s) {
 
 bool g_isolation_verified = false;
 
-// The guard of SECURITY.md: before any attack, prove that `airlock run` gives a private pid
-// namespace and an unprivileged uid map. Anything else aborts the binary.
+// The guard of docs/security-tests.md: before any attack, prove that `airlock run` gives a private
+// pid namespace and an unprivileged uid map. Anything else aborts the binary.
 class IsolationGuard : public ::testing::Environment {
  public:
   void SetUp() override {

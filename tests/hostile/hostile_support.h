@@ -1,11 +1,11 @@
 // Shared machinery of the hostile suite: the isolation guard, sandbox and bare runners, probes,
 // host-side observers (process scans, cgroup sampling, free space) and the per-case fixture.
 //
-// Every case is tagged with its SECURITY.md class in its name (Escape, HostLeak, Exfil, Lateral,
-// HostDoS, PeerDoS) and pairs the attack with a positive control that shows the probe detects the
-// attack where it is harmless. Before any case runs, IsolationGuard checks that `airlock run`
-// really gives an unprivileged uid map and a private pid namespace, and aborts the whole binary
-// otherwise: the attacks must never run against the machine itself.
+// Every case is tagged with its class (docs/security-tests.md) in its name (Escape, HostLeak,
+// Exfil, Lateral, HostDoS, PeerDoS) and pairs the attack with a positive control that shows the
+// probe detects the attack where it is harmless. Before any case runs, IsolationGuard checks that
+// `airlock run` really gives an unprivileged uid map and a private pid namespace, and aborts the
+// whole binary otherwise: the attacks must never run against the machine itself.
 #pragma once
 
 #include <sys/types.h>
@@ -61,7 +61,7 @@ std::string probe(const std::string& name);
 ProcResult runBarePython(const std::string& code, const std::vector<std::string>& args = {},
                          int timeout_s = 60);
 // Bare, in a throwaway user+pid+mount+net+uts+ipc+cgroup namespace with root mapped (the
-// unrestricted namespace control of SECURITY.md).
+// unrestricted namespace control of docs/security-tests.md).
 ProcResult runUnsharedPython(const std::string& code, const std::vector<std::string>& args = {},
                              int timeout_s = 60);
 

@@ -1,6 +1,6 @@
-// Kernel surface and privilege (SECURITY.md): namespaces, mounts, ptrace, io_uring, bpf, perf,
-// userfaultfd, keys, handles, kexec, reboot, modules, the 32-bit entry points, device nodes and
-// raw sockets are refused inside the sandbox; setuid binaries give nothing; Node still starts.
+// Kernel surface and privilege (docs/security-tests.md): namespaces, mounts, ptrace, io_uring, bpf,
+// perf, userfaultfd, keys, handles, kexec, reboot, modules, the 32-bit entry points, device nodes
+// and raw sockets are refused inside the sandbox; setuid binaries give nothing; Node still starts.
 // Each syscall probe (probes/kernel_surface.py) also runs bare where it is harmless and must
 // get past the permission check there: the control that the probe sees a working call.
 #include <gtest/gtest.h>
@@ -65,8 +65,8 @@ const std::vector<std::string> kRootProbes = {
 // Only in the sandbox: a successful call would disturb the host or the test.
 const std::vector<std::string> kSandboxOnlyProbes = {"ptrace_pid1"};
 
-// Class: Escape. Every kernel entry point SECURITY.md lists is refused with EPERM/EACCES/ENOSYS
-// (not a crash); the 32-bit entry points may also kill the caller with SIGSYS.
+// Class: Escape. Every kernel entry point docs/security-tests.md lists is refused with
+// EPERM/EACCES/ENOSYS (not a crash); the 32-bit entry points may also kill the caller with SIGSYS.
 TEST_F(HostileTest, Escape_KernelSurfaceRefused) {
   const std::string code = probe("kernel_surface.py");
   // Control 1: in an unprivileged-but-unrestricted namespace each probe works.

@@ -1,6 +1,6 @@
-// Network with networking off (SECURITY.md): no route anywhere, not to the host's loopback
-// services, its other addresses, abstract or path unix sockets, nor the internet. Only servers
-// the test starts on the host's loopback (and its own unix sockets) are ever targets.
+// Network with networking off (docs/security-tests.md): no route anywhere, not to the host's
+// loopback services, its other addresses, abstract or path unix sockets, nor the internet. Only
+// servers the test starts on the host's loopback (and its own unix sockets) are ever targets.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <ifaddrs.h>

@@ -1,5 +1,6 @@
-// Sandboxes against each other (SECURITY.md): a CPU spinner is throttled to its policy and a peer
-// keeps its latency; two live sandboxes cannot reach each other's sockets, files or processes.
+// Sandboxes against each other (docs/security-tests.md): a CPU spinner is throttled to its policy
+// and a peer keeps its latency; two live sandboxes cannot reach each other's sockets, files or
+// processes.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Processes and signals (SECURITY.md): kill(-1) and pid guessing stay inside, a daemon that
-// ignores SIGTERM is gone when the run ends, 10,000 zombies are reaped by the agent.
+// Processes and signals (docs/security-tests.md): kill(-1) and pid guessing stay inside, a daemon
+// that ignores SIGTERM is gone when the run ends, 10,000 zombies are reaped by the agent.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>

@@ -1,7 +1,7 @@
-// Resource exhaustion (SECURITY.md): fork and thread bombs stop at the pids limit, a memory
-// bomb is OOM-killed and reported, disk and inode fills end inside the sandbox's tmpfs, a 1 GB
-// flood of invalid UTF-8 is truncated and counted while the supervisor's memory stays flat.
-// The supervisor stays responsive throughout (host fork+exec latency is sampled during bombs).
+// Resource exhaustion (docs/security-tests.md): fork and thread bombs stop at the pids limit, a
+// memory bomb is OOM-killed and reported, disk and inode fills end inside the sandbox's tmpfs, a 1
+// GB flood of invalid UTF-8 is truncated and counted while the supervisor's memory stays flat. The
+// supervisor stays responsive throughout (host fork+exec latency is sampled during bombs).
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-# posture_tests: SECURITY.md's sandbox posture read from the host through /proc/<pid>/ of a live
+# posture_tests: the sandbox posture of docs/security-tests.md read from the host through /proc/<pid>/ of a live
 # sandboxed process. Needs root and a working `airlock run`. RUN_SERIAL: the cases compare the
 # host's airlock mounts, cgroups and sandbox processes before and after, which concurrently
 # running sandbox tests would disturb.

@@ -1,4 +1,4 @@
-// The sandbox posture of SECURITY.md, read from the host through /proc/<pid>/ of a live
+// The sandbox posture of docs/security-tests.md, read from the host through /proc/<pid>/ of a live
 // sandboxed process (after gVisor's test/root/sandboxposture_test.go): namespaces, id maps,
 // credentials, capabilities, NoNewPrivs, seccomp, inherited fds, the mount table of its root,
 // /dev, and the cgroup and rlimit values against the policy. Then the supervisor gets SIGTERM
@@ -447,8 +447,8 @@ TEST(Posture, PolicyLimitsReachTheKernel) {
   checkTeardown(box, before);
 }
 
-// /proc/kallsyms shows no kernel addresses inside (SECURITY.md: "kallsyms addresses zero").
-// Control: the host's root sees real addresses.
+// /proc/kallsyms shows no kernel addresses inside ("kallsyms addresses zero",
+// docs/security-tests.md). Control: the host's root sees real addresses.
 TEST(Posture, KallsymsAddressesHidden) {
   AIRLOCK_REQUIRE_ROOT();
   auto host = readFile("/proc/kallsyms").substr(0, 16);
