@@ -197,16 +197,8 @@ void SandboxAudit::pullBackendEvents() {
 
 void SandboxAudit::record(const Event& event, uint64_t wall_ns) {
   std::lock_guard lock(state_->mu);
-  RecordIds ids = state_->ids;
-  if (!state_->in_execution) ids.execution.clear();
-  if (const auto* exec_event = std::get_if<ExecEvent>(&event)) {
-    if (state_->in_execution) state_->summary.add(*exec_event);
-    if (state_->log) (void)state_->log->write("exec", ids, wall_ns, execFields(*exec_event));
-  } else if (const auto* net_event = std::get_if<NetEvent>(&event)) {
-    const NetPolicy& policy = state_->policies[state_->generation & 1];
-    if (state_->in_execution) state_->summary.add(*net_event, policy);
-    if (state_->log) (void)state_->log->write("net", ids, wall_ns, netFields(*net_event, policy));
-  }
+  // Decided by the caller with the rules in force: the current generation's.
+  AuditEngine::Impl::fileEvent(*state_, event, wall_ns, static_cast<uint8_t>(state_->generation));
 }
 
 void SandboxAudit::recordLost(uint64_t count) {

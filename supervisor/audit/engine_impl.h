@@ -115,6 +115,11 @@ struct AuditEngine::Impl {
   // This process's ring buffer and what reads it (engine_reader.cc).
   Result<> claimReader();
   void dispatch(const Event& event);
+  // Files one event of a sandbox: into its execution's summary and the log, with the rule list
+  // of `generation` naming a connection's rule. Caller holds s.mu. (The ring's reader and
+  // SandboxAudit::record share it.)
+  static void fileEvent(SandboxAudit::State& s, const Event& event, uint64_t wall_ns,
+                        uint8_t generation);
   static int onRecord(void* ctx, void* data, size_t size);
   void checkDrops();
   void consumeAndCheckDrops();

@@ -79,18 +79,25 @@ void AuditEngine::Impl::dispatch(const Event& event) {
     if (it == slots.end()) return;  // detached meanwhile
     state = it->second;
   }
-  std::lock_guard lock(state->mu);
   uint64_t mono = std::visit([](const auto& e) { return e.origin.time_ns; }, event);
   uint64_t wall = static_cast<uint64_t>(static_cast<int64_t>(mono) + realtime_offset_ns);
-  RecordIds ids = state->ids;
-  if (!state->in_execution) ids.execution.clear();
+  const uint8_t generation =
+      std::holds_alternative<NetEvent>(event) ? std::get<NetEvent>(event).generation : 0;
+  std::lock_guard lock(state->mu);
+  fileEvent(*state, event, wall, generation);
+}
+
+void AuditEngine::Impl::fileEvent(SandboxAudit::State& s, const Event& event, uint64_t wall_ns,
+                                  uint8_t generation) {
+  RecordIds ids = s.ids;
+  if (!s.in_execution) ids.execution.clear();
   if (const auto* exec_event = std::get_if<ExecEvent>(&event)) {
-    if (state->in_execution) state->summary.add(*exec_event);
-    if (state->log) (void)state->log->write("exec", ids, wall, execFields(*exec_event));
+    if (s.in_execution) s.summary.add(*exec_event);
+    if (s.log) (void)s.log->write("exec", ids, wall_ns, execFields(*exec_event));
   } else if (const auto* net_event = std::get_if<NetEvent>(&event)) {
-    const NetPolicy& policy = state->policies[net_event->generation & 1];
-    if (state->in_execution) state->summary.add(*net_event, policy);
-    if (state->log) (void)state->log->write("net", ids, wall, netFields(*net_event, policy));
+    const NetPolicy& policy = s.policies[generation & 1];
+    if (s.in_execution) s.summary.add(*net_event, policy);
+    if (s.log) (void)s.log->write("net", ids, wall_ns, netFields(*net_event, policy));
   }
 }
 

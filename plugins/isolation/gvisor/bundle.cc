@@ -49,6 +49,14 @@ Result<> checkTarget(const std::string& target) {
   return {};
 }
 
+// A symlink's target, recreated in the root instead of binding what it points at.
+Result<std::string> readLink(const std::string& path) {
+  char buf[4096];
+  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+  if (n <= 0 || static_cast<size_t>(n) == sizeof buf) return sysError("readlink", path);
+  return std::string(buf, static_cast<size_t>(n));
+}
+
 Result<> mkdirs(const std::string& root, const std::string& path) {
   std::string at = root;
   size_t pos = 1;
@@ -172,10 +180,9 @@ Result<Layout> layoutFor(const BundleInputs& in) {
       struct stat st;
       if (::lstat(source.c_str(), &st) != 0) return sysError("lstat", source);
       if (S_ISLNK(st.st_mode)) {
-        char buf[4096];
-        ssize_t n = ::readlink(source.c_str(), buf, sizeof buf);
-        if (n <= 0 || static_cast<size_t>(n) == sizeof buf) return sysError("readlink", source);
-        l.links.emplace_back(target, std::string(buf, static_cast<size_t>(n)));
+        auto link = readLink(source);
+        if (!link) return Unexpected(link.error());
+        l.links.emplace_back(target, std::move(*link));
       } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
         l.points.emplace_back(target, S_ISDIR(st.st_mode));
         image_binds.emplace_back(source, target);
@@ -249,10 +256,9 @@ Result<Layout> layoutFor(const BundleInputs& in) {
     struct stat st;
     if (::lstat(dir, &st) != 0) continue;
     if (S_ISLNK(st.st_mode)) {
-      char buf[256];
-      ssize_t n = ::readlink(dir, buf, sizeof buf);
-      if (n <= 0 || static_cast<size_t>(n) == sizeof buf) return sysError("readlink", dir);
-      l.links.emplace_back(dir, std::string(buf, static_cast<size_t>(n)));
+      auto link = readLink(dir);
+      if (!link) return Unexpected(link.error());
+      l.links.emplace_back(dir, std::move(*link));
     } else if (S_ISDIR(st.st_mode) && targets.insert(dir).second) {
       l.points.emplace_back(dir, true);
       bind(dir, dir, true);
