@@ -62,6 +62,13 @@ const std::array kFields = {
     AIRLOCK_FIELD("gvisor", "platform", gvisor.platform),
     AIRLOCK_FIELD("gvisor", "overlay", gvisor.overlay),
     AIRLOCK_FIELD("gvisor", "flags", gvisor.flags),
+    AIRLOCK_FIELD("microvm", "qemu", microvm.qemu),
+    AIRLOCK_FIELD("microvm", "accel", microvm.accel),
+    AIRLOCK_FIELD("microvm", "vcpus", microvm.vcpus),
+    AIRLOCK_FIELD("microvm", "memory_mb", microvm.memory_mb),
+    AIRLOCK_FIELD("microvm", "kernel", microvm.kernel),
+    AIRLOCK_FIELD("microvm", "cache_dir", microvm.cache_dir),
+    AIRLOCK_FIELD("microvm", "boot_timeout_s", microvm.boot_timeout_s),
     AIRLOCK_FIELD("audit", "exec", audit.exec),
     AIRLOCK_FIELD("audit", "network", audit.network),
     AIRLOCK_FIELD("audit", "syscalls", audit.syscalls),
@@ -137,8 +144,8 @@ const std::array kEgressFields = {
 #undef AIRLOCK_AUDIT_FIELD
 #undef AIRLOCK_EGRESS_FIELD
 
-constexpr std::array<std::string_view, 7> kSubTables = {
-    "limits", "lifetime", "filesystem", "network", "seccomp", "audit", "gvisor"};
+constexpr std::array<std::string_view, 8> kSubTables = {
+    "limits", "lifetime", "filesystem", "network", "seccomp", "audit", "gvisor", "microvm"};
 
 constexpr std::array<std::string_view, 7> kReviewTables = {
     "review",       "review.limits",  "review.patterns", "review.python_ast",

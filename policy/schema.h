@@ -47,7 +47,7 @@ using EgressField = FieldOf<EgressSettings>;
 // Every field of Profile except `name`, in reference.toml order.
 std::span<const Field> fields();
 // Sub-tables of a profile in order: "limits", "lifetime", "filesystem", "network", "seccomp",
-// "audit".
+// "audit", "gvisor", "microvm".
 std::span<const std::string_view> subTables();
 // The review table and the reviewers' tables nested in it: "review", "review.limits", ...
 inline constexpr std::string_view kReviewTable = "review";

@@ -346,6 +346,27 @@ Check checkGvisor(const Gvisor& g) {
   return std::nullopt;
 }
 
+Check checkMicrovm(const Microvm& m) {
+  if (auto why = pathProblem(m.qemu))
+    return Problem{"microvm.qemu", "microvm.qemu = " + q(m.qemu) + ": " + *why};
+  if (m.accel != "kvm" && m.accel != "tcg" && m.accel != "auto")
+    return Problem{"microvm.accel", "microvm.accel = " + q(m.accel) +
+                                        ": must be 'kvm', 'tcg' or 'auto' (`airlock doctor` "
+                                        "says which work on this host)"};
+  if (auto c = range("microvm.vcpus", m.vcpus, 0, 64)) return c;
+  // Below 64 MiB a guest kernel and the agent do not boot; 1 TiB is far past any host here.
+  if (m.memory_mb != 0 && (m.memory_mb < 64 || m.memory_mb > 1048576))
+    return Problem{"microvm.memory_mb", "microvm.memory_mb = " + std::to_string(m.memory_mb) +
+                                            ": must be 0 (limits.memory_mb) or 64 to 1048576"};
+  if (!m.kernel.empty())
+    if (auto why = pathProblem(m.kernel))
+      return Problem{"microvm.kernel", "microvm.kernel = " + q(m.kernel) + ": " + *why +
+                                           " (or '' for the newest /boot/vmlinuz-*)"};
+  if (auto why = pathProblem(m.cache_dir))
+    return Problem{"microvm.cache_dir", "microvm.cache_dir = " + q(m.cache_dir) + ": " + *why};
+  return range("microvm.boot_timeout_s", m.boot_timeout_s, 5, 600);
+}
+
 Check checkNetwork(const Network& n) {
   if (!parseNetMode(n.mode)) {
     return Problem{"network.mode", "network.mode = " + q(n.mode) +
@@ -556,7 +577,7 @@ std::string profilePrefix(const Profile& profile) {
 std::optional<Problem> check(const Profile& p) {
   for (Check c : {checkIdentity(p), checkEnv(p), checkLimits(p.limits), checkLifetime(p.lifetime),
                   checkFilesystem(p.filesystem), checkNetwork(p.network), checkSeccomp(p.seccomp),
-                  checkGvisor(p.gvisor), detail::checkReview(p.review)}) {
+                  checkGvisor(p.gvisor), checkMicrovm(p.microvm), detail::checkReview(p.review)}) {
     if (c) return c;
   }
   return std::nullopt;

@@ -17,6 +17,7 @@ Usage:
   airlock policy explain [--policy FILE] [--profile NAME]
                                                    show the effective profile and relaxations
   airlock doctor                                   what this host's kernel supports
+  airlock image build [--profile NAME]             prepare what microVM sandboxes boot
   airlock serve [options]                          run the long-lived supervisor (HTTP API)
   airlock review --profile NAME FILE               run the review chain only (dry run)
   airlock mcp                                      Model Context Protocol server on stdio
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   if (cmd == "run") return runCommand(args);
   if (cmd == "policy") return policyCommand(args);
   if (cmd == "doctor") return doctorCommand(args);
+  if (cmd == "image") return imageCommand(args);
   if (cmd == "serve") return serveCommand(args);
   if (cmd == "sandbox") return sandboxCommand(args);
   if (cmd == "exec") return execCommand(args);

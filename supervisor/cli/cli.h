@@ -24,6 +24,7 @@ int reviewQueueCommand(const std::vector<std::string>& args);
 
 int reviewCommand(const std::vector<std::string>& args);  // airlock review (review_command.cc)
 int mcpCommand(const std::vector<std::string>& args);     // airlock mcp (mcp_command.cc)
+int imageCommand(const std::vector<std::string>& args);   // airlock image build (image_command.cc)
 int toolsCommand(const std::vector<std::string>& args);   // airlock tools (tools_command.cc)
 int auditCommand(const std::vector<std::string>& args);   // airlock audit tail|query
 

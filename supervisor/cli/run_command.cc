@@ -120,8 +120,8 @@ int runCommand(const std::vector<std::string>& args) {
       "supervisor has its own policy")("profile,p", po::value(&req.profile),
                                        "profile of the policy (default: its default_profile)")(
       "isolation", po::value(&isolation),
-      "isolation backend: namespaces or gvisor (overrides the profile's isolation); implies "
-      "--local: a running supervisor's profiles decide their backend")(
+      "isolation backend: namespaces, gvisor or microvm (overrides the profile's isolation); "
+      "implies --local: a running supervisor's profiles decide their backend")(
       "timeout,t", po::value(&timeout), "wall-clock limit in seconds (overrides limits.timeout_s)")(
       "memory,m", po::value(&memory),
       "memory limit in MiB (overrides limits.memory_mb; /home/user and /tmp shrink to fit)")(

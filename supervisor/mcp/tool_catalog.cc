@@ -107,8 +107,8 @@ std::vector<ToolSpec> buildCatalog() {
             {"isolation",
              {{"type", "string"},
               {"description",
-               "Isolation backend, e.g. gvisor for code you trust less; only what the "
-               "profile offers (its default if omitted)."}}}},
+               "Isolation backend, e.g. gvisor or microvm (a virtual machine) for code "
+               "you trust less; only what the profile offers (its default if omitted)."}}}},
            {})});
   tools.push_back(
       {"end_sandbox", "End a sandbox",

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
 
+#include "supervisor/sandbox/host/sandbox.h"
 #include "test_support.h"
 
 namespace airlock::sandbox {
@@ -56,6 +58,46 @@ TEST(IdRangeLease, ReleasedSlotCanBeLeasedAgain) {
   auto none = IdRangeLease::acquire(dir.path());
   ASSERT_FALSE(none.has_value());
   EXPECT_NE(none.error().message().find("no free sandbox uid range"), std::string::npos);
+}
+
+// The isolation plugin's config (sandbox/host/sandbox.h), also a unit of sandbox/host: the
+// microvm backend gets its table with the zeros resolved from the profile's limits.
+TEST(IsolationConfig, MicrovmGetsItsTableWithTheLimitsResolved) {
+  policy::Profile p;
+  p.isolation = "microvm";
+  p.limits.cpu_percent = 150;
+  p.limits.memory_mb = 2048;
+  p.microvm.kernel = "/srv/vm/vmlinuz";
+  EXPECT_EQ(nlohmann::json::parse(isolationConfigJson(p)),
+            (nlohmann::json{{"qemu", "/usr/bin/qemu-system-x86_64"},
+                            {"accel", "auto"},
+                            {"vcpus", 2},
+                            {"memory_mb", 2048},
+                            {"kernel", "/srv/vm/vmlinuz"},
+                            {"cache_dir", "/var/cache/airlock/microvm"},
+                            {"boot_timeout_s", 60}}));
+  // Set explicitly, and under the dotted name: the table's values win over the limits.
+  p.isolation = "airlock.isolation.microvm";
+  p.microvm.vcpus = 4;
+  p.microvm.memory_mb = 512;
+  p.microvm.accel = "tcg";
+  auto j = nlohmann::json::parse(isolationConfigJson(p));
+  EXPECT_EQ(j["vcpus"], 4);
+  EXPECT_EQ(j["memory_mb"], 512);
+  EXPECT_EQ(j["accel"], "tcg");
+}
+
+TEST(IsolationConfig, EachBackendGetsOnlyItsOwnTable) {
+  policy::Profile p;
+  EXPECT_EQ(isolationConfigJson(p), "{}");  // namespaces has no table
+  p.isolation = "gvisor";
+  auto g = nlohmann::json::parse(isolationConfigJson(p));
+  EXPECT_EQ(g["runsc"], "/usr/bin/runsc");
+  EXPECT_FALSE(g.contains("qemu"));
+  p.isolation = "microvm";
+  auto m = nlohmann::json::parse(isolationConfigJson(p));
+  EXPECT_FALSE(m.contains("runsc"));
+  EXPECT_EQ(m["vcpus"], 1);  // limits.cpu_percent = 100: one CPU
 }
 
 }  // namespace

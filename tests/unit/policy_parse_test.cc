@@ -301,6 +301,72 @@ TEST(PolicyBuiltin, EqualsItsDefaultsSpelledOutAndParsed) {
   EXPECT_NE(profileToToml(changed), profileToToml(fast.profiles.at("default")));
 }
 
+// ---- [profiles.<name>.microvm] ----
+
+TEST(PolicyMicrovm, LeftOutTheTableKeepsTheDefaults) {
+  Policy p = parseOk("schema = 1\n[profiles.default]\nisolation = \"microvm\"\n");
+  const Profile& d = p.profiles.at("default");
+  EXPECT_EQ(d.isolation, "microvm");
+  EXPECT_EQ(d.microvm.qemu, "/usr/bin/qemu-system-x86_64");
+  EXPECT_EQ(d.microvm.accel, "auto");
+  EXPECT_EQ(d.microvm.vcpus, 0u);
+  EXPECT_EQ(d.microvm.memory_mb, 0u);
+  EXPECT_EQ(d.microvm.kernel, "");
+  EXPECT_EQ(d.microvm.cache_dir, "/var/cache/airlock/microvm");
+  EXPECT_EQ(d.microvm.boot_timeout_s, 60u);
+  EXPECT_TRUE(validate(d));
+}
+
+TEST(PolicyMicrovm, AFullTableIsReadValidatedAndWrittenBack) {
+  Policy p = parseOk(
+      "schema = 1\ndefault_profile = \"vm\"\n[profiles.vm]\nisolation = "
+      "\"airlock.isolation.microvm\"\n"
+      "[profiles.vm.microvm]\nqemu = \"/opt/qemu/bin/qemu-system-x86_64\"\naccel = \"tcg\"\n"
+      "vcpus = 2\nmemory_mb = 2048\nkernel = \"/srv/vm/vmlinuz\"\n"
+      "cache_dir = \"/srv/vm/cache\"\nboot_timeout_s = 120\n");
+  const Profile& vm = p.profiles.at("vm");
+  EXPECT_EQ(vm.microvm.qemu, "/opt/qemu/bin/qemu-system-x86_64");
+  EXPECT_EQ(vm.microvm.accel, "tcg");
+  EXPECT_EQ(vm.microvm.vcpus, 2u);
+  EXPECT_EQ(vm.microvm.memory_mb, 2048u);
+  EXPECT_EQ(vm.microvm.kernel, "/srv/vm/vmlinuz");
+  EXPECT_EQ(vm.microvm.cache_dir, "/srv/vm/cache");
+  EXPECT_EQ(vm.microvm.boot_timeout_s, 120u);
+  EXPECT_TRUE(validate(vm));
+  const std::string text = profileToToml(vm);
+  EXPECT_NE(text.find("[profiles.vm.microvm]\n"), std::string::npos) << text;
+  Policy again = parseOk("schema = 1\ndefault_profile = \"vm\"\n" + text);
+  EXPECT_EQ(profileToToml(again.profiles.at("vm")), text);
+}
+
+TEST(PolicyMicrovm, ExtendsInheritsTheTableKeyByKey) {
+  Policy p = parseOk(
+      "schema = 1\n[profiles.base.microvm]\naccel = \"kvm\"\nvcpus = 4\n"
+      "[profiles.default]\nextends = \"base\"\n[profiles.default.microvm]\nvcpus = 1\n");
+  EXPECT_EQ(p.profiles.at("default").microvm.accel, "kvm");
+  EXPECT_EQ(p.profiles.at("default").microvm.vcpus, 1u);
+}
+
+TEST(PolicyMicrovm, UnknownKeysWrongTypesAndBadValuesCarryLineAndColumn) {
+  EXPECT_EQ(parseErr("schema = 1\n[profiles.default]\nisolation = \"microvm\"\n"
+                     "[profiles.default.microvm]\nvcpu = 2\n"),
+            "test.toml:5:1: unknown key 'vcpu' in [profiles.default.microvm] (did you mean "
+            "'vcpus'?)");
+  EXPECT_EQ(parseErr("schema = 1\n[profiles.default.microvm]\nfirmware = \"/x\"\n"),
+            "test.toml:3:1: unknown key 'firmware' in [profiles.default.microvm]");
+  EXPECT_EQ(parseErr("schema = 1\n[profiles.default]\nmicrovm = 5\n"),
+            "test.toml:3:11: profile 'default': microvm: expected a table, got an integer");
+  EXPECT_EQ(parseErr("schema = 1\n[profiles.default.microvm]\nvcpus = \"2\"\n"),
+            "test.toml:3:9: profile 'default': microvm.vcpus: expected an integer, got a string");
+  EXPECT_EQ(parseErr("schema = 1\n[profiles.default.microvm]\naccel = \"hvf\"\n"),
+            "test.toml:3:9: profile 'default': microvm.accel = 'hvf': must be 'kvm', 'tcg' or "
+            "'auto' (`airlock doctor` says which work on this host)");
+  // At the top level, the table is recognised as a profile's.
+  EXPECT_EQ(parseErr("schema = 1\n[microvm]\nvcpus = 2\n"),
+            "test.toml:2:2: unknown key 'microvm' at the top level (profile settings go under "
+            "[profiles.<name>], e.g. [profiles.default])");
+}
+
 // ---- loadFile ----
 
 TEST(PolicyLoad, ErrorsCarryThePathAsGiven) {

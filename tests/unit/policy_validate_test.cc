@@ -244,6 +244,87 @@ TEST(PolicyValidate, EveryRuleAtAndPastItsBounds) {
   }
 }
 
+TEST(PolicyValidate, MicrovmTableAtAndPastItsBounds) {
+  const std::vector<Case> cases = {
+      {"isolation short", [](Profile& p) { p.isolation = "microvm"; }, std::nullopt},
+      {"isolation dotted", [](Profile& p) { p.isolation = "airlock.isolation.microvm"; },
+       std::nullopt},
+      {"offered as a choice",
+       [](Profile& p) {
+         p.isolation_choices = {"gvisor", "microvm"};
+       },
+       std::nullopt},
+      {"qemu elsewhere", [](Profile& p) { p.microvm.qemu = "/opt/qemu/bin/qemu"; }, std::nullopt},
+      {"qemu relative", [](Profile& p) { p.microvm.qemu = "qemu-system-x86_64"; },
+       "microvm.qemu = 'qemu-system-x86_64': must be an absolute path"},
+      {"qemu dotdot", [](Profile& p) { p.microvm.qemu = "/usr/../tmp/qemu"; },
+       "microvm.qemu = '/usr/../tmp/qemu': must not contain '..'"},
+      {"accel kvm", [](Profile& p) { p.microvm.accel = "kvm"; }, std::nullopt},
+      {"accel tcg", [](Profile& p) { p.microvm.accel = "tcg"; }, std::nullopt},
+      {"accel upper case", [](Profile& p) { p.microvm.accel = "KVM"; },
+       "microvm.accel = 'KVM': must be 'kvm', 'tcg' or 'auto' (`airlock doctor` says which work "
+       "on this host)"},
+      {"accel empty", [](Profile& p) { p.microvm.accel = ""; },
+       "microvm.accel = '': must be 'kvm', 'tcg' or 'auto' (`airlock doctor` says which work on "
+       "this host)"},
+      {"vcpus 1", [](Profile& p) { p.microvm.vcpus = 1; }, std::nullopt},
+      {"vcpus 64", [](Profile& p) { p.microvm.vcpus = 64; }, std::nullopt},
+      {"vcpus 65", [](Profile& p) { p.microvm.vcpus = 65; },
+       "microvm.vcpus = 65: must be at most 64"},
+      {"memory 64", [](Profile& p) { p.microvm.memory_mb = 64; }, std::nullopt},
+      {"memory 1 TiB", [](Profile& p) { p.microvm.memory_mb = 1048576; }, std::nullopt},
+      {"memory 63", [](Profile& p) { p.microvm.memory_mb = 63; },
+       "microvm.memory_mb = 63: must be 0 (limits.memory_mb) or 64 to 1048576"},
+      {"memory 1 TiB + 1", [](Profile& p) { p.microvm.memory_mb = 1048577; },
+       "microvm.memory_mb = 1048577: must be 0 (limits.memory_mb) or 64 to 1048576"},
+      {"kernel absolute", [](Profile& p) { p.microvm.kernel = "/boot/vmlinuz-6.1.0-18-amd64"; },
+       std::nullopt},
+      {"kernel relative", [](Profile& p) { p.microvm.kernel = "vmlinuz"; },
+       "microvm.kernel = 'vmlinuz': must be an absolute path (or '' for the newest "
+       "/boot/vmlinuz-*)"},
+      {"kernel root", [](Profile& p) { p.microvm.kernel = "/"; },
+       "microvm.kernel = '/': must not be '/' (that is the whole host) (or '' for the newest "
+       "/boot/vmlinuz-*)"},
+      {"cache elsewhere", [](Profile& p) { p.microvm.cache_dir = "/srv/airlock/vm"; },
+       std::nullopt},
+      {"cache empty", [](Profile& p) { p.microvm.cache_dir = ""; },
+       "microvm.cache_dir = '': must be an absolute path"},
+      {"cache relative", [](Profile& p) { p.microvm.cache_dir = "cache"; },
+       "microvm.cache_dir = 'cache': must be an absolute path"},
+      {"boot 4", [](Profile& p) { p.microvm.boot_timeout_s = 4; },
+       "microvm.boot_timeout_s = 4: must be at least 5"},
+      {"boot 5", [](Profile& p) { p.microvm.boot_timeout_s = 5; }, std::nullopt},
+      {"boot 600", [](Profile& p) { p.microvm.boot_timeout_s = 600; }, std::nullopt},
+      {"boot 601", [](Profile& p) { p.microvm.boot_timeout_s = 601; },
+       "microvm.boot_timeout_s = 601: must be at most 600"},
+  };
+  for (const Case& c : cases) {
+    Profile p = named();
+    c.change(p);
+    auto r = validate(p);
+    if (!c.error) {
+      EXPECT_TRUE(r.has_value()) << c.what << ": " << r.error().message();
+    } else {
+      ASSERT_FALSE(r.has_value()) << c.what;
+      EXPECT_EQ(r.error().message(), "profile 't': " + *c.error) << c.what;
+    }
+  }
+}
+
+TEST(PolicyValidate, MicrovmZerosResolveFromTheLimits) {
+  Microvm m;
+  EXPECT_EQ(m.vcpusFor(1), 1u);  // never less than one CPU
+  EXPECT_EQ(m.vcpusFor(100), 1u);
+  EXPECT_EQ(m.vcpusFor(101), 2u);  // rounded up
+  EXPECT_EQ(m.vcpusFor(250), 3u);
+  EXPECT_EQ(m.vcpusFor(6400), 64u);
+  EXPECT_EQ(m.memoryMbFor(1024), 1024u);
+  m.vcpus = 3;
+  m.memory_mb = 512;
+  EXPECT_EQ(m.vcpusFor(100), 3u);  // set explicitly: the limits do not matter
+  EXPECT_EQ(m.memoryMbFor(4096), 512u);
+}
+
 TEST(PolicyValidate, UnnamedProfileHasNoPrefix) {
   Profile p;
   p.limits.pids = 1;
@@ -311,6 +392,11 @@ TEST(PolicyRelaxations, ChoosingNamespacesOverAStrongerIsolationIsOne) {
   EXPECT_EQ(relaxations(p),
             std::vector<std::string>{"profile 't': isolation_choices: a create request may choose "
                                      "'namespaces' instead of 'gvisor'"});
+  p.isolation = "microvm";
+  p.isolation_choices = {"gvisor", "namespaces"};
+  EXPECT_EQ(relaxations(p),
+            std::vector<std::string>{"profile 't': isolation_choices: a create request may choose "
+                                     "'namespaces' instead of 'microvm'"});
 }
 
 TEST(PolicyRelaxations, EveryLimitAboveItsDefaultIsNamed) {

@@ -25,10 +25,11 @@
 #include <airlock/plugin.hpp>
 
 #include "bundle.h"
+#include "common/plugin_error.h"
+#include "common/scratch_dir.h"
 #include "config.h"
 #include "monitor.h"
 #include "runsc.h"
-#include "scratch.h"
 
 namespace airlock::isolation::gvisor {
 namespace {
@@ -37,16 +38,7 @@ namespace {
 // loaded one with the ptrace platform can take seconds.
 constexpr auto kStartTimeout = std::chrono::seconds(30);
 
-// The host appends the errno's name to the message itself: leave it out here.
-[[noreturn]] void throwError(const Error& error) {
-  std::string m = error.message();
-  if (error.errnum() != 0) {
-    const std::string tail = std::string(": ") + Error::errnoName(error.errnum()) + " (" +
-                             std::strerror(error.errnum()) + ")";
-    if (m.ends_with(tail)) m.erase(m.size() - tail.size());
-  }
-  throw sdk::PluginError(error.errnum() != 0 ? error.errnum() : EIO, "gvisor: " + m);
-}
+[[noreturn]] void throwError(const Error& error) { throwPluginError(error, "gvisor"); }
 
 Config configOrThrow(const std::string& json) {
   auto c = parseConfig(json);
@@ -66,17 +58,6 @@ Result<> writeTextFile(const std::string& path, const std::string& text) {
   if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
     return sysError("write", path);
   return {};
-}
-
-Result<std::string> agentHostPath(int fd) {
-  char buf[4096];
-  std::string link = "/proc/self/fd/" + std::to_string(fd);
-  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
-  if (n <= 0 || static_cast<size_t>(n) == sizeof buf) return sysError("readlink", link);
-  std::string path(buf, static_cast<size_t>(n));
-  if (!path.starts_with('/') || path.ends_with(" (deleted)"))
-    return fail("the agent binary has no path on the host", path);
-  return path;
 }
 
 // The statx shim (compat/statx_compat.c) next to this plugin: <plugin dir>/gvisor/.
@@ -145,13 +126,13 @@ class Gvisor final : public sdk::IsolationPlugin {
     if (!netns) throwError(netns.error());
     if (::access(config_.runsc.c_str(), X_OK) != 0)
       throwError(Error("runsc (gvisor.runsc) cannot be run", config_.runsc, errno));
-    auto dir = sandboxDir(spec);
+    auto dir = makeScratchDir(spec);
     if (!dir) throwError(dir.error());
     auto cleanup = [&] { removeTree(*dir); };
 
     BundleInputs in;
     in.spec = &spec;
-    auto agent = agentHostPath(spec.agent_exe_fd);
+    auto agent = hostPathOf(spec.agent_exe_fd);
     if (!agent) throwError(agent.error());
     in.agent_host_path = *agent;
     in.statx_compat_host_path = statx_compat_;
@@ -266,17 +247,6 @@ class Gvisor final : public sdk::IsolationPlugin {
  private:
   Config config_;
   std::string statx_compat_;  // "" when missing
-
-  Result<std::string> sandboxDir(const airlock_sandbox_spec_v1& spec) {
-    if (spec.scratch_dir == nullptr || spec.scratch_dir[0] != '/')
-      return fail("scratch_dir is not an absolute path");
-    if (spec.sandbox_id == nullptr || !validSandboxId(spec.sandbox_id))
-      return fail("sandbox_id is not [a-z0-9-]{1,63}");
-    std::string dir = std::string(spec.scratch_dir) + "/" + spec.sandbox_id;
-    removeTree(dir);  // a stale one, from a sandbox of this id that was never released
-    if (::mkdir(dir.c_str(), 0700) != 0) return sysError("mkdir", dir);
-    return dir;
-  }
 };
 
 }  // namespace

@@ -105,6 +105,18 @@ Result<protocol::Configure> configureFor(const policy::Profile& profile,
 }
 
 std::string isolationConfigJson(const policy::Profile& profile) {
+  if (profile.isolation == "microvm" || profile.isolation == "airlock.isolation.microvm") {
+    // Zeros resolved here, so the plugin boots the guest the profile's limits describe.
+    const policy::Microvm& m = profile.microvm;
+    return nlohmann::json{{"qemu", m.qemu},
+                          {"accel", m.accel},
+                          {"vcpus", m.vcpusFor(profile.limits.cpu_percent)},
+                          {"memory_mb", m.memoryMbFor(profile.limits.memory_mb)},
+                          {"kernel", m.kernel},
+                          {"cache_dir", m.cache_dir},
+                          {"boot_timeout_s", m.boot_timeout_s}}
+        .dump();
+  }
   if (profile.isolation != "gvisor" && profile.isolation != "airlock.isolation.gvisor") return "{}";
   const policy::Gvisor& g = profile.gvisor;
   return nlohmann::json{

@@ -179,7 +179,8 @@ Result<protocol::Configure> configureFor(const policy::Profile& profile,
                                          const std::vector<std::string>& extra_syscalls);
 
 // The isolation plugin's config as JSON: the profile's table for its backend ([gvisor] for
-// gvisor), "{}" for a backend without one.
+// gvisor, [microvm] for microvm with vcpus and memory_mb resolved from [limits]), "{}" for a
+// backend without one.
 std::string isolationConfigJson(const policy::Profile& profile);
 
 // A fresh random sandbox id: 16 lowercase hex digits.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "airlock/policy/gvisor.h"
+#include "airlock/policy/microvm.h"
 #include "airlock/policy/review.h"
 #include "airlock/result.h"
 
@@ -105,8 +106,9 @@ struct Profile {
   Network network;
   Seccomp seccomp;
   Audit audit;
-  Review review;  // reviewers run before any code or command reaches the sandbox
-  Gvisor gvisor;  // settings of the gvisor isolation backend (used when isolation = "gvisor")
+  Review review;    // reviewers run before any code or command reaches the sandbox
+  Gvisor gvisor;    // settings of the gvisor isolation backend (used when isolation = "gvisor")
+  Microvm microvm;  // settings of the microvm isolation backend (used when isolation = "microvm")
 };
 
 // Where `airlock serve` listens and what one host allows in total ([server]).

@@ -1,0 +1,287 @@
+// airlock-vm-init: PID 1 of a microVM until it execs airlock-agent, which then is PID 1.
+//
+// The initramfs holds this program, the agent and the kernel modules the guest needs (virtio,
+// erofs), with their load order in /lib/modules/order. The host's plugin passes everything
+// else on the kernel command line (docs/microvm.md):
+//   airlock.mounts=/usr        read-only images on vdb, vdc, ... and where they go (vda is /)
+//   airlock.home=BYTES airlock.tmp=BYTES airlock.user=UID:GID airlock.hostname=NAME
+//   airlock.marker             print a marker on the console and power off (the bare-boot floor)
+// Steps: modules, the root (erofs on vda) with its images, tmpfs /home/user and /tmp, a minimal
+// /dev, /proc, loopback up, the agent's virtio-serial port as fd 3, then exec the agent. A step
+// that fails is reported on the status port (or the console before it exists) and the VM
+// powers off, so the host sees the reason instead of a timeout.
+#include <dirent.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char kAgentPort[] = "airlock.agent";
+constexpr const char kStatusPort[] = "airlock.status";
+constexpr const char kNewRoot[] = "/newroot";
+int status_fd = -1;  // the status port once open; the console before
+bool debug = false;  // airlock.debug: say each step (docs/microvm.md, debugging a guest)
+
+void say(const std::string& line) {
+  std::string l = "airlock-vm-init: " + line + "\n";
+  int fd = status_fd >= 0 ? status_fd : ::open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!::write(fd, l.data(), l.size());
+    if (fd != status_fd) ::close(fd);
+  }
+}
+
+[[noreturn]] void die(const std::string& what) {
+  say("error: " + what + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
+  ::sync();
+  // With panic=-1, reboot=t and QEMU's -no-reboot, a reboot ends QEMU.
+  ::reboot(RB_AUTOBOOT);
+  std::_Exit(1);
+}
+
+std::string readFile(const char* path) {
+  std::string out;
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+std::string cmdline;
+bool hasParam(const std::string& key) {
+  size_t at = 0;
+  while ((at = cmdline.find(key, at)) != std::string::npos) {
+    const bool start = at == 0 || cmdline[at - 1] == ' ';
+    const char end = at + key.size() < cmdline.size() ? cmdline[at + key.size()] : ' ';
+    if (start && (end == ' ' || end == '\n' || end == '=')) return true;
+    at += key.size();
+  }
+  return false;
+}
+
+std::string param(const std::string& key, const std::string& fallback = "") {
+  const std::string k = key + "=";
+  size_t at = 0;
+  while ((at = cmdline.find(k, at)) != std::string::npos) {
+    if (at == 0 || cmdline[at - 1] == ' ') {
+      size_t from = at + k.size();
+      return cmdline.substr(from, cmdline.find_first_of(" \n", from) - from);
+    }
+    at += k.size();
+  }
+  return fallback;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  while (from <= s.size() && !s.empty()) {
+    size_t to = s.find(sep, from);
+    if (to == std::string::npos) to = s.size();
+    if (to > from) out.push_back(s.substr(from, to - from));
+    from = to + 1;
+  }
+  return out;
+}
+
+void step(const std::string& what) {
+  if (debug) say(what);
+}
+
+void mountOrDie(const char* src, const std::string& target, const char* type, unsigned long flags,
+                const std::string& data = "") {
+  step(std::string("mount ") + (type != nullptr ? type : "(flags)") + " on " + target);
+  if (::mount(src, target.c_str(), type, flags, data.empty() ? nullptr : data.c_str()) != 0)
+    die(std::string("mount ") + type + " on " + target);
+}
+
+void loadModules() {
+  for (const auto& name : split(readFile("/lib/modules/order"), '\n')) {
+    const std::string path = "/lib/modules/" + name + ".ko";
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) die("open " + path);
+    if (::syscall(SYS_finit_module, fd, "", 0) != 0 && errno != EEXIST) die("load module " + name);
+    ::close(fd);
+  }
+}
+
+// The /dev node of the virtio-serial port the host named `name`; "" until the port shows up.
+std::string portDevice(const char* name) {
+  DIR* d = ::opendir("/sys/class/virtio-ports");
+  if (d == nullptr) return "";
+  std::string found;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string port = e->d_name;
+    std::string n = readFile(("/sys/class/virtio-ports/" + port + "/name").c_str());
+    while (!n.empty() && n.back() == '\n') n.pop_back();
+    if (n == name) found = "/dev/" + port;
+  }
+  ::closedir(d);
+  return found;
+}
+
+// Ports appear when the virtio_console driver has probed them and devtmpfs made the node.
+int openPort(const char* name) {
+  for (int i = 0; i < 2000; ++i) {  // 10 s
+    std::string dev = portDevice(name);
+    if (!dev.empty()) {
+      int fd = ::open(dev.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC);
+      if (fd >= 0) return fd;
+    }
+    ::usleep(5000);
+  }
+  errno = ENODEV;
+  die(std::string("no virtio-serial port named ") + name);
+}
+
+void makeDev(const std::string& dev) {
+  mountOrDie("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755");
+  struct Node {
+    const char* name;
+    unsigned major, minor;
+  };
+  for (const Node& n : {Node{"null", 1, 3}, Node{"zero", 1, 5}, Node{"full", 1, 7},
+                        Node{"random", 1, 8}, Node{"urandom", 1, 9}, Node{"tty", 5, 0}}) {
+    const std::string path = dev + "/" + n.name;
+    if (::mknod(path.c_str(), S_IFCHR | 0666, makedev(n.major, n.minor)) != 0) die("mknod " + path);
+    ::chmod(path.c_str(), 0666);  // past the umask
+  }
+  for (const char* d : {"/pts", "/shm"})
+    if (::mkdir((dev + d).c_str(), 0755) != 0) die("mkdir " + dev + d);
+  mountOrDie("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+             "newinstance,ptmxmode=0666,mode=0620");
+  mountOrDie("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777");
+  const std::pair<const char*, const char*> links[] = {{"pts/ptmx", "/ptmx"},
+                                                       {"/proc/self/fd", "/fd"},
+                                                       {"/proc/self/fd/0", "/stdin"},
+                                                       {"/proc/self/fd/1", "/stdout"},
+                                                       {"/proc/self/fd/2", "/stderr"}};
+  for (const auto& [to, at] : links)
+    if (::symlink(to, (dev + at).c_str()) != 0) die("symlink " + dev + at);
+  mountOrDie(nullptr, dev, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC);
+}
+
+void loopbackUp() {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) die("socket");
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) die("SIOCGIFFLAGS lo");
+  ifr.ifr_flags |= IFF_UP;
+  if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) die("SIOCSIFFLAGS lo");
+  ::close(s);
+}
+
+}  // namespace
+
+int main() {
+  ::umask(022);
+  ::mkdir("/dev", 0755);
+  ::mkdir("/proc", 0555);
+  ::mkdir("/sys", 0555);
+  if (::mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755") != 0 && errno != EBUSY)
+    die("mount devtmpfs on /dev");
+  // The kernel starts /init with no fds when the initramfs has no /dev/console: hold 0-2, so
+  // the ports opened below never land on them and get replaced by the stdio set up last.
+  for (int fd = ::open("/dev/null", O_RDWR); fd >= 0; fd = ::open("/dev/null", O_RDWR)) {
+    if (fd > 2) {
+      ::close(fd);
+      break;
+    }
+  }
+  mountOrDie("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  mountOrDie("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  cmdline = readFile("/proc/cmdline");
+  debug = hasParam("airlock.debug");
+
+  if (hasParam("airlock.marker")) {
+    // The floor B7 compares against: the same kernel and initramfs, to the first instruction
+    // of PID 1.
+    status_fd = -1;
+    say("marker");
+    ::reboot(RB_POWER_OFF);
+    return 0;
+  }
+
+  loadModules();
+  // Above fd 3, which the agent's channel takes.
+  int status = openPort(kStatusPort);
+  status_fd = ::fcntl(status, F_DUPFD_CLOEXEC, 10);
+  if (status_fd < 0) die("fcntl status port");
+  ::close(status);
+
+  // The root: the system view's image on vda, then each further image where the host said.
+  if (::mkdir(kNewRoot, 0755) != 0 && errno != EEXIST) die("mkdir /newroot");
+  mountOrDie("/dev/vda", kNewRoot, "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID);
+  const std::vector<std::string> mounts = split(param("airlock.mounts"), ',');
+  for (size_t i = 0; i < mounts.size(); ++i) {
+    if (mounts[i].empty() || mounts[i][0] != '/' || i >= 24) die("bad airlock.mounts");
+    const std::string disk = std::string("/dev/vd") + static_cast<char>('b' + i);
+    mountOrDie(disk.c_str(), kNewRoot + mounts[i], "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID);
+  }
+  const std::string root = kNewRoot;
+  const std::string user = param("airlock.user", "1000:1000");
+  mountOrDie("tmpfs", root + "/home/user", "tmpfs", MS_NOSUID | MS_NODEV,
+             "size=" + param("airlock.home", "268435456") + ",mode=0755,uid=" +
+                 user.substr(0, user.find(':')) + ",gid=" + user.substr(user.find(':') + 1));
+  mountOrDie("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+             "size=" + param("airlock.tmp", "268435456") + ",mode=1777");
+  makeDev(root + "/dev");
+  mountOrDie("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+
+  step("hostname and loopback");
+  const std::string hostname = param("airlock.hostname", "sandbox");
+  if (::sethostname(hostname.data(), hostname.size()) != 0) die("sethostname");
+  loopbackUp();
+
+  // The agent's channel becomes fd 3; its binary stays reachable through an fd after the
+  // initramfs is out of sight.
+  step("agent port");
+  int channel = openPort(kAgentPort);
+  step("agent port is fd " + std::to_string(channel));
+  if (channel != 3) {
+    if (::dup3(channel, 3, 0) != 3) die("dup3 channel");
+    ::close(channel);
+  } else if (::fcntl(3, F_SETFD, 0) != 0) {
+    die("fcntl channel");
+  }
+  int agent = ::open("/airlock-agent", O_PATH | O_CLOEXEC);
+  if (agent < 0) die("open /airlock-agent");
+
+  step("switch root and exec the agent");
+  if (::chdir(kNewRoot) != 0) die("chdir /newroot");
+  mountOrDie(".", "/", nullptr, MS_MOVE);
+  if (::chroot(".") != 0) die("chroot");
+  if (::chdir("/") != 0) die("chdir /");
+
+  // stderr is the status port until the agent's ready line; stdin and stdout are nothing.
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0) die("open /dev/null");
+  if (::dup3(null, 0, 0) != 0 || ::dup3(null, 1, 0) != 1 || ::dup3(status_fd, 2, 0) != 2)
+    die("dup3 stdio");
+  const char* argv[] = {"airlock-agent", "--channel-fd", "3", "--announce-ready", nullptr};
+  const char* envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", nullptr};
+  ::syscall(SYS_execveat, agent, "", argv, envp, AT_EMPTY_PATH);
+  die("exec airlock-agent");
+}

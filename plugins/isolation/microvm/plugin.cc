@@ -1,0 +1,250 @@
+// airlock.isolation.microvm: each sandbox is a QEMU microVM with its own Linux kernel. The
+// agent is the guest's PID 1 and speaks the same protocol as on every backend, over a
+// virtio-serial port instead of a socket it inherits. The guest sees the system view as
+// read-only erofs images (artifacts.h), tmpfs /home/user and /tmp of the profile's sizes, and
+// no host file beyond those; docs/microvm.md says where it differs from the other backends.
+//
+// Per sandbox the backend owns <scratch_dir>/<sandbox_id>/ (the guest console); release()
+// removes it, and the supervisor removes it when it reclaims the sandbox after a crash. QEMU is
+// the sandbox's only host process and lives in the supervisor's cgroup for the sandbox.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <airlock/result.h>
+#include <airlock/unique_fd.h>
+#include <airlock/plugin.hpp>
+
+#include "artifacts.h"
+#include "common/plugin_error.h"
+#include "common/sandbox_etc.h"
+#include "common/scratch_dir.h"
+#include "config.h"
+#include "vm.h"
+
+namespace airlock::isolation::microvm {
+namespace {
+
+[[noreturn]] void throwError(const Error& error) { throwPluginError(error, "microvm"); }
+
+Config configOrThrow(const std::string& json) {
+  auto c = parseConfig(json);
+  if (!c) throwError(c.error());
+  return *c;
+}
+
+// Hostnames reach the guest on the kernel command line.
+bool validHostname(const std::string& h) {
+  if (h.empty() || h.size() > 63) return false;
+  for (char c : h)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.')) return false;
+  return true;
+}
+
+struct Sandbox {
+  std::string dir;  // <scratch_dir>/<id>
+  UniqueFd qemu_stderr;
+};
+
+// What the guest's root holds, from the spec: big host directories become their own images
+// (mounted where the spec says), the rest is copied into the root image.
+struct View {
+  RootSpec root;
+  std::vector<std::string> directory_images;  // host directories, each mounted at its own path
+};
+
+Result<View> viewOf(const airlock_sandbox_spec_v1& spec) {
+  if (spec.image_dir != nullptr)
+    return fail(
+        "filesystem.image is not supported by the microvm backend yet; use the system view "
+        "(no filesystem.image) or isolation = \"namespaces\" or \"gvisor\"");
+  View v;
+  for (size_t i = 0; i < spec.mounts_len; ++i) {
+    const airlock_mount_v1& m = spec.mounts[i];
+    const std::string source = m.source, target = m.target;
+    if ((m.flags & AIRLOCK_MOUNT_READONLY) == 0)
+      return fail("a writable host directory (" + source +
+                  ", a persistent workspace) is not supported by the microvm backend yet");
+    if (source != target)
+      return fail("host path " + source + " shown at " + target +
+                  ": the microvm backend shows host paths at their own place only");
+    struct stat st {};
+    if (::stat(source.c_str(), &st) != 0) {
+      if ((m.flags & AIRLOCK_MOUNT_OPTIONAL) != 0) continue;
+      return sysError("stat", source);
+    }
+    // /etc's entries are small and read at every start: copies in the root. Other
+    // directories (/usr) can be gigabytes: an image each, built once.
+    if (S_ISDIR(st.st_mode) && !target.starts_with("/etc/"))
+      v.directory_images.push_back(source);
+    else
+      v.root.copied.push_back(source);
+  }
+  v.root.etc_files = sandboxEtcFiles(spec);
+  v.root.mount_points = {"/home/user", "/tmp", "/dev", "/proc", "/sys", "/run"};
+  for (const auto& d : v.directory_images) v.root.mount_points.push_back(d);
+  return v;
+}
+
+class Microvm final : public sdk::IsolationPlugin {
+ public:
+  // A new supervisor cannot hand a running guest a new channel: sandboxes end with theirs.
+  // start() waits seconds for a boot: concurrent. The guest's kernel has its own network stack
+  // and runs its own processes: the host's hooks see only QEMU.
+  static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_NO_REATTACH | AIRLOCK_ISOLATION_CONCURRENT |
+                                     AIRLOCK_ISOLATION_OWN_NETSTACK | AIRLOCK_ISOLATION_OWN_AUDIT;
+  // QEMU's threads (vCPUs, I/O, RCU) are the sandbox's only host tasks; the guest's processes
+  // are bounded inside by RLIMIT_NPROC.
+  static constexpr uint32_t kHostPidsBase = 64;
+  static constexpr uint32_t kHostPidsPerProcess = 0;
+  // Guest RAM is limits.memory_mb; on top, QEMU itself and TCG's code cache (64 MiB).
+  static constexpr uint64_t kHostMemoryBaseBytes = 192ull << 20;
+
+  Microvm(const airlock_host_v1* host, std::string_view config_json)
+      : IsolationPlugin(host, config_json), config_(configOrThrow(configJson())) {}
+
+  void start(const airlock_sandbox_spec_v1& spec, airlock_sandbox_v1& out) override {
+    if (spec.agent_exe_fd < 0 || spec.agent_channel_fd < 0)
+      throwError(Error("the agent's binary or channel is not set"));
+    if (spec.network_mode != AIRLOCK_NETWORK_LOOPBACK)
+      throwError(
+          Error("network.mode allowlist and open are not supported by the microvm backend yet; use "
+                "network.mode = \"none\""));
+    if (::access(config_.qemu.c_str(), X_OK) != 0)
+      throwError(Error("QEMU (microvm.qemu) cannot be run (Debian: apt install qemu-system-x86)",
+                       config_.qemu, errno));
+    const std::string hostname = spec.hostname != nullptr ? spec.hostname : "sandbox";
+    if (!validHostname(hostname))
+      throwError(Error("hostname is not [A-Za-z0-9.-]{1,63}", hostname));
+    auto view = viewOf(spec);
+    if (!view) throwError(view.error());
+    auto agent = hostPathOf(spec.agent_exe_fd);
+    if (!agent) throwError(agent.error());
+
+    Boot boot;
+    if (auto r = prepare(*view, *agent, boot); !r) throwError(r.error());
+    auto dir = makeScratchDir(spec);
+    if (!dir) throwError(dir.error());
+    boot.hostname = hostname;
+    boot.uid = spec.user_uid;
+    boot.gid = spec.user_gid;
+    boot.home_bytes = spec.workspace_bytes;
+    boot.tmp_bytes = spec.tmp_bytes;
+    boot.console_log = *dir + "/console.log";
+    // QEMU needs no privilege once its files are open: it runs on as the sandbox's own host
+    // root id, which owns nothing on the host.
+    boot.runas_uid = static_cast<int>(spec.host_uid_base);
+    boot.runas_gid = static_cast<int>(spec.host_gid_base);
+
+    Launch launch;
+    launch.agent_channel_fd = spec.agent_channel_fd;
+    launch.cgroup_v2_fd = spec.cgroup_v2_fd;
+    launch.attach_cgroups = spec.attach_cgroups;
+    launch.attach_ctx = spec.attach_ctx;
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<Running> vm = fail("not started");
+    // The boot watchdog: a TCG boot can hang in the guest's early clock setup; one more try
+    // with a fresh QEMU, then the error with the console's last lines.
+    for (int attempt = 1; attempt <= 2; ++attempt) {
+      launch.deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(config_.boot_timeout_s);
+      vm = bootVm(boot, launch);
+      if (vm || vm.error().message().find("in time") == std::string::npos) break;
+      log(2, std::string("sandbox '") + spec.sandbox_id + "': boot " + std::to_string(attempt) +
+                 " timed out: " + vm.error().message());
+    }
+    if (!vm) {
+      removeTree(*dir);
+      throwError(Error("the microVM did not start (" + accel_ + "): " + vm.error().message()));
+    }
+    const auto ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0);
+    log(0, std::string("sandbox '") + spec.sandbox_id + "': qemu pid " + std::to_string(vm->pid) +
+               " (" + accel_ + "), agent ready after " +
+               std::to_string(static_cast<int>(ms.count())) + " ms");
+    out.struct_size = sizeof(airlock_sandbox_v1);
+    out.pid = vm->pid;
+    out.pidfd = vm->pidfd.release();
+    out.handle = new Sandbox{*dir, std::move(vm->qemu_stderr)};
+  }
+
+  // The supervisor has killed the sandbox's cgroup and reaped QEMU: only files remain.
+  void release(airlock_sandbox_v1& sandbox) noexcept override {
+    auto* sb = static_cast<Sandbox*>(sandbox.handle);
+    sandbox.handle = nullptr;
+    if (sb == nullptr) return;
+    if (sb->qemu_stderr) {
+      char buf[2048];
+      int fl = ::fcntl(sb->qemu_stderr.get(), F_GETFL);
+      ::fcntl(sb->qemu_stderr.get(), F_SETFL, fl | O_NONBLOCK);
+      ssize_t n = ::read(sb->qemu_stderr.get(), buf, sizeof buf);
+      if (n > 0) log(2, "qemu: " + std::string(buf, static_cast<size_t>(n)));
+    }
+    removeTree(sb->dir);
+    delete sb;
+  }
+
+ private:
+  Config config_;
+  std::mutex mu_;  // guards the prepared artifacts below (start() runs concurrently)
+  std::optional<Kernel> kernel_;
+  std::string initramfs_, accel_ = "tcg";
+  std::map<std::string, std::string> images_;  // host directory → its image
+
+  // The kernel, initramfs and images this sandbox boots; built on first use, then cached.
+  Result<> prepare(const View& view, const std::string& agent, Boot& boot) {
+    std::lock_guard lock(mu_);
+    auto progress = [this](const std::string& line) { log(1, "preparing: " + line); };
+    if (!kernel_) {
+      auto k = prepareKernel(config_.cache_dir, config_.kernel, progress);
+      if (!k) return Unexpected(k.error());
+      auto initramfs =
+          prepareInitramfs(config_.cache_dir, *k, initBesideAgent(agent), agent, progress);
+      if (!initramfs) return Unexpected(initramfs.error());
+      kernel_ = *k;
+      initramfs_ = *initramfs;
+      accel_ = resolveAccel();
+    }
+    for (const auto& dir : view.directory_images) {
+      if (images_.contains(dir)) continue;
+      auto image = prepareDirectoryImage(config_.cache_dir, dir, progress);
+      if (!image) return Unexpected(image.error());
+      images_[dir] = *image;
+    }
+    auto root = prepareRootImage(config_.cache_dir, view.root, progress);
+    if (!root) return Unexpected(root.error());
+    boot.qemu = config_.qemu;
+    boot.accel = accel_;
+    boot.vcpus = config_.vcpus == 0 ? 1 : config_.vcpus;
+    boot.memory_mb = config_.memory_mb == 0 ? 512 : config_.memory_mb;
+    boot.vmlinux = kernel_->vmlinux;
+    boot.initramfs = initramfs_;
+    boot.root_image = *root;
+    for (const auto& dir : view.directory_images) boot.images.emplace_back(images_[dir], dir);
+    return {};
+  }
+
+  // "auto" takes KVM only where it really runs a guest: a /dev/kvm that opens can still be a
+  // nested or paravirtual one whose guests fail (kvm_pvm). `airlock doctor` boots one to tell.
+  std::string resolveAccel() {
+    if (config_.accel != "auto") return config_.accel;
+    if (::access("/sys/module/kvm_pvm", F_OK) == 0 || ::access("/dev/kvm", R_OK | W_OK) != 0) {
+      log(1, "accel auto: no usable KVM here, using TCG (emulation: slow)");
+      return "tcg";
+    }
+    return "kvm";
+  }
+};
+
+}  // namespace
+}  // namespace airlock::isolation::microvm
+
+AIRLOCK_ISOLATION_PLUGIN(airlock::isolation::microvm::Microvm, "airlock.isolation.microvm", "0.1.0")

@@ -1,0 +1,242 @@
+#include "vm.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fstream>
+
+#include <airlock/protocol/channel.h>
+
+#include "common/spawn_monitor.h"
+
+namespace airlock::isolation::microvm {
+namespace {
+
+// The console file's cap: enough for a kernel's panic and the init's errors, while a guest
+// that writes to its console forever cannot fill the host's disk.
+constexpr rlim_t kConsoleCapBytes = 1 << 20;
+
+// TCG's translated-code cache, MiB: QEMU's default (a quarter of guest RAM, up to 1 GiB) would
+// count in the sandbox's cgroup; 64 MiB measured the same speed for Python and pandas.
+constexpr int kTcgCodeCacheMb = 64;
+
+// By pidfd: the pid may already be reaped (and reused) when QEMU exited on its own.
+void reap(pid_t pid, int pidfd) {
+  ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+std::string drain(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || out.size() > 16384) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+std::string oneLine(std::string text) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) out += (out.empty() ? "" : "; ") + line;
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+unsigned long hostTscKhz() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("cpu MHz")) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos)
+        return static_cast<unsigned long>(std::strtod(line.c_str() + colon + 1, nullptr) * 1000);
+    }
+  }
+  return 0;
+}
+
+std::string fileTail(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  std::deque<std::string> last;
+  std::string line;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty()) continue;
+    last.push_back(line);
+    if (last.size() > lines) last.pop_front();
+  }
+  std::string out;
+  for (const auto& l : last) out += (out.empty() ? "" : "; ") + l;
+  return out;
+}
+
+std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd) {
+  std::string append =
+      "console=ttyS0 quiet panic=-1 reboot=t cryptomgr.notests random.trust_cpu=on";
+  if (b.accel == "tcg") {
+    // An emulated CPU's TSC is the host's: trust it rather than calibrating (PLATFORM: TCG boots
+    // hang or run their clock slow without).
+    if (unsigned long khz = hostTscKhz(); khz != 0)
+      append += " tsc_early_khz=" + std::to_string(khz);
+    append += " tsc=reliable";
+  }
+  if (b.marker) {
+    append += " airlock.marker";
+  } else {
+    std::string mounts;
+    for (const auto& [image, at] : b.images) mounts += (mounts.empty() ? "" : ",") + at;
+    if (!mounts.empty()) append += " airlock.mounts=" + mounts;
+    append += " airlock.hostname=" + b.hostname + " airlock.user=" + std::to_string(b.uid) + ":" +
+              std::to_string(b.gid) + " airlock.home=" + std::to_string(b.home_bytes) +
+              " airlock.tmp=" + std::to_string(b.tmp_bytes);
+  }
+  std::vector<std::string> a = {
+      b.qemu, "-M", "microvm", "-accel",
+      b.accel == "tcg" ? "tcg,tb-size=" + std::to_string(kTcgCodeCacheMb) : std::string("kvm"),
+      // TCG's "max" has every feature QEMU emulates (RDRAND for the guest's entropy); KVM's
+      // "host" is the host's CPU.
+      "-cpu", b.accel == "tcg" ? "max" : "host", "-smp", std::to_string(b.vcpus), "-m",
+      std::to_string(b.memory_mb) + "M", "-nodefaults", "-no-user-config", "-display", "none",
+      "-no-reboot", "-kernel", b.vmlinux, "-initrd", b.initramfs, "-append", append, "-serial",
+      "file:" + b.console_log,
+      // QEMU's own seccomp filter: no exec or fork, no scheduler or affinity changes, no
+      // obsolete calls. Not elevateprivileges=deny: QEMU 7.2 installs the filter before -runas
+      // drops to the sandbox's id, so setuid must stay allowed; once dropped it has nothing to
+      // elevate to, and it cannot exec a setuid program.
+      "-sandbox", "on,obsolete=deny,spawn=deny,resourcecontrol=deny"};
+  if (!b.marker) {
+    for (const auto& [name, fd] :
+         {std::pair<const char*, int>{"airlock.agent", agent_fd}, {"airlock.status", status_fd}}) {
+      const std::string id = std::string(name).substr(8);
+      a.insert(a.end(), {"-chardev", "socket,id=" + id + ",fd=" + std::to_string(fd)});
+    }
+    a.insert(a.end(), {"-device", "virtio-serial-device", "-device",
+                       "virtserialport,chardev=agent,name=airlock.agent", "-device",
+                       "virtserialport,chardev=status,name=airlock.status"});
+    std::vector<std::string> disks = {b.root_image};
+    for (const auto& [image, at] : b.images) disks.push_back(image);
+    for (size_t i = 0; i < disks.size(); ++i) {
+      const std::string id = "disk" + std::to_string(i);
+      a.insert(a.end(),
+               {"-drive",
+                "id=" + id + ",file=" + disks[i] + ",format=raw,if=none,readonly=on,cache=unsafe",
+                "-device", "virtio-blk-device,drive=" + id});
+    }
+  }
+  if (b.runas_uid >= 0)
+    a.insert(a.end(), {"-runas", std::to_string(b.runas_uid) + ":" + std::to_string(b.runas_gid)});
+  return a;
+}
+
+Result<Running> bootVm(const Boot& boot, const Launch& launch) {
+  int status[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, status) != 0)
+    return sysError("socketpair", "status port");
+  UniqueFd status_ours(status[0]), status_theirs(status[1]);
+  int err[2];
+  if (::pipe2(err, O_CLOEXEC) != 0) return sysError("pipe2", "qemu stderr");
+  UniqueFd err_read(err[0]), err_write(err[1]);
+  UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!null) return sysError("open", "/dev/null");
+  // A fresh console per boot: the tail in an error is this boot's.
+  ::unlink(boot.console_log.c_str());
+
+  constexpr int kAgentFd = 3, kStatusFd = 4;
+  MonitorSpawn m;
+  m.argv = qemuArgv(boot, kAgentFd, kStatusFd);
+  m.fds = {{null.get(), 0},
+           {err_write.get(), 1},
+           {err_write.get(), 2},
+           {launch.agent_channel_fd, kAgentFd},
+           {status_theirs.get(), kStatusFd}};
+  m.cgroup_v2_fd = launch.cgroup_v2_fd;
+  m.attach_cgroups = launch.attach_cgroups;
+  m.attach_ctx = launch.attach_ctx;
+  m.netns_fd = launch.netns_fd;
+  m.file_size_limit = kConsoleCapBytes;
+  m.name = "microvm";
+  auto spawned = spawnMonitor(m);
+  if (!spawned) return Unexpected(spawned.error());
+  err_write.reset();
+  status_theirs.reset();
+
+  Running r;
+  r.pid = spawned->pid;
+  r.pidfd = std::move(spawned->pidfd);
+  const std::string_view ready(protocol::kAgentReadyLine, sizeof protocol::kAgentReadyLine - 1);
+  std::string qemu_said;
+  auto failure = [&](const std::string& why) -> Result<Running> {
+    reap(r.pid, r.pidfd.get());
+    qemu_said += drain(err_read.get());
+    std::string text = why;
+    if (auto q = oneLine(qemu_said); !q.empty()) text += "; qemu: " + q;
+    if (auto s = oneLine(r.said); !s.empty()) text += "; guest: " + s;
+    if (auto c = fileTail(boot.console_log, 8); !c.empty()) text += "; console: " + c;
+    return fail(text);
+  };
+  bool qemu_open = true;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        launch.deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return failure("the guest did not reach the agent's handshake in time");
+    pollfd p[3] = {{status_ours.get(), POLLIN, 0},
+                   {qemu_open ? err_read.get() : -1, POLLIN, 0},
+                   {r.pidfd.get(), POLLIN, 0}};
+    int n = ::poll(p, 3, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return failure(std::string("poll: ") + std::strerror(errno));
+    if (n == 0) continue;
+    if ((p[1].revents & (POLLIN | POLLHUP)) != 0) {
+      char buf[4096];
+      ssize_t got = ::read(err_read.get(), buf, sizeof buf);
+      if (got > 0 && qemu_said.size() < 16384) qemu_said.append(buf, static_cast<size_t>(got));
+      if (got == 0) qemu_open = false;
+    }
+    if ((p[0].revents & (POLLIN | POLLHUP)) != 0) {
+      char buf[4096];
+      ssize_t got = ::read(status_ours.get(), buf, sizeof buf);
+      if (got > 0) {
+        r.said.append(buf, static_cast<size_t>(got));
+        if (auto at = r.said.find(ready); at != std::string::npos) {
+          r.said.erase(at);
+          break;
+        }
+        if (r.said.size() > 16384) r.said.erase(0, r.said.size() - 16384);
+      }
+    }
+    if ((p[2].revents & POLLIN) != 0) {
+      // QEMU is gone: a bad argument, a missing file, or the guest powered off (init failed).
+      int st = 0;
+      ::waitpid(r.pid, &st, WNOHANG);
+      return failure(WIFSIGNALED(st)
+                         ? "qemu was killed by signal " + std::to_string(WTERMSIG(st))
+                         : "qemu exited with status " + std::to_string(WEXITSTATUS(st)) +
+                               " before the agent was ready");
+    }
+  }
+  r.qemu_stderr = std::move(err_read);
+  return r;
+}
+
+}  // namespace airlock::isolation::microvm

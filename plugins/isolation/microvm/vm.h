@@ -1,0 +1,70 @@
+// One microVM: QEMU's command line, its launch into the sandbox's cgroup, and the boot up to
+// the agent's ready line.
+//
+// QEMU (`-M microvm`, no firmware tables beyond ACPI, no PCI) gets the agent's channel and a
+// status port as virtio-serial ports on pre-connected sockets, the read-only images as
+// virtio-blk disks, and the guest console in a size-capped file. The guest's /init reports
+// its progress and errors on the status port, then the agent writes its ready line there.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <airlock/plugin_abi_v1.h>
+#include <airlock/result.h>
+#include <airlock/unique_fd.h>
+
+#include "config.h"
+
+namespace airlock::isolation::microvm {
+
+struct Boot {
+  std::string qemu;
+  std::string accel;  // "kvm" or "tcg": resolved
+  uint32_t vcpus = 1;
+  uint64_t memory_mb = 256;
+  std::string vmlinux, initramfs;
+  std::string root_image;                                   // vda
+  std::vector<std::pair<std::string, std::string>> images;  // (image, mount point): vdb, ...
+  std::string hostname = "sandbox";
+  uint32_t uid = 1000, gid = 1000;
+  uint64_t home_bytes = 256ull << 20, tmp_bytes = 256ull << 20;
+  std::string console_log;  // the guest's serial console, capped
+  bool marker = false;      // boot to the init's first instruction and power off (B7's floor)
+  int runas_uid = -1, runas_gid = -1;  // QEMU drops to these after opening its files
+};
+
+// QEMU's argv. `agent_fd` and `status_fd` are the fd numbers QEMU will have them on.
+std::vector<std::string> qemuArgv(const Boot& boot, int agent_fd, int status_fd);
+
+struct Launch {
+  int agent_channel_fd = -1;  // the sandbox's end of the agent channel
+  int cgroup_v2_fd = -1;
+  int (*attach_cgroups)(void* ctx, pid_t pid, airlock_error_v1* err) = nullptr;
+  void* attach_ctx = nullptr;
+  int netns_fd = -1;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+struct Running {
+  pid_t pid = -1;
+  UniqueFd pidfd;
+  UniqueFd qemu_stderr;  // QEMU's own errors
+  std::string said;      // what the guest's init said before the agent was ready
+};
+
+// Starts QEMU and waits for the agent's ready line. On failure QEMU is killed and reaped, and
+// the error says why: QEMU's own message, the init's, or a timeout, with the console's tail.
+Result<Running> bootVm(const Boot& boot, const Launch& launch);
+
+// The host's TSC frequency in kHz (/proc/cpuinfo), for tsc_early_khz: without it a TCG guest
+// calibrates against an emulated PIT and can hang or run its clock slow. 0 when unknown.
+unsigned long hostTscKhz();
+
+// The last `lines` lines of a file (the guest console), joined with "; ".
+std::string fileTail(const std::string& path, size_t lines);
+
+}  // namespace airlock::isolation::microvm

@@ -1,0 +1,45 @@
+// The microvm backend's table of a profile, [profiles.<name>.microvm] (docs/microvm.md): how
+// QEMU boots each sandbox as a small virtual machine. Header-only, like gvisor.h: the microvm
+// plugin and the supervisor resolve the zero defaults with the same functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace airlock::policy {
+
+struct Microvm {
+  // Absolute path: the supervisor runs it as root, so never a PATH lookup.
+  std::string qemu = "/usr/bin/qemu-system-x86_64";
+  // "kvm", "tcg" or "auto" (kvm where the host has it, else tcg): TCG emulates the CPU, so it
+  // works without /dev/kvm (containers, some cloud VMs) but is many times slower.
+  std::string accel = "auto";
+  // The guest's CPUs. 0: limits.cpu_percent rounded up to whole CPUs, at least 1, so the guest
+  // sees about what the cgroup lets it use.
+  uint32_t vcpus = 0;
+  // The guest's RAM, MiB. 0: limits.memory_mb, so the guest kernel sees the profile's limit as
+  // its memory; QEMU's own overhead comes on top of it.
+  uint64_t memory_mb = 0;
+  // "": the host's newest /boot/vmlinuz-*, so a host needs no kernel of its own for guests;
+  // else the absolute path of a vmlinuz to boot (e.g. a smaller one built for guests).
+  std::string kernel;
+  // Where the kernel, initramfs and root images are prepared once and reused: building them
+  // per sandbox would cost seconds.
+  std::string cache_dir = "/var/cache/airlock/microvm";
+  // Seconds from QEMU's start to the agent's handshake, per try: a boot that hangs (no KVM, a
+  // kernel without virtio) fails instead of blocking the sandbox's creation.
+  uint32_t boot_timeout_s = 60;
+
+  // vcpus, or limits.cpu_percent (percent of one CPU) in whole CPUs, at least 1.
+  uint32_t vcpusFor(uint32_t cpu_percent) const {
+    if (vcpus != 0) return vcpus;
+    const uint32_t cpus = cpu_percent / 100 + (cpu_percent % 100 != 0 ? 1 : 0);
+    return cpus == 0 ? 1 : cpus;
+  }
+  // memory_mb, or limits.memory_mb.
+  uint64_t memoryMbFor(uint64_t limits_memory_mb) const {
+    return memory_mb != 0 ? memory_mb : limits_memory_mb;
+  }
+};
+
+}  // namespace airlock::policy
