@@ -9,7 +9,7 @@
 # reason ("Suite.Case  reason"). ctest shows it as "Not Run (Disabled)", scripts/test.sh prints
 # the list with the reasons, and tests/unit/conformance_gaps_test.cc fails on a listed case that
 # no longer exists.
-set(AIRLOCK_CONFORMANCE_BACKENDS gvisor)
+set(AIRLOCK_CONFORMANCE_BACKENDS gvisor microvm)
 
 # The ctest script that disables one backend's listed gaps.
 function(_airlock_gaps_script backend out_var)

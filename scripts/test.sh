@@ -5,7 +5,7 @@
 #   scripts/test.sh -L unit        only the tests that need no root
 #
 # The conformance suite (privileged, e2e and hostile tests that describe a sandbox) runs once
-# per isolation backend: AIRLOCK_TEST_BACKENDS=namespaces,gvisor picks them; unset, namespaces
+# per isolation backend: AIRLOCK_TEST_BACKENDS=namespaces,gvisor,microvm picks them; unset, namespaces
 # and every other backend `airlock doctor` says works here. Cases a backend cannot support are
 # listed in tests/conformance/<backend>-gaps.txt, printed at the end, and shown as Disabled.
 set -euo pipefail
@@ -15,12 +15,15 @@ bash scripts/build.sh
 backends="${AIRLOCK_TEST_BACKENDS:-}"
 if [ -z "$backends" ]; then
   backends=namespaces
-  if [ "$(id -u)" -eq 0 ] && build/bin/airlock doctor 2>/dev/null | grep -Eq '^backend gvisor +ok'; then
-    backends+=",gvisor"
+  if [ "$(id -u)" -eq 0 ]; then
+    doctor="$(build/bin/airlock doctor 2>/dev/null || true)"
+    for b in gvisor microvm; do
+      grep -Eq "^backend $b +ok" <<<"$doctor" && backends+=",$b"
+    done
   fi
 fi
 exclude=()
-for b in gvisor; do
+for b in gvisor microvm; do
   case ",$backends," in
     *",$b,"*) ;;
     *) exclude+=("^$b-") ;;
@@ -31,11 +34,14 @@ if [ "${#exclude[@]}" -gt 0 ]; then
   label_args=(-LE "$(IFS='|'; echo "${exclude[*]}")")
 fi
 echo "test.sh: isolation backends under test: $backends"
+# microVMs boot what `airlock image build` prepares (the /usr image takes a minute or two the
+# first time); build it now rather than inside the first test's time limit.
+case ",$backends," in *",microvm,"*) build/bin/airlock image build ;; esac
 
 # Sandbox tests are CPU-heavy and some measure limits: two at a time on this 2-core class.
 rc=0
 ctest --test-dir build --output-on-failure -j 2 "${label_args[@]}" "$@" || rc=$?
-for b in gvisor; do
+for b in gvisor microvm; do
   case ",$backends," in *",$b,"*)
     echo "test.sh: conformance cases the $b backend cannot support (tests/conformance/$b-gaps.txt):"
     grep -v '^#' "tests/conformance/$b-gaps.txt" | sed 's/^/  /' ;;

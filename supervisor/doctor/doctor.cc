@@ -30,13 +30,17 @@
 #include <map>
 #include <sstream>
 
+#include "airlock/policy/microvm.h"
 #include "airlock/run_bounded.h"
 #include "airlock/unique_fd.h"
+#include "artifacts.h"
 #include "supervisor/audit/engine.h"
 #include "supervisor/audit/hook_probe.h"
 #include "supervisor/net/forwarding.h"
 #include "supervisor/net/sandbox_network.h"
+#include "supervisor/plugin/registry.h"
 #include "supervisor/sys/cgroup.h"
+#include "vm.h"
 
 namespace airlock::doctor {
 
@@ -217,6 +221,61 @@ int privateNetworkForRunsc() {
   int rc = ::ioctl(s, SIOCSIFFLAGS, &ifr);
   ::close(s);
   return rc == 0 ? 0 : errno;
+}
+
+// The microvm backend: QEMU, the guest kernel and initramfs (prepared now if missing: a second
+// or two), and which accelerators really boot a guest to its /init.
+struct MicrovmProbe {
+  std::string version, kernel, kernel_problem, image;
+  std::pair<bool, std::string> tcg{false, "not tried"}, kvm{false, "not tried"};
+  bool works() const { return tcg.first || kvm.first; }
+};
+
+MicrovmProbe probeMicrovm(const std::string& qemu, bool kvm, bool pvm) {
+  namespace mvm = isolation::microvm;
+  MicrovmProbe m;
+  if (auto v = runBounded({qemu, "--version"}, std::chrono::milliseconds(5000));
+      v && v->status == 0)
+    m.version = v->out.substr(0, v->out.find('\n'));
+  const policy::Microvm defaults;
+  const std::string agent = plugin::defaultAgentPath();
+  auto kernel = mvm::prepareKernel(defaults.cache_dir, defaults.kernel);
+  if (!kernel) {
+    m.kernel_problem = kernel.error().message();
+    return m;
+  }
+  m.kernel = kernel->source + " (" + kernel->version + ")";
+  auto initramfs =
+      mvm::prepareInitramfs(defaults.cache_dir, *kernel, mvm::initBesideAgent(agent), agent);
+  if (!initramfs) {
+    m.kernel_problem = initramfs.error().message();
+    return m;
+  }
+  const std::string usr = mvm::directoryImagePath(defaults.cache_dir, "/usr");
+  m.image = ::access(usr.c_str(), R_OK) == 0 ? usr : "";
+  mvm::Boot b;
+  b.qemu = qemu;
+  b.vmlinux = kernel->vmlinux;
+  b.initramfs = *initramfs;
+  b.memory_mb = 256;
+  auto boot = [&](const std::string& accel, int ms) -> std::pair<bool, std::string> {
+    b.accel = accel;
+    auto s = mvm::probeBoot(b, std::chrono::milliseconds(ms));
+    if (!s) return {false, s.error().message()};
+    char text[64];
+    std::snprintf(text, sizeof text, "boots to the guest's /init in %.1f s", *s);
+    return {true, text};
+  };
+  m.tcg = boot("tcg", 30000);
+  if (m.tcg.first) m.tcg.second += " (emulation: slow)";
+  if (!kvm)
+    m.kvm = {false, "no usable /dev/kvm"};
+  else if (pvm)
+    // PLATFORM: kvm_pvm's guests need a PVM-built kernel; a stock one can hang silently.
+    m.kvm = {false, "not tried: kvm_pvm runs only PVM-built guest kernels"};
+  else
+    m.kvm = boot("kvm", 5000);
+  return m;
 }
 
 GvisorProbe probeGvisor(const std::string& runsc, bool kvm, bool pvm) {
@@ -478,7 +537,24 @@ Result<std::vector<Check>> probeHost() {
         gvisor.network_sandbox ? ""
                                : "gVisor sandboxes get loopback only whatever network.mode says");
   }
-  add("qemu-system-x86_64", have_qemu, have_qemu ? qemu : "not on PATH");
+  const MicrovmProbe microvm = have_qemu ? probeMicrovm(qemu, kvm, pvm) : MicrovmProbe{};
+  add("qemu-system-x86_64", have_qemu && !microvm.version.empty(),
+      have_qemu ? qemu + " " + microvm.version : "not on PATH",
+      have_qemu ? "" : "install qemu-system-x86 (Debian) for isolation = \"microvm\"");
+  if (have_qemu) {
+    add("microvm guest kernel", microvm.kernel_problem.empty(),
+        microvm.kernel_problem.empty() ? microvm.kernel : microvm.kernel_problem,
+        microvm.kernel_problem.empty() ? "" : "microVMs cannot boot");
+    if (microvm.kernel_problem.empty()) {
+      add("microvm accel tcg", microvm.tcg.first, microvm.tcg.second);
+      add("microvm accel kvm", microvm.kvm.first, microvm.kvm.second,
+          microvm.kvm.first ? "" : "microvm.accel = 'auto' uses TCG");
+      add("microvm /usr image", !microvm.image.empty(),
+          microvm.image.empty() ? "not built" : microvm.image,
+          microvm.image.empty() ? "run `airlock image build` (else the first microVM builds it)"
+                                : "");
+    }
+  }
 
   std::string tiocsti = readTrimmed("/proc/sys/dev/tty/legacy_tiocsti");
   bool tiocsti_off = tiocsti == "0";
@@ -503,11 +579,12 @@ Result<std::vector<Check>> probeHost() {
       : gvisor.network_sandbox ? ""
                                : "network.mode allowlist/open fail: --network=sandbox does not "
                                  "start here");
-  add("backend microvm", have_qemu,
-      !have_qemu    ? "qemu-system-x86_64 not installed"
-      : kvm && !pvm ? "qemu with KVM"
-                    : "qemu with TCG (no usable KVM)",
-      have_qemu ? "" : "install qemu-system-x86 for isolation = \"microvm\"");
+  add("backend microvm", microvm.works(),
+      !have_qemu          ? "qemu-system-x86_64 not installed"
+      : microvm.kvm.first ? "boots with accel kvm (auto picks it)"
+      : microvm.tcg.first ? "boots with accel tcg only (auto picks it): slow"
+                          : "no accelerator boots a guest (see above)",
+      microvm.works() ? "" : "isolation = \"microvm\" cannot run here");
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -42,6 +43,23 @@ inline Result<std::string> makeScratchDir(const airlock_sandbox_spec_v1& spec) {
   removeTree(dir);
   if (::mkdir(dir.c_str(), 0700) != 0) return sysError("mkdir", dir);
   return dir;
+}
+
+// For a backend flagged AIRLOCK_ISOLATION_OWN_NETSTACK: the linked network namespace its monitor
+// must run in (LINKED), or -1 for none (LOOPBACK).
+inline Result<int> linkedNetns(const airlock_sandbox_spec_v1& spec) {
+  if (spec.network_mode == AIRLOCK_NETWORK_LOOPBACK) return -1;
+  if (spec.network_mode != AIRLOCK_NETWORK_LINKED)
+    return fail("unknown network_mode " + std::to_string(spec.network_mode));
+  const bool has_fd =
+      spec.struct_size >= offsetof(airlock_sandbox_spec_v1, netns_fd) + sizeof spec.netns_fd;
+  if (!has_fd || spec.netns_fd < 0)
+    // An older supervisor links the namespace of the returned pid after start(), which is the
+    // monitor's own: the sandbox would never see the link.
+    return fail(
+        "network.mode allowlist and open need a supervisor that links the namespace "
+        "before start (plugin ABI 1.6)");
+  return spec.netns_fd;
 }
 
 // The host path behind an fd the supervisor handed over (the agent's binary).

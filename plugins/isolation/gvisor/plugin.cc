@@ -70,22 +70,6 @@ std::string statxCompatPath() {
   return ::access(path.c_str(), R_OK) == 0 ? path : "";
 }
 
-// The linked namespace runsc must run in (LINKED), or -1 for loopback only.
-Result<int> linkedNetns(const airlock_sandbox_spec_v1& spec) {
-  if (spec.network_mode == AIRLOCK_NETWORK_LOOPBACK) return -1;
-  if (spec.network_mode != AIRLOCK_NETWORK_LINKED)
-    return fail("unknown network_mode " + std::to_string(spec.network_mode));
-  const bool has_fd =
-      spec.struct_size >= offsetof(airlock_sandbox_spec_v1, netns_fd) + sizeof spec.netns_fd;
-  if (!has_fd || spec.netns_fd < 0)
-    // An older supervisor links the namespace of the returned pid after start(), which for
-    // gVisor is runsc's own: the sandbox would never see the link.
-    return fail(
-        "network.mode allowlist and open need a supervisor that links the namespace "
-        "before start (plugin ABI 1.6)");
-  return spec.netns_fd;
-}
-
 class Gvisor final : public sdk::IsolationPlugin {
  public:
   // Only fds 0-2 reach a gVisor sandbox: a new supervisor could not hand a waiting agent a new

@@ -416,17 +416,21 @@ Result<std::string> prepareInitramfs(const std::string& cache_dir, const Kernel&
   return out;
 }
 
+std::string directoryImagePath(const std::string& cache_dir, const std::string& source) {
+  std::vector<std::string> inputs = {"dir-v1", identity(source)};
+  // Packages change files deep inside /usr without touching /usr itself.
+  if (source == "/usr" || source.starts_with("/usr/"))
+    inputs.push_back(identity("/var/lib/dpkg/status"));
+  return cache_dir + "/image-" + keyOf(inputs) + ".erofs";
+}
+
 Result<std::string> prepareDirectoryImage(const std::string& cache_dir, const std::string& source,
                                           const Progress& progress) {
   struct stat st {};
   if (::stat(source.c_str(), &st) != 0) return sysError("stat", source);
   if (!S_ISDIR(st.st_mode)) return fail("not a directory", source);
-  std::vector<std::string> inputs = {"dir-v1", identity(source)};
-  // Packages change files deep inside /usr without touching /usr itself.
-  if (source == "/usr" || source.starts_with("/usr/"))
-    inputs.push_back(identity("/var/lib/dpkg/status"));
   if (auto r_ = ensureCacheDir(cache_dir); !r_) return Unexpected(r_.error());
-  const std::string out = cache_dir + "/image-" + keyOf(inputs) + ".erofs";
+  const std::string out = directoryImagePath(cache_dir, source);
   if (exists(out)) return out;
   auto lock = BuildLock::take(out);
   if (!lock) return Unexpected(lock.error());

@@ -45,6 +45,9 @@ Result<std::string> prepareInitramfs(const std::string& cache_dir, const Kernel&
 Result<std::string> prepareDirectoryImage(const std::string& cache_dir, const std::string& source,
                                           const Progress& progress = nullptr);
 
+// Where prepareDirectoryImage puts (or has put) the image of `source`; it may not exist yet.
+std::string directoryImagePath(const std::string& cache_dir, const std::string& source);
+
 struct RootSpec {
   // Host paths (files or small directories) copied into the root at the same place.
   std::vector<std::string> copied;

@@ -114,10 +114,8 @@ class Microvm final : public sdk::IsolationPlugin {
   void start(const airlock_sandbox_spec_v1& spec, airlock_sandbox_v1& out) override {
     if (spec.agent_exe_fd < 0 || spec.agent_channel_fd < 0)
       throwError(Error("the agent's binary or channel is not set"));
-    if (spec.network_mode != AIRLOCK_NETWORK_LOOPBACK)
-      throwError(
-          Error("network.mode allowlist and open are not supported by the microvm backend yet; use "
-                "network.mode = \"none\""));
+    auto netns = linkedNetns(spec);
+    if (!netns) throwError(netns.error());
     if (::access(config_.qemu.c_str(), X_OK) != 0)
       throwError(Error("QEMU (microvm.qemu) cannot be run (Debian: apt install qemu-system-x86)",
                        config_.qemu, errno));
@@ -149,6 +147,8 @@ class Microvm final : public sdk::IsolationPlugin {
     launch.cgroup_v2_fd = spec.cgroup_v2_fd;
     launch.attach_cgroups = spec.attach_cgroups;
     launch.attach_ctx = spec.attach_ctx;
+    launch.netns_fd = *netns;
+    boot.network = *netns >= 0;
     const auto t0 = std::chrono::steady_clock::now();
     Result<Running> vm = fail("not started");
     // The boot watchdog: a TCG boot can hang in the guest's early clock setup; one more try
@@ -234,10 +234,22 @@ class Microvm final : public sdk::IsolationPlugin {
 
   // "auto" takes KVM only where it really runs a guest: a /dev/kvm that opens can still be a
   // nested or paravirtual one whose guests fail (kvm_pvm). `airlock doctor` boots one to tell.
+  // Called once, under mu_, with the kernel and initramfs ready.
   std::string resolveAccel() {
     if (config_.accel != "auto") return config_.accel;
     if (::access("/sys/module/kvm_pvm", F_OK) == 0 || ::access("/dev/kvm", R_OK | W_OK) != 0) {
       log(1, "accel auto: no usable KVM here, using TCG (emulation: slow)");
+      return "tcg";
+    }
+    Boot probe;
+    probe.qemu = config_.qemu;
+    probe.accel = "kvm";
+    probe.vmlinux = kernel_->vmlinux;
+    probe.initramfs = initramfs_;
+    probe.memory_mb = 256;
+    if (auto s = probeBoot(probe, std::chrono::milliseconds(5000)); !s) {
+      log(2, "accel auto: KVM does not boot a guest here (" + s.error().message() +
+                 "), using TCG (emulation: slow)");
       return "tcg";
     }
     return "kvm";

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include <airlock/protocol/channel.h>
+#include <airlock/run_bounded.h>
 
 #include "common/spawn_monitor.h"
 
@@ -107,6 +108,7 @@ std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd) {
     std::string mounts;
     for (const auto& [image, at] : b.images) mounts += (mounts.empty() ? "" : ",") + at;
     if (!mounts.empty()) append += " airlock.mounts=" + mounts;
+    if (b.network) append += " airlock.net";
     append += " airlock.hostname=" + b.hostname + " airlock.user=" + std::to_string(b.uid) + ":" +
               std::to_string(b.gid) + " airlock.home=" + std::to_string(b.home_bytes) +
               " airlock.tmp=" + std::to_string(b.tmp_bytes);
@@ -119,7 +121,7 @@ std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd) {
       "-cpu", b.accel == "tcg" ? "max" : "host", "-smp", std::to_string(b.vcpus), "-m",
       std::to_string(b.memory_mb) + "M", "-nodefaults", "-no-user-config", "-display", "none",
       "-no-reboot", "-kernel", b.vmlinux, "-initrd", b.initramfs, "-append", append, "-serial",
-      "file:" + b.console_log,
+      b.console_log.empty() ? std::string("stdio") : "file:" + b.console_log,
       // QEMU's own seccomp filter: no exec or fork, no scheduler or affinity changes, no
       // obsolete calls. Not elevateprivileges=deny: QEMU 7.2 installs the filter before -runas
       // drops to the sandbox's id, so setuid must stay allowed; once dropped it has nothing to
@@ -143,6 +145,14 @@ std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd) {
                 "id=" + id + ",file=" + disks[i] + ",format=raw,if=none,readonly=on,cache=unsafe",
                 "-device", "virtio-blk-device,drive=" + id});
     }
+  }
+  if (b.network && !b.marker) {
+    // User-mode networking: QEMU itself makes the guest's connections, as sockets of its own in
+    // the sandbox's network namespace and cgroup, so the host's connect policy, audit and link
+    // filter see them as they see any sandbox's. No host services: the gateway's address maps
+    // to that namespace's own loopback, where nothing listens.
+    a.insert(a.end(), {"-netdev", "user,id=net0,net=10.0.2.0/24,ipv6=off", "-device",
+                       "virtio-net-device,netdev=net0"});
   }
   if (b.runas_uid >= 0)
     a.insert(a.end(), {"-runas", std::to_string(b.runas_uid) + ":" + std::to_string(b.runas_gid)});
@@ -237,6 +247,24 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
   }
   r.qemu_stderr = std::move(err_read);
   return r;
+}
+
+Result<double> probeBoot(const Boot& boot, std::chrono::milliseconds limit) {
+  Boot b = boot;
+  b.marker = true;
+  b.console_log.clear();  // the console is QEMU's stdout, which runBounded collects
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = runBounded(qemuArgv(b, -1, -1), limit);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r) return Unexpected(r.error());
+  if (r->out.find("airlock-vm-init: marker") != std::string::npos) return s;
+  if (r->timed_out)
+    return fail("no marker within " + std::to_string(limit.count()) + " ms" +
+                (r->out.empty() ? std::string() : ": " + oneLine(r->out).substr(0, 300)));
+  std::string out = oneLine(r->out);
+  if (out.size() > 300) out = "..." + out.substr(out.size() - 300);
+  return fail("qemu exited with status " + std::to_string(r->status) + " before the marker" +
+              (out.empty() ? std::string() : ": " + out));
 }
 
 }  // namespace airlock::isolation::microvm

@@ -33,6 +33,7 @@ struct Boot {
   uint32_t uid = 1000, gid = 1000;
   uint64_t home_bytes = 256ull << 20, tmp_bytes = 256ull << 20;
   std::string console_log;  // the guest's serial console, capped
+  bool network = false;     // eth0 on QEMU's user-mode network, in QEMU's network namespace
   bool marker = false;      // boot to the init's first instruction and power off (B7's floor)
   int runas_uid = -1, runas_gid = -1;  // QEMU drops to these after opening its files
 };
@@ -59,6 +60,12 @@ struct Running {
 // Starts QEMU and waits for the agent's ready line. On failure QEMU is killed and reaped, and
 // the error says why: QEMU's own message, the init's, or a timeout, with the console's tail.
 Result<Running> bootVm(const Boot& boot, const Launch& launch);
+
+// Boots `boot`'s kernel and initramfs to the first instruction of the guest's /init, which
+// prints a marker and powers off: proof that this accelerator runs a guest (a /dev/kvm that
+// opens may still fail every guest), and the floor a microVM's boot is measured against.
+// Returns the seconds from QEMU's start to its exit.
+Result<double> probeBoot(const Boot& boot, std::chrono::milliseconds limit);
 
 // The host's TSC frequency in kHz (/proc/cpuinfo), for tsc_early_khz: without it a TCG guest
 // calibrates against an emulated PIT and can hang or run its clock slow. 0 when unknown.

@@ -5,14 +5,18 @@
 // else on the kernel command line (docs/microvm.md):
 //   airlock.mounts=/usr        read-only images on vdb, vdc, ... and where they go (vda is /)
 //   airlock.home=BYTES airlock.tmp=BYTES airlock.user=UID:GID airlock.hostname=NAME
-//   airlock.marker             print a marker on the console and power off (the bare-boot floor)
+//   airlock.net                configure eth0 on QEMU's user-mode network (network.mode allowlist,
+//   open) airlock.debug              report each step on the status port airlock.marker print a
+//   marker on the console and power off (the bare-boot floor)
 // Steps: modules, the root (erofs on vda) with its images, tmpfs /home/user and /tmp, a minimal
 // /dev, /proc, loopback up, the agent's virtio-serial port as fd 3, then exec the agent. A step
 // that fails is reported on the status port (or the console before it exists) and the VM
 // powers off, so the host sees the reason instead of a timeout.
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <net/route.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -193,6 +197,42 @@ void loopbackUp() {
   ::close(s);
 }
 
+// airlock.net: eth0 is QEMU's user-mode network (slirp), whose fixed plan is 10.0.2.0/24 with
+// the gateway at .2; QEMU turns the guest's connections into its own sockets in the sandbox's
+// network namespace, where the host's policy applies to them (docs/microvm.md).
+void ethernetUp() {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) die("socket");
+  auto addr = [](const char* text) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    ::inet_pton(AF_INET, text, &a.sin_addr);
+    return a;
+  };
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "eth0", IFNAMSIZ - 1);
+  sockaddr_in a = addr("10.0.2.15");
+  std::memcpy(&ifr.ifr_addr, &a, sizeof a);
+  if (::ioctl(s, SIOCSIFADDR, &ifr) != 0) die("SIOCSIFADDR eth0");
+  a = addr("255.255.255.0");
+  std::memcpy(&ifr.ifr_netmask, &a, sizeof a);
+  if (::ioctl(s, SIOCSIFNETMASK, &ifr) != 0) die("SIOCSIFNETMASK eth0");
+  if (::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) die("SIOCGIFFLAGS eth0");
+  ifr.ifr_flags |= IFF_UP;
+  if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) die("SIOCSIFFLAGS eth0");
+  rtentry rt{};
+  a = addr("0.0.0.0");
+  std::memcpy(&rt.rt_dst, &a, sizeof a);
+  std::memcpy(&rt.rt_genmask, &a, sizeof a);
+  a = addr("10.0.2.2");
+  std::memcpy(&rt.rt_gateway, &a, sizeof a);
+  rt.rt_flags = RTF_UP | RTF_GATEWAY;
+  char dev[] = "eth0";
+  rt.rt_dev = dev;
+  if (::ioctl(s, SIOCADDRT, &rt) != 0) die("SIOCADDRT default via 10.0.2.2");
+  ::close(s);
+}
+
 }  // namespace
 
 int main() {
@@ -254,6 +294,10 @@ int main() {
   const std::string hostname = param("airlock.hostname", "sandbox");
   if (::sethostname(hostname.data(), hostname.size()) != 0) die("sethostname");
   loopbackUp();
+  if (hasParam("airlock.net")) {
+    step("eth0");
+    ethernetUp();
+  }
 
   // The agent's channel becomes fd 3; its binary stays reachable through an fd after the
   // initramfs is out of sight.

@@ -1,0 +1,186 @@
+// The microvm backend as the host sees it (plugins/isolation/microvm): the guest runs its own
+// kernel, QEMU runs confined in the sandbox's cgroup as the sandbox's own host id, and broken
+// inputs (no QEMU, a kernel that is no kernel, a guest that never answers) are reported with
+// their cause and leave nothing behind. The conformance suite (cmake/AirlockConformance.cmake)
+// checks the sandbox from inside. Needs root and QEMU; with AIRLOCK_TEST_REQUIRE_PRIVILEGED=1 a
+// missing QEMU fails instead of skipping.
+#include <gtest/gtest.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "test_support.h"
+
+namespace airlock::testing {
+namespace {
+
+constexpr const char* kQemu = "/usr/bin/qemu-system-x86_64";
+constexpr const char* kScratch = "/run/airlock/rootfs";
+
+#define AIRLOCK_REQUIRE_QEMU()                                                                 \
+  do {                                                                                         \
+    AIRLOCK_REQUIRE_ROOT();                                                                    \
+    if (access(kQemu, X_OK) != 0) {                                                            \
+      if (privilegeRequired()) FAIL() << kQemu << " is missing (scripts/install-deps.sh)";     \
+      GTEST_SKIP() << kQemu << " is missing: install qemu-system-x86 for the microvm backend"; \
+    }                                                                                          \
+  } while (0)
+
+std::set<std::string> scratchEntries() {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(kScratch, ec))
+    out.insert(e.path().string());
+  return out;
+}
+
+// Pids of running QEMU processes.
+std::set<int> qemuPids() {
+  std::set<int> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream comm(e.path() / "comm");
+    std::string c;
+    std::getline(comm, c);
+    if (c.starts_with("qemu-system")) out.insert(std::stoi(name));
+  }
+  return out;
+}
+
+std::string policyWith(const std::string& microvm_table) {
+  return "schema = 1\n[profiles.default]\nisolation = \"microvm\"\n[profiles.default.microvm]\n" +
+         microvm_table;
+}
+
+// The sandbox's kernel is not the host's: /proc/version inside names the guest kernel the
+// backend boots, and the host's release (the control, read here) does not appear.
+TEST(MicrovmBackend, TheGuestRunsItsOwnKernel) {
+  AIRLOCK_REQUIRE_QEMU();
+  utsname host{};
+  ASSERT_EQ(uname(&host), 0);
+  auto r = runAirlock({"run", "--isolation", "microvm", "--lang", "shell", "-c",
+                       "uname -r; cat /proc/1/comm; id -u; cat /proc/cmdline"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string release, init, uid;
+  std::getline(lines, release);
+  std::getline(lines, init);
+  std::getline(lines, uid);
+  EXPECT_NE(release, host.release) << "the guest reports the host's kernel";
+  EXPECT_TRUE(std::filesystem::exists("/lib/modules/" + release))
+      << release << " is not one of the host's packaged kernels";
+  EXPECT_EQ(init, "airlock-agent");
+  EXPECT_EQ(uid, "1000");
+  EXPECT_NE(r.out.find("airlock.mounts=/usr"), std::string::npos) << r.out;
+}
+
+// QEMU, while a sandbox runs: in the sandbox's cgroup, as an unprivileged host id (-runas),
+// under its own seccomp filter; after the run, no QEMU and no scratch entry remain.
+TEST(MicrovmBackend, QemuRunsConfinedAndEndsWithTheSandbox) {
+  AIRLOCK_REQUIRE_QEMU();
+  const auto qemu_before = qemuPids();
+  const auto scratch_before = scratchEntries();
+  const auto resources_before = snapshotHostResources();
+  TempDir dir;
+  const std::string marker = dir.file("started");
+  std::thread run([&] {
+    auto r =
+        runAirlock({"run", "--isolation", "microvm", "--lang", "shell", "-c", "sleep 8"}, "", 120);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  });
+  int qemu = -1;
+  for (int i = 0; i < 300 && qemu < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int p : qemuPids())
+      if (!qemu_before.contains(p)) qemu = p;
+  }
+  ASSERT_GT(qemu, 0) << "no QEMU started";
+  std::ifstream status("/proc/" + std::to_string(qemu) + "/status");
+  std::string line, uid, seccomp;
+  for (int i = 0; i < 100 && uid.empty(); ++i) {
+    // -runas takes effect once QEMU has opened its files: wait for it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    status.clear();
+    status.seekg(0);
+    while (std::getline(status, line)) {
+      if (line.starts_with("Uid:") && line.find("\t0\t") == std::string::npos) uid = line;
+      if (line.starts_with("Seccomp:")) seccomp = line;
+    }
+  }
+  EXPECT_FALSE(uid.empty()) << "QEMU still runs as root";
+  EXPECT_NE(seccomp.find('2'), std::string::npos) << "QEMU has no seccomp filter: " << seccomp;
+  std::ifstream cg("/proc/" + std::to_string(qemu) + "/cgroup");
+  std::string cgroups((std::istreambuf_iterator<char>(cg)), std::istreambuf_iterator<char>());
+  EXPECT_NE(cgroups.find("/airlock/"), std::string::npos) << cgroups;
+  run.join();
+  for (int p : qemuPids()) EXPECT_TRUE(qemu_before.contains(p)) << "QEMU " << p << " left";
+  for (const auto& e : scratchEntries())
+    EXPECT_TRUE(scratch_before.contains(e)) << "left in the scratch directory: " << e;
+  EXPECT_EQ(snapshotHostResources(), resources_before);
+}
+
+// Bad input: no QEMU, and a "kernel" that is not one, fail the creation with
+// `airlock: … microvm: …` naming the cause, exit 125, nothing left behind. A working profile
+// is the control.
+TEST(MicrovmBackend, BrokenInputsAreNamedAndLeaveNothing) {
+  AIRLOCK_REQUIRE_QEMU();
+  TempDir dir;
+  dir.write("good.toml", policyWith(""));
+  dir.write("no-qemu.toml", policyWith("qemu = \"" + dir.file("no-such-qemu") + "\"\n"));
+  dir.write("not-a-kernel", std::string(4096, 'x'));
+  dir.write("bad-kernel.toml", policyWith("kernel = \"" + dir.file("not-a-kernel") +
+                                          "\"\ncache_dir = \"" + dir.file("cache") + "\"\n"));
+  auto good =
+      runAirlock({"run", "--policy", dir.file("good.toml"), "--lang", "shell", "-c", "echo fine"});
+  ASSERT_EQ(good.exit_code, 0) << "control: " << good.err;
+  EXPECT_EQ(good.out, "fine\n");
+
+  const auto qemu_before = qemuPids();
+  const auto scratch_before = scratchEntries();
+  const auto resources_before = snapshotHostResources();
+  auto no_qemu =
+      runAirlock({"run", "--policy", dir.file("no-qemu.toml"), "--lang", "shell", "-c", "true"});
+  EXPECT_EQ(no_qemu.exit_code, 125);
+  EXPECT_NE(no_qemu.err.find("microvm: QEMU (microvm.qemu) cannot be run"), std::string::npos)
+      << no_qemu.err;
+  EXPECT_NE(no_qemu.err.find("ENOENT"), std::string::npos) << no_qemu.err;
+  auto bad_kernel =
+      runAirlock({"run", "--policy", dir.file("bad-kernel.toml"), "--lang", "shell", "-c", "true"});
+  EXPECT_EQ(bad_kernel.exit_code, 125);
+  EXPECT_NE(bad_kernel.err.find("microvm: guest kernel " + dir.file("not-a-kernel") +
+                                " is neither an ELF vmlinux nor an xz-compressed bzImage"),
+            std::string::npos)
+      << bad_kernel.err;
+  EXPECT_EQ(qemuPids(), qemu_before);
+  for (const auto& e : scratchEntries())
+    EXPECT_TRUE(scratch_before.contains(e)) << "left in the scratch directory: " << e;
+  EXPECT_EQ(snapshotHostResources(), resources_before);
+}
+
+// A guest that never reaches the agent's handshake (here: 64 MiB is too little for the guest
+// kernel and initramfs, so it panics or stalls) fails the creation, after the watchdog's retry,
+// with the console's last lines, and QEMU does not outlive it.
+TEST(MicrovmBackend, AGuestThatNeverAnswersFailsWithItsConsole) {
+  AIRLOCK_REQUIRE_QEMU();
+  TempDir dir;
+  dir.write("tiny.toml", policyWith("memory_mb = 64\nboot_timeout_s = 20\n"));
+  const auto qemu_before = qemuPids();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = runAirlock({"run", "--policy", dir.file("tiny.toml"), "--lang", "shell", "-c", "true"},
+                      "", 120);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.exit_code, 125) << r.out;
+  EXPECT_NE(r.err.find("microvm: the microVM did not start"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("console: "), std::string::npos) << "no console tail: " << r.err;
+  EXPECT_LT(took, std::chrono::seconds(100));
+  EXPECT_EQ(qemuPids(), qemu_before);
+}
+
+}  // namespace
+}  // namespace airlock::testing
