@@ -11,8 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -28,6 +30,7 @@
 #include "common/sandbox_etc.h"
 #include "common/scratch_dir.h"
 #include "config.h"
+#include "exec_records.h"
 #include "vm.h"
 
 namespace airlock::isolation::microvm {
@@ -52,7 +55,53 @@ bool validHostname(const std::string& h) {
 struct Sandbox {
   std::string dir;  // <scratch_dir>/<id>
   UniqueFd qemu_stderr;
+  UniqueFd events;      // the guest's exec records (exec_records.h)
+  std::string pending;  // bytes of a record not complete yet
 };
+
+// Turns what the guest's exec watcher wrote so far into the ABI's events. Untrusted bytes: a
+// record that does not parse ends the monitoring (an error), never the supervisor.
+Result<> readExecRecords(Sandbox& sb,
+                         const std::function<void(const airlock_sandbox_event_v1&)>& emit) {
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(sb.events.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    if (n < 0) return sysError("read", "the guest's exec records");
+    if (n == 0) break;  // the VM is gone
+    sb.pending.append(buf, static_cast<size_t>(n));
+    if (sb.pending.size() > 4 * kMaxRecord) break;  // let the consumer catch up
+  }
+  ExecRecord r;
+  for (;;) {
+    const Decoded d = decodeRecord(sb.pending, r);
+    if (d == Decoded::kNeedMore) return {};
+    if (d == Decoded::kCorrupt) {
+      sb.pending.clear();
+      return fail("the guest sent a malformed exec record");
+    }
+    airlock_sandbox_event_v1 e{};
+    e.struct_size = sizeof e;
+    if (r.kind == 'L') {
+      e.kind = AIRLOCK_SANDBOX_EVENT_LOST;
+      e.lost = r.lost;
+      emit(e);
+      continue;
+    }
+    std::vector<const char*> argv;
+    for (const auto& a : r.argv) argv.push_back(a.c_str());
+    e.kind = AIRLOCK_SANDBOX_EVENT_EXEC;
+    e.time_ns = r.time_ns;
+    e.pid = r.pid;
+    e.uid = r.uid;
+    e.comm = r.comm.c_str();
+    e.path = r.path.c_str();
+    e.argv = argv.data();
+    e.argc = static_cast<uint32_t>(argv.size());
+    emit(e);
+  }
+}
 
 // What the guest's root holds, from the spec: big host directories become their own images
 // (mounted where the spec says), the rest is copied into the root image.
@@ -102,7 +151,8 @@ class Microvm final : public sdk::IsolationPlugin {
   static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_NO_REATTACH | AIRLOCK_ISOLATION_CONCURRENT |
                                      AIRLOCK_ISOLATION_OWN_NETSTACK | AIRLOCK_ISOLATION_OWN_AUDIT;
   // QEMU's threads (vCPUs, I/O, RCU) are the sandbox's only host tasks; the guest's processes
-  // are bounded inside by RLIMIT_NPROC.
+  // are bounded inside by RLIMIT_NPROC. (0 per process reads as the host's default of one: the
+  // cgroup then allows 64 + limits.pids tasks, headroom QEMU never uses.)
   static constexpr uint32_t kHostPidsBase = 64;
   static constexpr uint32_t kHostPidsPerProcess = 0;
   // Guest RAM is limits.memory_mb; on top, QEMU itself and TCG's code cache (64 MiB).
@@ -173,7 +223,17 @@ class Microvm final : public sdk::IsolationPlugin {
     out.struct_size = sizeof(airlock_sandbox_v1);
     out.pid = vm->pid;
     out.pidfd = vm->pidfd.release();
-    out.handle = new Sandbox{*dir, std::move(vm->qemu_stderr)};
+    auto* sb = new Sandbox{*dir, std::move(vm->qemu_stderr), std::move(vm->events), {}};
+    if (out.struct_size >= offsetof(airlock_sandbox_v1, events_fd) + sizeof out.events_fd)
+      out.events_fd = sb->events.get();
+    out.handle = sb;
+  }
+
+  void readEvents(airlock_sandbox_v1& sandbox,
+                  const std::function<void(const airlock_sandbox_event_v1&)>& emit) override {
+    auto* sb = static_cast<Sandbox*>(sandbox.handle);
+    if (sb == nullptr) return;
+    if (auto r = readExecRecords(*sb, emit); !r) throwError(r.error());
   }
 
   // The supervisor has killed the sandbox's cgroup and reaped QEMU: only files remain.
@@ -224,7 +284,7 @@ class Microvm final : public sdk::IsolationPlugin {
     boot.qemu = config_.qemu;
     boot.accel = accel_;
     boot.vcpus = config_.vcpus == 0 ? 1 : config_.vcpus;
-    boot.memory_mb = config_.memory_mb == 0 ? 512 : config_.memory_mb;
+    boot.memory_mb = std::max<uint64_t>(config_.memory_mb, policy::Microvm::kMinGuestMemoryMb);
     boot.vmlinux = kernel_->vmlinux;
     boot.initramfs = initramfs_;
     boot.root_image = *root;

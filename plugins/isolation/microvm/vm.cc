@@ -92,7 +92,7 @@ std::string fileTail(const std::string& path, size_t lines) {
   return out;
 }
 
-std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd) {
+std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd, int events_fd) {
   std::string append =
       "console=ttyS0 quiet panic=-1 reboot=t cryptomgr.notests random.trust_cpu=on";
   if (b.accel == "tcg") {
@@ -128,14 +128,16 @@ std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd) {
       // elevate to, and it cannot exec a setuid program.
       "-sandbox", "on,obsolete=deny,spawn=deny,resourcecontrol=deny"};
   if (!b.marker) {
-    for (const auto& [name, fd] :
-         {std::pair<const char*, int>{"airlock.agent", agent_fd}, {"airlock.status", status_fd}}) {
+    for (const auto& [name, fd] : {std::pair<const char*, int>{"airlock.agent", agent_fd},
+                                   {"airlock.status", status_fd},
+                                   {"airlock.events", events_fd}}) {
       const std::string id = std::string(name).substr(8);
       a.insert(a.end(), {"-chardev", "socket,id=" + id + ",fd=" + std::to_string(fd)});
     }
     a.insert(a.end(), {"-device", "virtio-serial-device", "-device",
                        "virtserialport,chardev=agent,name=airlock.agent", "-device",
-                       "virtserialport,chardev=status,name=airlock.status"});
+                       "virtserialport,chardev=status,name=airlock.status", "-device",
+                       "virtserialport,chardev=events,name=airlock.events"});
     std::vector<std::string> disks = {b.root_image};
     for (const auto& [image, at] : b.images) disks.push_back(image);
     for (size_t i = 0; i < disks.size(); ++i) {
@@ -151,8 +153,9 @@ std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd) {
     // the sandbox's network namespace and cgroup, so the host's connect policy, audit and link
     // filter see them as they see any sandbox's. No host services: the gateway's address maps
     // to that namespace's own loopback, where nothing listens.
-    a.insert(a.end(), {"-netdev", "user,id=net0,net=10.0.2.0/24,ipv6=off", "-device",
-                       "virtio-net-device,netdev=net0"});
+    a.insert(a.end(),
+             {"-netdev", "user,id=net0,net=10.0.2.0/24,ipv6-net=fd00:a1::/64,ipv6-host=fd00:a1::2",
+              "-device", "virtio-net-device,netdev=net0"});
   }
   if (b.runas_uid >= 0)
     a.insert(a.end(), {"-runas", std::to_string(b.runas_uid) + ":" + std::to_string(b.runas_gid)});
@@ -164,6 +167,10 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, status) != 0)
     return sysError("socketpair", "status port");
   UniqueFd status_ours(status[0]), status_theirs(status[1]);
+  int events[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, events) != 0)
+    return sysError("socketpair", "events port");
+  UniqueFd events_ours(events[0]), events_theirs(events[1]);
   int err[2];
   if (::pipe2(err, O_CLOEXEC) != 0) return sysError("pipe2", "qemu stderr");
   UniqueFd err_read(err[0]), err_write(err[1]);
@@ -172,14 +179,15 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
   // A fresh console per boot: the tail in an error is this boot's.
   ::unlink(boot.console_log.c_str());
 
-  constexpr int kAgentFd = 3, kStatusFd = 4;
+  constexpr int kAgentFd = 3, kStatusFd = 4, kEventsFd = 5;
   MonitorSpawn m;
-  m.argv = qemuArgv(boot, kAgentFd, kStatusFd);
+  m.argv = qemuArgv(boot, kAgentFd, kStatusFd, kEventsFd);
   m.fds = {{null.get(), 0},
            {err_write.get(), 1},
            {err_write.get(), 2},
            {launch.agent_channel_fd, kAgentFd},
-           {status_theirs.get(), kStatusFd}};
+           {status_theirs.get(), kStatusFd},
+           {events_theirs.get(), kEventsFd}};
   m.cgroup_v2_fd = launch.cgroup_v2_fd;
   m.attach_cgroups = launch.attach_cgroups;
   m.attach_ctx = launch.attach_ctx;
@@ -190,6 +198,7 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
   if (!spawned) return Unexpected(spawned.error());
   err_write.reset();
   status_theirs.reset();
+  events_theirs.reset();
 
   Running r;
   r.pid = spawned->pid;
@@ -246,6 +255,7 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
     }
   }
   r.qemu_stderr = std::move(err_read);
+  r.events = std::move(events_ours);
   return r;
 }
 
@@ -254,7 +264,7 @@ Result<double> probeBoot(const Boot& boot, std::chrono::milliseconds limit) {
   b.marker = true;
   b.console_log.clear();  // the console is QEMU's stdout, which runBounded collects
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = runBounded(qemuArgv(b, -1, -1), limit);
+  auto r = runBounded(qemuArgv(b, -1, -1, -1), limit);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!r) return Unexpected(r.error());
   if (r->out.find("airlock-vm-init: marker") != std::string::npos) return s;

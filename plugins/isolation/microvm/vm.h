@@ -38,8 +38,9 @@ struct Boot {
   int runas_uid = -1, runas_gid = -1;  // QEMU drops to these after opening its files
 };
 
-// QEMU's argv. `agent_fd` and `status_fd` are the fd numbers QEMU will have them on.
-std::vector<std::string> qemuArgv(const Boot& boot, int agent_fd, int status_fd);
+// QEMU's argv. `agent_fd`, `status_fd` and `events_fd` are the fd numbers QEMU will have the
+// ports' sockets on.
+std::vector<std::string> qemuArgv(const Boot& boot, int agent_fd, int status_fd, int events_fd);
 
 struct Launch {
   int agent_channel_fd = -1;  // the sandbox's end of the agent channel
@@ -54,6 +55,7 @@ struct Running {
   pid_t pid = -1;
   UniqueFd pidfd;
   UniqueFd qemu_stderr;  // QEMU's own errors
+  UniqueFd events;       // the guest's exec records (exec_records.h), non-blocking
   std::string said;      // what the guest's init said before the agent was ready
 };
 

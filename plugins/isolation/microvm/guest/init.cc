@@ -35,10 +35,13 @@
 #include <string>
 #include <vector>
 
+#include "exec_watch.h"
+
 namespace {
 
 constexpr const char kAgentPort[] = "airlock.agent";
 constexpr const char kStatusPort[] = "airlock.status";
+constexpr const char kEventsPort[] = "airlock.events";
 constexpr const char kNewRoot[] = "/newroot";
 int status_fd = -1;  // the status port once open; the console before
 bool debug = false;  // airlock.debug: say each step (docs/microvm.md, debugging a guest)
@@ -197,9 +200,10 @@ void loopbackUp() {
   ::close(s);
 }
 
-// airlock.net: eth0 is QEMU's user-mode network (slirp), whose fixed plan is 10.0.2.0/24 with
-// the gateway at .2; QEMU turns the guest's connections into its own sockets in the sandbox's
-// network namespace, where the host's policy applies to them (docs/microvm.md).
+// airlock.net: eth0 is QEMU's user-mode network (slirp), whose fixed plan is 10.0.2.0/24 and
+// fd00:a1::/64 with the gateway at .2 and ::2; QEMU turns the guest's connections into its own
+// sockets in the sandbox's network namespace, where the host's policy applies to them
+// (docs/microvm.md).
 void ethernetUp() {
   int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) die("socket");
@@ -231,6 +235,34 @@ void ethernetUp() {
   rt.rt_dev = dev;
   if (::ioctl(s, SIOCADDRT, &rt) != 0) die("SIOCADDRT default via 10.0.2.2");
   ::close(s);
+
+  // IPv6: fd00:a1::15/64 via fd00:a1::2, without duplicate address detection (nothing else is
+  // on this link) or router advertisements, so it is usable at once.
+  for (const char* knob : {"accept_dad", "accept_ra", "autoconf"}) {
+    const std::string path = std::string("/proc/sys/net/ipv6/conf/eth0/") + knob;
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::write(fd, "0", 1) != 1) die("write " + path);
+    ::close(fd);
+  }
+  int s6 = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s6 < 0) die("socket(AF_INET6)");
+  struct {
+    in6_addr addr;
+    uint32_t prefixlen;
+    int ifindex;
+  } ifr6{};  // the kernel's struct in6_ifreq
+  const int eth0 = static_cast<int>(::if_nametoindex("eth0"));
+  ::inet_pton(AF_INET6, "fd00:a1::15", &ifr6.addr);
+  ifr6.prefixlen = 64;
+  ifr6.ifindex = eth0;
+  if (::ioctl(s6, SIOCSIFADDR, &ifr6) != 0) die("SIOCSIFADDR eth0 fd00:a1::15/64");
+  in6_rtmsg rt6{};
+  ::inet_pton(AF_INET6, "fd00:a1::2", &rt6.rtmsg_gateway);
+  rt6.rtmsg_flags = RTF_UP | RTF_GATEWAY;
+  rt6.rtmsg_metric = 1;
+  rt6.rtmsg_ifindex = eth0;
+  if (::ioctl(s6, SIOCADDRT, &rt6) != 0) die("SIOCADDRT default via fd00:a1::2");
+  ::close(s6);
 }
 
 }  // namespace
@@ -301,6 +333,11 @@ int main() {
 
   // The agent's channel becomes fd 3; its binary stays reachable through an fd after the
   // initramfs is out of sight.
+  // The exec audit: subscribed now, before anything but /init has run.
+  step("exec watch");
+  int events = openPort(kEventsPort);
+  if (!airlock::isolation::microvm::startExecWatch(events)) die("process events connector");
+  ::close(events);
   step("agent port");
   int channel = openPort(kAgentPort);
   step("agent port is fd " + std::to_string(channel));
