@@ -354,10 +354,11 @@ Check checkMicrovm(const Microvm& m) {
                                         ": must be 'kvm', 'tcg' or 'auto' (`airlock doctor` "
                                         "says which work on this host)"};
   if (auto c = range("microvm.vcpus", m.vcpus, 0, 64)) return c;
-  // Below 64 MiB a guest kernel and the agent do not boot; 1 TiB is far past any host here.
-  if (m.memory_mb != 0 && (m.memory_mb < 64 || m.memory_mb > 1048576))
+  // Below 128 MiB Debian's kernel, the initramfs and the agent do not boot reliably; 1 TiB is
+  // far past any host here.
+  if (m.memory_mb != 0 && (m.memory_mb < 128 || m.memory_mb > 1048576))
     return Problem{"microvm.memory_mb", "microvm.memory_mb = " + std::to_string(m.memory_mb) +
-                                            ": must be 0 (limits.memory_mb) or 64 to 1048576"};
+                                            ": must be 0 (limits.memory_mb) or 128 to 1048576"};
   if (!m.kernel.empty())
     if (auto why = pathProblem(m.kernel))
       return Problem{"microvm.kernel", "microvm.kernel = " + q(m.kernel) + ": " + *why +

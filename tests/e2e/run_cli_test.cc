@@ -121,7 +121,8 @@ TEST_F(RunCli, TimeoutKillsAndSaysSo) {
   EXPECT_NE(r.err.find("time limit"), std::string::npos) << r.err;
   auto j = runJson({"--timeout", "1", "--lang", "python", "-c", "while True: pass"});
   EXPECT_EQ(j["status"], "timeout");
-  EXPECT_LT(j["timing_ms"]["total"].get<double>(), 5000);
+  // The execution's own time: a microVM's boot under emulation alone takes seconds.
+  EXPECT_LT(j["timing_ms"]["exec"].get<double>(), 5000);
 }
 
 // The supervisor waits for the agent in poll() slices of a minute; the end of a slice is not
@@ -230,9 +231,12 @@ TEST_F(RunCli, OutputOverTheCapIsTruncatedAndCounted) {
 }
 
 TEST_F(RunCli, PandasExampleSummarizesTheCsv) {
-  auto r =
-      runAirlock({"run", "--file", sourceDir() + "/examples/data/transactions.csv:transactions.csv",
-                  sourceDir() + "/examples/summarize_spending.py"});
+  // A microVM without KVM emulates every instruction: `import pandas` alone takes ~50 s there.
+  const std::string timeout = underMicrovm() ? "240" : "30";
+  auto r = runAirlock({"run", "--timeout", timeout, "--file",
+                       sourceDir() + "/examples/data/transactions.csv:transactions.csv",
+                       sourceDir() + "/examples/summarize_spending.py"},
+                      "", 300);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("28 transactions, 2 months"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("housing"), std::string::npos);
@@ -253,9 +257,9 @@ TEST_F(RunCli, ConcurrentRunsAreSeparateSandboxes) {
     maps.insert(j["stdout"].get<std::string>());
   }
   EXPECT_EQ(ids.size(), 4u);
-  // Under gVisor each sandbox is its own kernel whose uid_map is its own identity map; there is
-  // no host uid range to compare.
-  if (!underGvisor()) {
+  // Under gVisor and in a microVM each sandbox is its own kernel whose uid_map is its own
+  // identity map; there is no host uid range to compare.
+  if (!underGvisor() && !underMicrovm()) {
     EXPECT_EQ(maps.size(), 4u) << "two sandboxes shared a host uid range";
   }
 }

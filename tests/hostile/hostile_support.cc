@@ -59,11 +59,15 @@ class IsolationGuard : public ::testing::Environment {
  private:
   static std::string check() {
     auto host_pidns = trim(std::filesystem::read_symlink("/proc/self/ns/pid").string());
-    const bool gvisor = airlock::testing::underGvisor();
+    // gVisor and microVMs: a kernel of their own answers the sandbox, not the host's.
+    const bool microvm = airlock::testing::underMicrovm();
+    const bool gvisor = airlock::testing::underGvisor() || microvm;
     auto run = runSandbox("shell",
-                          gvisor ? "readlink /proc/self/ns/pid; cat /proc/version; echo $$"
-                                 : "cat /proc/self/uid_map; readlink /proc/self/ns/pid; echo $$",
-                          {.timeout_s = 60});
+                          microvm  ? "readlink /proc/self/ns/pid; cat /proc/version; "
+                                     "echo boot_id $(cat /proc/sys/kernel/random/boot_id); echo $$"
+                          : gvisor ? "readlink /proc/self/ns/pid; cat /proc/version; echo $$"
+                                   : "cat /proc/self/uid_map; readlink /proc/self/ns/pid; echo $$",
+                          {.timeout_s = 120});
     std::ostringstream why;
     if (!run.parsed() || run.proc.exit_code != 0 || run.status() != "exited") {
       why << "the probe run did not succeed: " << run.describe();
@@ -72,19 +76,26 @@ class IsolationGuard : public ::testing::Environment {
     std::istringstream lines(run.out());
     std::string line;
     int map_lines = 0;
-    std::string pidns;
+    std::string pidns, boot_id;
     long shell_pid = -1;
     while (std::getline(lines, line)) {
       std::istringstream f(line);
       unsigned long long inside = 0, outside = 0, count = 0;
       if (line.rfind("pid:[", 0) == 0) {
         pidns = line;
+      } else if (microvm && line.rfind("boot_id ", 0) == 0) {
+        // A VM's kernel is another boot of a kernel: its boot id is its own. (Its initial pid
+        // namespace has the same fixed inode number as every kernel's, so that says nothing.)
+        boot_id = line.substr(8);
+        if (boot_id.empty() ||
+            boot_id == trim(airlock::testing::readFile("/proc/sys/kernel/random/boot_id")))
+          why << "the sandbox's boot id is the host's: not a kernel of its own; ";
       } else if (gvisor && line.rfind("Linux version ", 0) == 0) {
-        // gVisor: a different kernel answers. Its uid_map is its own identity map, so the
-        // evidence is that its kernel is not the host's.
+        // gVisor, microVM: a different kernel answers. Its uid_map is its own identity map, so
+        // the evidence is that its kernel is not the host's.
         ++map_lines;
         if (line == trim(airlock::testing::readFile("/proc/version")))
-          why << "the sandbox's /proc/version is the host's: not inside gVisor; ";
+          why << "the sandbox's /proc/version is the host's: not inside its own kernel; ";
       } else if (!gvisor && f >> inside >> outside >> count) {
         ++map_lines;
         if (outside < kSandboxUidBase || outside + count > kSandboxUidBase + 4096ull * 65536)
@@ -98,14 +109,17 @@ class IsolationGuard : public ::testing::Environment {
       why << (gvisor ? "no /proc/version in the probe output; "
                      : "no uid_map lines in the probe output; ");
     if (gvisor && shell_pid > 0) {
-      // The shell's pid must be gVisor's own number, not the host process of that number.
+      // The shell's pid must be the sandbox kernel's own number, not the host process of that
+      // number.
       std::string comm =
           trim(airlock::testing::readFile("/proc/" + std::to_string(shell_pid) + "/comm"));
       if (comm == "sh" || comm == "bash" || comm == "dash")
         why << "the host's pid " << shell_pid << " is a shell: the sandbox's pids are the host's; ";
     }
     if (pidns.empty()) why << "no pid namespace in the probe output; ";
-    if (pidns == host_pidns) why << "the sandbox shares the host pid namespace " << pidns << "; ";
+    if (microvm && boot_id.empty()) why << "no boot id in the probe output; ";
+    if (pidns == host_pidns && !microvm)
+      why << "the sandbox shares the host pid namespace " << pidns << "; ";
     if (shell_pid <= 0 || shell_pid > 100)
       why << "the sandbox shell's pid is " << shell_pid << ", not a small pid of a fresh pid "
           << "namespace; ";

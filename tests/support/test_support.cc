@@ -130,6 +130,8 @@ std::string testIsolation() {
 
 bool underGvisor() { return testIsolation() == "gvisor"; }
 
+bool underMicrovm() { return testIsolation() == "microvm"; }
+
 std::string withTestIsolation(const std::string& toml) {
   const std::string backend = testIsolation();
   if (backend == "namespaces" || toml.find("schema") == std::string::npos) return toml;

@@ -42,7 +42,8 @@ ProcResult runCommand(const std::vector<std::string>& argv, const std::string& s
 //   - TempDir::write() of a "*.toml" policy sets `isolation` in every profile that sets none
 //     (withTestIsolation).
 std::string testIsolation();
-bool underGvisor();  // testIsolation() == "gvisor"
+bool underGvisor();   // testIsolation() == "gvisor"
+bool underMicrovm();  // testIsolation() == "microvm"
 // The policy text with `isolation = "<testIsolation()>"` in each [profiles.<name>] table that
 // does not choose one (a [profiles.default] table is added when there is none); unchanged
 // under namespaces.

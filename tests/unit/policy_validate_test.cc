@@ -271,12 +271,12 @@ TEST(PolicyValidate, MicrovmTableAtAndPastItsBounds) {
       {"vcpus 64", [](Profile& p) { p.microvm.vcpus = 64; }, std::nullopt},
       {"vcpus 65", [](Profile& p) { p.microvm.vcpus = 65; },
        "microvm.vcpus = 65: must be at most 64"},
-      {"memory 64", [](Profile& p) { p.microvm.memory_mb = 64; }, std::nullopt},
+      {"memory 128", [](Profile& p) { p.microvm.memory_mb = 128; }, std::nullopt},
       {"memory 1 TiB", [](Profile& p) { p.microvm.memory_mb = 1048576; }, std::nullopt},
-      {"memory 63", [](Profile& p) { p.microvm.memory_mb = 63; },
-       "microvm.memory_mb = 63: must be 0 (limits.memory_mb) or 64 to 1048576"},
+      {"memory 127", [](Profile& p) { p.microvm.memory_mb = 127; },
+       "microvm.memory_mb = 127: must be 0 (limits.memory_mb) or 128 to 1048576"},
       {"memory 1 TiB + 1", [](Profile& p) { p.microvm.memory_mb = 1048577; },
-       "microvm.memory_mb = 1048577: must be 0 (limits.memory_mb) or 64 to 1048576"},
+       "microvm.memory_mb = 1048577: must be 0 (limits.memory_mb) or 128 to 1048576"},
       {"kernel absolute", [](Profile& p) { p.microvm.kernel = "/boot/vmlinuz-6.1.0-18-amd64"; },
        std::nullopt},
       {"kernel relative", [](Profile& p) { p.microvm.kernel = "vmlinuz"; },
@@ -319,6 +319,7 @@ TEST(PolicyValidate, MicrovmZerosResolveFromTheLimits) {
   EXPECT_EQ(m.vcpusFor(250), 3u);
   EXPECT_EQ(m.vcpusFor(6400), 64u);
   EXPECT_EQ(m.memoryMbFor(1024), 1024u);
+  EXPECT_EQ(m.memoryMbFor(64), 128u) << "a guest needs 128 MiB to boot; the cgroup keeps the limit";
   m.vcpus = 3;
   m.memory_mb = 512;
   EXPECT_EQ(m.vcpusFor(100), 3u);  // set explicitly: the limits do not matter

@@ -36,9 +36,14 @@ struct Microvm {
     const uint32_t cpus = cpu_percent / 100 + (cpu_percent % 100 != 0 ? 1 : 0);
     return cpus == 0 ? 1 : cpus;
   }
-  // memory_mb, or limits.memory_mb.
+  // The least a guest boots with: Debian's kernel, the initramfs and the agent.
+  static constexpr uint64_t kMinGuestMemoryMb = 128;
+  // memory_mb, or limits.memory_mb but at least kMinGuestMemoryMb: a smaller limit is then kept
+  // by the host's cgroup around QEMU, which ends the whole VM past it (the run says
+  // memory_limit, as when a gVisor sentry is killed).
   uint64_t memoryMbFor(uint64_t limits_memory_mb) const {
-    return memory_mb != 0 ? memory_mb : limits_memory_mb;
+    if (memory_mb != 0) return memory_mb;
+    return limits_memory_mb < kMinGuestMemoryMb ? kMinGuestMemoryMb : limits_memory_mb;
   }
 };
 
