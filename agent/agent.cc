@@ -48,6 +48,20 @@ constexpr int kShutdownReapMs = 5000;
 // Frames read from the supervisor while a send waits, not yet handled.
 constexpr size_t kMaxInbound = 16u << 20;
 
+// The kernel's count of OOM kills since boot (/proc/vmstat oom_kill); 0 when unreadable.
+uint64_t kernelOomKills() {
+  UniqueFd fd(::open("/proc/vmstat", O_RDONLY | O_CLOEXEC));
+  if (!fd) return 0;
+  char buf[16384];
+  size_t len = 0;
+  for (ssize_t n;
+       len < sizeof buf - 1 && (n = ::read(fd.get(), buf + len, sizeof buf - 1 - len)) > 0;)
+    len += static_cast<size_t>(n);  // a seq_file returns a page per read
+  buf[len] = '\0';
+  const char* at = std::strstr(buf, "\noom_kill ");
+  return at != nullptr ? std::strtoull(at + 10, nullptr, 10) : 0;
+}
+
 uint64_t monotonicUs() {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -109,6 +123,7 @@ struct Execution {
   bool ctl_truncated = false;
 
   uint64_t start_us = 0, end_us = 0;
+  uint64_t oom_kills_at_start = 0;  // the own kernel's count (Options::own_kernel)
   bool main_exited = false;
   int status = 0;
   rusage usage{};
@@ -119,10 +134,11 @@ struct Execution {
 
 class Agent {
  public:
-  Agent(int in, int out, int reattach_grace_ms, UniqueFd sigfd)
+  Agent(int in, int out, int reattach_grace_ms, bool own_kernel, UniqueFd sigfd)
       : in_(in),
         out_(out),
         reattach_grace_ms_(reattach_grace_ms),
+        own_kernel_(own_kernel),
         sigfd_(std::move(sigfd)),
         iobuf_(std::make_unique_for_overwrite<char[]>(proto::kMaxChunk)),
         ctlbuf_(std::make_unique_for_overwrite<char[]>(proto::kMaxChunk)) {}
@@ -179,6 +195,7 @@ class Agent {
 
   int in_, out_;
   int reattach_grace_ms_;
+  bool own_kernel_;
   UniqueFd spare_end_;  // kReattachFd while waiting for, and until, a Reattach
   // For the next supervisor's Reattach: the highest request id the dead one used, and the
   // executions that were running when it died (their clients learn how they ended).
@@ -579,6 +596,7 @@ void Agent::handleExec(uint32_t id, const std::string& payload) {
   s.seccomp = c.filter.empty() ? nullptr : &c.prog;
 
   e->start_us = monotonicUs();
+  if (own_kernel_) e->oom_kills_at_start = kernelOomKills();
   pid_t pid = spawnChild(e->spec);
   if (pid < 0) {
     int err = errno;
@@ -983,6 +1001,10 @@ void Agent::tryFinish(uint32_t id, bool force) {
   x.max_rss_kb = static_cast<uint64_t>(e->usage.ru_maxrss);
   x.control_bytes = e->ctl_bytes;
   x.control_truncated = e->ctl_truncated;
+  if (own_kernel_) {
+    const uint64_t now = kernelOomKills();
+    x.oom_kills = now > e->oom_kills_at_start ? now - e->oom_kills_at_start : 0;
+  }
   execs_.erase(id);
   send(id, x);
 }
@@ -1103,7 +1125,7 @@ int run(const Options& options) {
   }
   if (options.announce_ready) announceReady();
   Agent agent(options.channel_in, options.channel_out, options.reattach_grace_ms,
-              std::move(*sigfd));
+              options.own_kernel, std::move(*sigfd));
   return agent.serve();
 }
 

@@ -15,6 +15,9 @@ struct Options {
   // Once the process is prepared, write protocol::kAgentReadyLine to fd 2, then point fd 2 at
   // /dev/null (for launchers that cannot see the agent's exec, like gVisor's runsc).
   bool announce_ready = false;
+  // The agent is PID 1 of a kernel of its own (a microVM's guest): every OOM kill of that kernel
+  // is the sandbox's, and each execution reports those made while it ran (Exited.oom_kills).
+  bool own_kernel = false;
 };
 
 // Where a waiting agent leaves the new channel's far end for its next supervisor.

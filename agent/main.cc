@@ -1,4 +1,5 @@
 // airlock-agent [--channel-fd N | --channel-stdio] [--reattach-grace-ms MS] [--announce-ready]
+//               [--own-kernel]
 #include <unistd.h>
 
 #include <cstdlib>
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
       options.reattach_grace_ms = static_cast<int>(ms);
     } else if (arg == "--announce-ready") {
       options.announce_ready = true;
+    } else if (arg == "--own-kernel") {
+      options.own_kernel = true;
     } else if (arg == "--channel-stdio") {
       options.channel_in = 0;
       options.channel_out = 1;
@@ -30,7 +33,7 @@ int main(int argc, char** argv) {
       // stderr is /dev/null inside a sandbox; this only helps someone running it by hand.
       const char usage[] =
           "usage: airlock-agent [--channel-fd N | --channel-stdio] [--reattach-grace-ms MS] "
-          "[--announce-ready]\n";
+          "[--announce-ready] [--own-kernel]\n";
       ssize_t ignored = write(2, usage, sizeof(usage) - 1);
       (void)ignored;
       return 2;

@@ -45,6 +45,7 @@
 //               11  max_rss_kb              u64
 //               12  control_bytes           u64
 //               13  control_truncated       bool
+//               14  oom_kills               u64
 //   Error        1  errnum                  i32
 //                2  stage                   text        required
 //                3  message                 bytes
@@ -477,6 +478,7 @@ void encode(std::string& out, uint32_t request_id, const Exited& m) {
   b.u64(11, m.max_rss_kb);
   b.u64(12, m.control_bytes);
   b.boolean(13, m.control_truncated);
+  b.u64(14, m.oom_kills);
 }
 
 void encode(std::string& out, uint32_t request_id, const ErrorMsg& m) {
@@ -741,6 +743,7 @@ Result<Exited> decodeExited(std::string_view payload) {
   AIRLOCK_CHECK(f.u64(11, "max_rss_kb", m.max_rss_kb));
   AIRLOCK_CHECK(f.u64(12, "control_bytes", m.control_bytes));
   AIRLOCK_CHECK(f.boolean(13, "control_truncated", m.control_truncated));
+  AIRLOCK_CHECK(f.u64(14, "oom_kills", m.oom_kills));
   return m;
 }
 

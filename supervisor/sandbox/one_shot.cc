@@ -429,6 +429,9 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     return error(Status::kError, outcome.error().message());
   }
   const auto& x = outcome->exited;
+  // A microVM's guest kills inside its own kernel, which its agent counts; the host's cgroup
+  // counts the rest.
+  res.oom_kills += x.oom_kills;
   res.exit_code = x.exit_code;
   res.signal = x.signal;
   res.stdout_truncated = x.stdout_truncated;

@@ -146,7 +146,7 @@ TEST(ProtocolCodec, StdinSignalOutputRoundTrip) {
 }
 
 TEST(ProtocolCodec, ExitedRoundTrip) {
-  Exited m{-1, 9, true, true, false, 5u << 20, 17, 123456, 1000, 2000, 4096, 1ull << 31, true};
+  Exited m{-1, 9, true, true, false, 5u << 20, 17, 123456, 1000, 2000, 4096, 1ull << 31, true, 3};
   auto [h, p] = encodeFrame(9, m);
   EXPECT_EQ(h.type, MsgType::kExited);
   auto d = decodeExited(p);
@@ -164,6 +164,7 @@ TEST(ProtocolCodec, ExitedRoundTrip) {
   EXPECT_EQ(d->max_rss_kb, 4096u);
   EXPECT_EQ(d->control_bytes, 1ull << 31);
   EXPECT_TRUE(d->control_truncated);
+  EXPECT_EQ(d->oom_kills, 3u);
 }
 
 TEST(ProtocolCodec, StartedRoundTrip) {

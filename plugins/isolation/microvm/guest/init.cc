@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -160,6 +161,15 @@ int openPort(const char* name) {
   }
   errno = ENODEV;
   die(std::string("no virtio-serial port named ") + name);
+}
+
+// The same, moved out of the way of fd 3, which the agent's channel takes.
+int openPortAbove3(const char* name) {
+  int fd = openPort(name);
+  int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  if (high < 0) die(std::string("fcntl ") + name);
+  ::close(fd);
+  return high;
 }
 
 void makeDev(const std::string& dev) {
@@ -297,11 +307,7 @@ int main() {
   }
 
   loadModules();
-  // Above fd 3, which the agent's channel takes.
-  int status = openPort(kStatusPort);
-  status_fd = ::fcntl(status, F_DUPFD_CLOEXEC, 10);
-  if (status_fd < 0) die("fcntl status port");
-  ::close(status);
+  status_fd = openPortAbove3(kStatusPort);
 
   // The root: the system view's image on vda, then each further image where the host said.
   if (::mkdir(kNewRoot, 0755) != 0 && errno != EEXIST) die("mkdir /newroot");
@@ -314,11 +320,19 @@ int main() {
   }
   const std::string root = kNewRoot;
   const std::string user = param("airlock.user", "1000:1000");
+  // One inode per 4 KiB of the size: a fill with empty files ends in ENOSPC at once instead of
+  // at the guest's default (half its RAM in pages), which an emulated guest takes minutes to
+  // reach.
+  auto sized = [](const std::string& bytes) {
+    const unsigned long long n = std::strtoull(bytes.c_str(), nullptr, 10);
+    return "size=" + std::to_string(n) +
+           ",nr_inodes=" + std::to_string(std::max(n / 4096, 1024ull));
+  };
   mountOrDie("tmpfs", root + "/home/user", "tmpfs", MS_NOSUID | MS_NODEV,
-             "size=" + param("airlock.home", "268435456") + ",mode=0755,uid=" +
+             sized(param("airlock.home", "268435456")) + ",mode=0755,uid=" +
                  user.substr(0, user.find(':')) + ",gid=" + user.substr(user.find(':') + 1));
   mountOrDie("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-             "size=" + param("airlock.tmp", "268435456") + ",mode=1777");
+             sized(param("airlock.tmp", "268435456")) + ",mode=1777");
   makeDev(root + "/dev");
   mountOrDie("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
 
@@ -333,11 +347,7 @@ int main() {
 
   // The agent's channel becomes fd 3; its binary stays reachable through an fd after the
   // initramfs is out of sight.
-  // The exec audit: subscribed now, before anything but /init has run.
-  step("exec watch");
-  int events = openPort(kEventsPort);
-  if (!airlock::isolation::microvm::startExecWatch(events)) die("process events connector");
-  ::close(events);
+  int events = openPortAbove3(kEventsPort);
   step("agent port");
   int channel = openPort(kAgentPort);
   step("agent port is fd " + std::to_string(channel));
@@ -356,12 +366,18 @@ int main() {
   if (::chroot(".") != 0) die("chroot");
   if (::chdir("/") != 0) die("chdir /");
 
+  // The exec audit, from the new root (where the paths it checks are) and before the agent.
+  step("exec watch");
+  if (!airlock::isolation::microvm::startExecWatch(events)) die("process events connector");
+  ::close(events);
+
   // stderr is the status port until the agent's ready line; stdin and stdout are nothing.
   int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null < 0) die("open /dev/null");
   if (::dup3(null, 0, 0) != 0 || ::dup3(null, 1, 0) != 1 || ::dup3(status_fd, 2, 0) != 2)
     die("dup3 stdio");
-  const char* argv[] = {"airlock-agent", "--channel-fd", "3", "--announce-ready", nullptr};
+  const char* argv[] = {"airlock-agent",    "--channel-fd", "3",
+                        "--announce-ready", "--own-kernel", nullptr};
   const char* envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", nullptr};
   ::syscall(SYS_execveat, agent, "", argv, envp, AT_EMPTY_PATH);
   die("exec airlock-agent");

@@ -150,6 +150,9 @@ struct Exited {
   uint64_t max_rss_kb = 0;
   uint64_t control_bytes = 0;      // produced on the control pipe, including dropped bytes
   bool control_truncated = false;  // the control pipe passed kMaxControlBytes
+  // OOM kills the sandbox's own kernel made while the execution ran (a microVM's guest, whose
+  // kills the host's cgroup never counts); 0 where the agent shares the host's kernel.
+  uint64_t oom_kills = 0;
 };
 
 struct ErrorMsg {
