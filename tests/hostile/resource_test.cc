@@ -180,18 +180,25 @@ TEST_F(HostileTest, HostDoS_ForkBombsContained) {
     // Under gVisor the cgroup also holds the sentry's threads and the platform's stub
     // processes: its limit is the backend's (plugins/isolation/gvisor/plugin.cc, 256 + 48 per
     // process) and RLIMIT_NPROC holds the sandbox's own processes to 64 (the bounded test).
+    // In a microVM the bomb runs on the guest's kernel: the host's cgroup holds QEMU's few
+    // threads alone (its limit is 64 + 1 per process), so the evidence of containment there is
+    // the run surviving and the host forking normally; the guest's RLIMIT_NPROC is checked from
+    // inside by HostDoS_ForkAndThreadLoopsStopAtPidsLimit.
     const bool gvisor = airlock::testing::underGvisor();
-    const long want_limit = gvisor ? 256 + 48 * 64 : 64;
+    const bool microvm = airlock::testing::underMicrovm();
+    const long want_limit = gvisor ? 256 + 48 * 64 : microvm ? 64 + 64 : 64;
     bool saw_limit = false;
     for (const auto& g : groups) {
       if (g.limit != want_limit) continue;
       saw_limit = true;
       EXPECT_LE(g.max_current, want_limit) << "[HostDoS] pids.current of " << g.path;
-      if (!gvisor) {
+      if (!gvisor && !microvm) {
         EXPECT_LE(g.max_counted, 64) << "[HostDoS] processes counted in " << g.path;
       }
-      EXPECT_GE(g.max_current, 32) << "the bomb never got going in " << g.path
-                                   << " (the probe would not show a broken limit)";
+      if (!microvm) {
+        EXPECT_GE(g.max_current, 32) << "the bomb never got going in " << g.path
+                                     << " (the probe would not show a broken limit)";
+      }
     }
     EXPECT_TRUE(saw_limit) << "no sandbox pids cgroup with pids.max = " << want_limit
                            << " was seen during the run (" << sampler.samples() << " samples)";

@@ -207,13 +207,19 @@ class Microvm final : public sdk::IsolationPlugin {
       launch.deadline =
           std::chrono::steady_clock::now() + std::chrono::seconds(config_.boot_timeout_s);
       vm = bootVm(boot, launch);
-      if (vm || vm.error().message().find("in time") == std::string::npos) break;
+      if (vm || vm.error().errnum() != ETIMEDOUT) break;
       log(2, std::string("sandbox '") + spec.sandbox_id + "': boot " + std::to_string(attempt) +
                  " timed out: " + vm.error().message());
     }
     if (!vm) {
       removeTree(*dir);
-      throwError(Error("the microVM did not start (" + accel_ + "): " + vm.error().message()));
+      // The message without the errno's name: the watchdog's timeout is said in words.
+      std::string why = vm.error().message();
+      if (const std::string tail = std::string(": ") + Error::errnoName(ETIMEDOUT) + " (" +
+                                   std::strerror(ETIMEDOUT) + ")";
+          why.ends_with(tail))
+        why.erase(why.size() - tail.size());
+      throwError(Error("the microVM did not start (" + accel_ + "): " + why));
     }
     const auto ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0);

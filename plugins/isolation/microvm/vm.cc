@@ -205,20 +205,22 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
   r.pidfd = std::move(spawned->pidfd);
   const std::string_view ready(protocol::kAgentReadyLine, sizeof protocol::kAgentReadyLine - 1);
   std::string qemu_said;
-  auto failure = [&](const std::string& why) -> Result<Running> {
+  // errnum ETIMEDOUT marks the one failure worth another try (the boot watchdog's).
+  auto failure = [&](const std::string& why, int errnum = 0) -> Result<Running> {
     reap(r.pid, r.pidfd.get());
     qemu_said += drain(err_read.get());
     std::string text = why;
     if (auto q = oneLine(qemu_said); !q.empty()) text += "; qemu: " + q;
     if (auto s = oneLine(r.said); !s.empty()) text += "; guest: " + s;
     if (auto c = fileTail(boot.console_log, 8); !c.empty()) text += "; console: " + c;
-    return fail(text);
+    return Unexpected(Error(text, "", errnum));
   };
   bool qemu_open = true;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         launch.deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return failure("the guest did not reach the agent's handshake in time");
+    if (left.count() <= 0)
+      return failure("the guest did not reach the agent's handshake in time", ETIMEDOUT);
     pollfd p[3] = {{status_ours.get(), POLLIN, 0},
                    {qemu_open ? err_read.get() : -1, POLLIN, 0},
                    {r.pidfd.get(), POLLIN, 0}};

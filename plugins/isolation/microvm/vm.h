@@ -60,7 +60,8 @@ struct Running {
 };
 
 // Starts QEMU and waits for the agent's ready line. On failure QEMU is killed and reaped, and
-// the error says why: QEMU's own message, the init's, or a timeout, with the console's tail.
+// the error says why: QEMU's own message, the init's, or a timeout (errnum ETIMEDOUT), with the
+// console's tail.
 Result<Running> bootVm(const Boot& boot, const Launch& launch);
 
 // Boots `boot`'s kernel and initramfs to the first instruction of the guest's /init, which
