@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
   char dir[] = "/tmp/airlock-b7-microvm.XXXXXX";
   if (::mkdtemp(dir) == nullptr) return 1;
   b.console_log = std::string(dir) + "/console.log";
+  b.qemu_log = std::string(dir) + "/qemu.log";
 
   std::vector<double> floor_s, boot_s, rss;
   for (int r = 0; r < rounds; ++r) {
@@ -130,6 +131,7 @@ int main(int argc, char** argv) {
     }
   }
   ::unlink(b.console_log.c_str());
+  ::unlink(b.qemu_log.c_str());
   ::rmdir(dir);
   const double base = median(floor_s);
   std::printf("B7 microVM boot, accel %s, -m %lluM, %d interleaved rounds (%ld CPUs)\n",

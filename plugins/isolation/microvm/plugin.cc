@@ -53,8 +53,7 @@ bool validHostname(const std::string& h) {
 }
 
 struct Sandbox {
-  std::string dir;  // <scratch_dir>/<id>
-  UniqueFd qemu_stderr;
+  std::string dir;      // <scratch_dir>/<id>: console.log, qemu.log
   UniqueFd events;      // the guest's exec records (exec_records.h)
   std::string pending;  // bytes of a record not complete yet
 };
@@ -187,6 +186,7 @@ class Microvm final : public sdk::IsolationPlugin {
     boot.home_bytes = spec.workspace_bytes;
     boot.tmp_bytes = spec.tmp_bytes;
     boot.console_log = *dir + "/console.log";
+    boot.qemu_log = *dir + "/qemu.log";
     // QEMU needs no privilege once its files are open: it runs on as the sandbox's own host
     // root id, which owns nothing on the host.
     boot.runas_uid = static_cast<int>(spec.host_uid_base);
@@ -229,7 +229,7 @@ class Microvm final : public sdk::IsolationPlugin {
     out.struct_size = sizeof(airlock_sandbox_v1);
     out.pid = vm->pid;
     out.pidfd = vm->pidfd.release();
-    auto* sb = new Sandbox{*dir, std::move(vm->qemu_stderr), std::move(vm->events), {}};
+    auto* sb = new Sandbox{*dir, std::move(vm->events), {}};
     if (out.struct_size >= offsetof(airlock_sandbox_v1, events_fd) + sizeof out.events_fd)
       out.events_fd = sb->events.get();
     out.handle = sb;
@@ -247,13 +247,8 @@ class Microvm final : public sdk::IsolationPlugin {
     auto* sb = static_cast<Sandbox*>(sandbox.handle);
     sandbox.handle = nullptr;
     if (sb == nullptr) return;
-    if (sb->qemu_stderr) {
-      char buf[2048];
-      int fl = ::fcntl(sb->qemu_stderr.get(), F_GETFL);
-      ::fcntl(sb->qemu_stderr.get(), F_SETFL, fl | O_NONBLOCK);
-      ssize_t n = ::read(sb->qemu_stderr.get(), buf, sizeof buf);
-      if (n > 0) log(2, "qemu: " + std::string(buf, static_cast<size_t>(n)));
-    }
+    // QEMU's last words (an emulation error that ended the guest), if any.
+    if (auto said = fileTail(sb->dir + "/qemu.log", 8); !said.empty()) log(2, "qemu: " + said);
     removeTree(sb->dir);
     delete sb;
   }

@@ -36,18 +36,6 @@ void reap(pid_t pid, int pidfd) {
   }
 }
 
-std::string drain(int fd) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || out.size() > 16384) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
 std::string oneLine(std::string text) {
   std::string out;
   size_t start = 0;
@@ -171,20 +159,21 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, events) != 0)
     return sysError("socketpair", "events port");
   UniqueFd events_ours(events[0]), events_theirs(events[1]);
-  int err[2];
-  if (::pipe2(err, O_CLOEXEC) != 0) return sysError("pipe2", "qemu stderr");
-  UniqueFd err_read(err[0]), err_write(err[1]);
   UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!null) return sysError("open", "/dev/null");
-  // A fresh console per boot: the tail in an error is this boot's.
+  // Fresh files per boot: the tails in an error are this boot's.
   ::unlink(boot.console_log.c_str());
+  UniqueFd out(boot.qemu_log.empty()
+                   ? ::open("/dev/null", O_WRONLY | O_CLOEXEC)
+                   : ::open(boot.qemu_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!out) return sysError("open", boot.qemu_log);
 
   constexpr int kAgentFd = 3, kStatusFd = 4, kEventsFd = 5;
   MonitorSpawn m;
   m.argv = qemuArgv(boot, kAgentFd, kStatusFd, kEventsFd);
   m.fds = {{null.get(), 0},
-           {err_write.get(), 1},
-           {err_write.get(), 2},
+           {out.get(), 1},
+           {out.get(), 2},
            {launch.agent_channel_fd, kAgentFd},
            {status_theirs.get(), kStatusFd},
            {events_theirs.get(), kEventsFd}};
@@ -196,7 +185,7 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
   m.name = "microvm";
   auto spawned = spawnMonitor(m);
   if (!spawned) return Unexpected(spawned.error());
-  err_write.reset();
+  out.reset();
   status_theirs.reset();
   events_theirs.reset();
 
@@ -204,36 +193,27 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
   r.pid = spawned->pid;
   r.pidfd = std::move(spawned->pidfd);
   const std::string_view ready(protocol::kAgentReadyLine, sizeof protocol::kAgentReadyLine - 1);
-  std::string qemu_said;
   // errnum ETIMEDOUT marks the one failure worth another try (the boot watchdog's).
   auto failure = [&](const std::string& why, int errnum = 0) -> Result<Running> {
     reap(r.pid, r.pidfd.get());
-    qemu_said += drain(err_read.get());
     std::string text = why;
-    if (auto q = oneLine(qemu_said); !q.empty()) text += "; qemu: " + q;
+    if (auto q = boot.qemu_log.empty() ? "" : fileTail(boot.qemu_log, 8); !q.empty())
+      text += "; qemu: " + q;
     if (auto s = oneLine(r.said); !s.empty()) text += "; guest: " + s;
     if (auto c = fileTail(boot.console_log, 8); !c.empty()) text += "; console: " + c;
     return Unexpected(Error(text, "", errnum));
   };
-  bool qemu_open = true;
+  bool status_open = true;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         launch.deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
       return failure("the guest did not reach the agent's handshake in time", ETIMEDOUT);
-    pollfd p[3] = {{status_ours.get(), POLLIN, 0},
-                   {qemu_open ? err_read.get() : -1, POLLIN, 0},
-                   {r.pidfd.get(), POLLIN, 0}};
-    int n = ::poll(p, 3, static_cast<int>(left.count()));
+    pollfd p[2] = {{status_open ? status_ours.get() : -1, POLLIN, 0}, {r.pidfd.get(), POLLIN, 0}};
+    int n = ::poll(p, 2, static_cast<int>(left.count()));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return failure(std::string("poll: ") + std::strerror(errno));
     if (n == 0) continue;
-    if ((p[1].revents & (POLLIN | POLLHUP)) != 0) {
-      char buf[4096];
-      ssize_t got = ::read(err_read.get(), buf, sizeof buf);
-      if (got > 0 && qemu_said.size() < 16384) qemu_said.append(buf, static_cast<size_t>(got));
-      if (got == 0) qemu_open = false;
-    }
     if ((p[0].revents & (POLLIN | POLLHUP)) != 0) {
       char buf[4096];
       ssize_t got = ::read(status_ours.get(), buf, sizeof buf);
@@ -244,9 +224,11 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
           break;
         }
         if (r.said.size() > 16384) r.said.erase(0, r.said.size() - 16384);
+      } else if (got == 0) {
+        status_open = false;  // QEMU let go of the port: its exit follows on the pidfd
       }
     }
-    if ((p[2].revents & POLLIN) != 0) {
+    if ((p[1].revents & POLLIN) != 0) {
       // QEMU is gone: a bad argument, a missing file, or the guest powered off (init failed).
       int st = 0;
       ::waitpid(r.pid, &st, WNOHANG);
@@ -256,7 +238,6 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
                                " before the agent was ready");
     }
   }
-  r.qemu_stderr = std::move(err_read);
   r.events = std::move(events_ours);
   return r;
 }

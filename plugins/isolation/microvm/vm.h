@@ -3,8 +3,9 @@
 //
 // QEMU (`-M microvm`, no firmware tables beyond ACPI, no PCI) gets the agent's channel and a
 // status port as virtio-serial ports on pre-connected sockets, the read-only images as
-// virtio-blk disks, and the guest console in a size-capped file. The guest's /init reports
-// its progress and errors on the status port, then the agent writes its ready line there.
+// virtio-blk disks, and the guest console and its own output in size-capped files. The guest's
+// /init reports its progress and errors on the status port, then the agent writes its ready line
+// there.
 #pragma once
 
 #include <sys/types.h>
@@ -33,8 +34,11 @@ struct Boot {
   uint32_t uid = 1000, gid = 1000;
   uint64_t home_bytes = 256ull << 20, tmp_bytes = 256ull << 20;
   std::string console_log;  // the guest's serial console, capped
-  bool network = false;     // eth0 on QEMU's user-mode network, in QEMU's network namespace
-  bool marker = false;      // boot to the init's first instruction and power off (B7's floor)
+  // QEMU's own stdout and stderr, capped like the console: a file rather than a pipe, which a
+  // QEMU warning repeated by the guest could fill until QEMU blocks. "": /dev/null.
+  std::string qemu_log;
+  bool network = false;  // eth0 on QEMU's user-mode network, in QEMU's network namespace
+  bool marker = false;   // boot to the init's first instruction and power off (B7's floor)
   int runas_uid = -1, runas_gid = -1;  // QEMU drops to these after opening its files
 };
 
@@ -54,9 +58,8 @@ struct Launch {
 struct Running {
   pid_t pid = -1;
   UniqueFd pidfd;
-  UniqueFd qemu_stderr;  // QEMU's own errors
-  UniqueFd events;       // the guest's exec records (exec_records.h), non-blocking
-  std::string said;      // what the guest's init said before the agent was ready
+  UniqueFd events;   // the guest's exec records (exec_records.h), non-blocking
+  std::string said;  // what the guest's init said before the agent was ready
 };
 
 // Starts QEMU and waits for the agent's ready line. On failure QEMU is killed and reaped, and
