@@ -4,7 +4,7 @@
  * Hook: the raw tracepoint sched_process_exec. It fires once per successful exec, after the new
  * image is in place (so argv can be read from the new stack), costs nothing for processes that do
  * not exec, and needs neither tracefs nor kprobes/fentry (refused on the development kernel, see
- * PLATFORM.md). Arguments are read with CO-RE, so one object runs on every BTF kernel. */
+ * docs/audit.md). Arguments are read with CO-RE, so one object runs on every BTF kernel. */
 #include "common.bpf.h"
 
 #include <bpf/bpf_tracing.h>

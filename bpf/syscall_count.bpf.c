@@ -1,7 +1,7 @@
 /* Per-syscall counts of audited sandboxes, off by default.
  *
  * The raw sys_enter tracepoint runs for every syscall of every process on the host, audited or
- * not (≈ +125 ns per call measured on the development machine, PLATFORM.md). The supervisor
+ * not (≈ +125 ns per call measured on the development machine, docs/audit.md). The supervisor
  * therefore loads and attaches this program only while at least one sandbox's policy asks for
  * syscall counts, and detaches it when the last one goes. Non-audited tasks pay the program
  * entry and one cgroup lookup per depth of their cgroup. */

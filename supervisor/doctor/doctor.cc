@@ -271,7 +271,7 @@ MicrovmProbe probeMicrovm(const std::string& qemu, bool kvm, bool pvm) {
   if (!kvm)
     m.kvm = {false, "no usable /dev/kvm"};
   else if (pvm)
-    // PLATFORM: kvm_pvm's guests need a PVM-built kernel; a stock one can hang silently.
+    // kvm_pvm's guests need a PVM-built kernel; a stock one can hang silently (docs/microvm.md).
     m.kvm = {false, "not tried: kvm_pvm runs only PVM-built guest kernels"};
   else
     m.kvm = boot("kvm", 5000);

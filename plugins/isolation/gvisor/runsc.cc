@@ -21,7 +21,8 @@ std::vector<std::string> globalFlags(const Config& config, const std::string& st
       "--platform=" + config.platform,
       network_sandbox ? "--network=sandbox" : "--network=none",
       // The supervisor owns the cgroup and has put this process in it: runsc must not make or
-      // move into cgroups of its own (it would leave parents behind, PLATFORM notes).
+      // move into cgroups of its own (it would leave parents behind, as measured with runsc
+      // 2022-12).
       "--ignore-cgroups",
       // The binds are the host's read-only system directories and, at most, a persistent
       // workspace locked to this sandbox: nothing else changes them while it runs, so gVisor

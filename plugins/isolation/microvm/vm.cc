@@ -84,8 +84,8 @@ std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd, in
   std::string append =
       "console=ttyS0 quiet panic=-1 reboot=t cryptomgr.notests random.trust_cpu=on";
   if (b.accel == "tcg") {
-    // An emulated CPU's TSC is the host's: trust it rather than calibrating (PLATFORM: TCG boots
-    // hang or run their clock slow without).
+    // An emulated CPU's TSC is the host's: trust it rather than calibrating (measured here: TCG
+    // boots hang or run their clock slow without).
     if (unsigned long khz = hostTscKhz(); khz != 0)
       append += " tsc_early_khz=" + std::to_string(khz);
     append += " tsc=reliable";
