@@ -213,13 +213,8 @@ class Microvm final : public sdk::IsolationPlugin {
     }
     if (!vm) {
       removeTree(*dir);
-      // The message without the errno's name: the watchdog's timeout is said in words.
-      std::string why = vm.error().message();
-      if (const std::string tail = std::string(": ") + Error::errnoName(ETIMEDOUT) + " (" +
-                                   std::strerror(ETIMEDOUT) + ")";
-          why.ends_with(tail))
-        why.erase(why.size() - tail.size());
-      throwError(Error("the microVM did not start (" + accel_ + "): " + why));
+      // op(): bootVm's text without the errno's name (the watchdog's timeout is said in words).
+      throwError(Error("the microVM did not start (" + accel_ + "): " + vm.error().op()));
     }
     const auto ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0);

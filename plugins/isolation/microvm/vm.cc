@@ -70,14 +70,12 @@ std::string fileTail(const std::string& path, size_t lines) {
   std::deque<std::string> last;
   std::string line;
   while (std::getline(in, line)) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-    if (line.empty()) continue;
     last.push_back(line);
     if (last.size() > lines) last.pop_front();
   }
-  std::string out;
-  for (const auto& l : last) out += (out.empty() ? "" : "; ") + l;
-  return out;
+  std::string text;
+  for (const auto& l : last) text += l + "\n";
+  return oneLine(text);
 }
 
 std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd, int events_fd) {
