@@ -161,6 +161,10 @@ class Agent {
   void processFrames();
   void handleFrame(const proto::FrameHeader& h, const std::string& payload);
   void handleConfigure(uint32_t id, const std::string& payload);
+  // With a kernel of its own (a VM), the workspace may be a disk whose writes sit in that
+  // kernel's cache, lost if the VM is killed: flush them before an execution's end or a file
+  // change is reported, so what the caller was told is done survives the sandbox.
+  void persistWorkspace();
   void handleExec(uint32_t id, const std::string& payload);
   void handleStdin(uint32_t id, const std::string& payload);
   void handleSignal(uint32_t id, const std::string& payload);
@@ -696,7 +700,10 @@ void Agent::handleFileWrite(uint32_t id, const std::string& payload) {
     sendError(id, e != 0 ? e : EINVAL, "file_write", done.error().message());
     return;
   }
-  if (*done) send(id, proto::Ok{});
+  if (*done) {
+    persistWorkspace();
+    send(id, proto::Ok{});
+  }
 }
 
 void Agent::handleFileRead(uint32_t id, const std::string& payload) {
@@ -756,6 +763,7 @@ void Agent::handleFileMkdir(uint32_t id, const std::string& payload) {
     sendFileError(id, r.error(), EIO, "file_mkdir");
     return;
   }
+  persistWorkspace();
   send(id, proto::Ok{});
 }
 
@@ -770,6 +778,7 @@ void Agent::handleFileRemove(uint32_t id, const std::string& payload) {
     sendFileError(id, r.error(), EIO, "file_remove");
     return;
   }
+  persistWorkspace();
   send(id, proto::Ok{});
 }
 
@@ -784,6 +793,7 @@ void Agent::handleFileRename(uint32_t id, const std::string& payload) {
     sendFileError(id, r.error(), EIO, "file_rename");
     return;
   }
+  persistWorkspace();
   send(id, proto::Ok{});
 }
 
@@ -1006,7 +1016,14 @@ void Agent::tryFinish(uint32_t id, bool force) {
     x.oom_kills = now > e->oom_kills_at_start ? now - e->oom_kills_at_start : 0;
   }
   execs_.erase(id);
+  persistWorkspace();
   send(id, x);
+}
+
+void Agent::persistWorkspace() {
+  if (!own_kernel_) return;
+  UniqueFd home(::open("/home/user", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (home) (void)::syncfs(home.get());
 }
 
 // Direct children of the agent that are not yet reaped (re-parented orphans included).

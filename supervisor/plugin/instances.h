@@ -48,6 +48,9 @@ class IsolationBackend {
   bool reattachable() const { return (flags_ & AIRLOCK_ISOLATION_NO_REATTACH) == 0; }
   // AIRLOCK_ISOLATION_HOST_IDS: host files the sandbox owns carry its own ids, unshifted.
   bool hostIds() const { return (flags_ & AIRLOCK_ISOLATION_HOST_IDS) != 0; }
+  // AIRLOCK_ISOLATION_WORKSPACE_IMAGE: the sandbox mounts a persistent workspace's ext4 image
+  // itself (a VM's disk); the host never mounts it while the sandbox runs.
+  bool workspaceImage() const { return (flags_ & AIRLOCK_ISOLATION_WORKSPACE_IMAGE) != 0; }
   // AIRLOCK_ISOLATION_OWN_NETSTACK: its network namespace is made and linked before start(), and
   // its network rules are enforced on the link (the host's socket hooks never see them).
   bool ownNetstack() const { return (flags_ & AIRLOCK_ISOLATION_OWN_NETSTACK) != 0; }

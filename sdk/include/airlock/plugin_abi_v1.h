@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AIRLOCK_PLUGIN_ABI_MAJOR 1
-#define AIRLOCK_PLUGIN_ABI_MINOR 6
+#define AIRLOCK_PLUGIN_ABI_MINOR 7
 #define AIRLOCK_PLUGIN_ENTRY_SYMBOL "airlock_plugin_entry_v1"
 
 /* A borrowed byte string; not NUL-terminated. */
@@ -79,6 +79,10 @@ typedef struct airlock_mount_v1 {
 
 #define AIRLOCK_MOUNT_READONLY 1u
 #define AIRLOCK_MOUNT_OPTIONAL 2u /* skip silently when the source does not exist */
+/* Since 1.7, only for a backend flagged AIRLOCK_ISOLATION_WORKSPACE_IMAGE: source is the ext4
+ * image file of a persistent workspace (not a directory), for the backend to mount at target
+ * read-write inside the sandbox. */
+#define AIRLOCK_MOUNT_IMAGE 4u
 
 /* network_mode. Both give the sandbox a private network namespace with loopback up. With LINKED
  * the supervisor then adds a routed link ("eth0", docs/network.md) into the namespace of the
@@ -228,6 +232,12 @@ typedef struct airlock_isolation_ops_v1 {
  * user-space kernel, a VM): the supervisor records none of their execs, and the backend reports
  * the sandbox's execs and connects itself (events_fd, read_events). */
 #define AIRLOCK_ISOLATION_OWN_AUDIT 16u
+/* Since 1.7. The sandbox mounts its persistent workspace itself, from the ext4 image (a VM gives
+ * it to its kernel as a disk): the supervisor does not mount it on the host, and passes the
+ * image file as the /home/user mount with AIRLOCK_MOUNT_IMAGE. The supervisor holds the image
+ * locked for the sandbox's lifetime and has re-owned its files to user_uid and user_gid
+ * themselves (as for AIRLOCK_ISOLATION_HOST_IDS) before start(). */
+#define AIRLOCK_ISOLATION_WORKSPACE_IMAGE 32u
 
 /* ---------------------------------------------------------------------------------------------
  * Language plugins: turn code into a command the agent runs. */

@@ -11,6 +11,7 @@ struct MountEntry {
   std::string target;  // sandbox path
   bool optional = true;
   bool writable = false;  // only the persistent workspace (sandbox.h) is bound read-write
+  bool image = false;     // source is the workspace's ext4 image (AIRLOCK_MOUNT_IMAGE)
 };
 
 // /usr (which holds the interpreters and libraries) plus the few /etc entries programs read

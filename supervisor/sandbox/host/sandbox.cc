@@ -260,10 +260,13 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   if (!options.workspace_image.empty()) {
     auto mounted = sb->mountPersistentWorkspace(options.workspace_image);
     if (!mounted) return Unexpected(std::move(mounted.error()).wrap(ctx("persistent workspace")));
-    view.push_back({.source = sb->workspace_mount_,
+    // A backend that mounts the image itself (a VM) gets the image; the others a host mount.
+    const bool image = sb->backend_->workspaceImage();
+    view.push_back({.source = image ? options.workspace_image : sb->workspace_mount_,
                     .target = "/home/user",
                     .optional = false,
-                    .writable = true});
+                    .writable = true,
+                    .image = image});
     lap("persistent_workspace");
   }
 
@@ -308,8 +311,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   std::vector<airlock_mount_v1> mounts;
   mounts.reserve(view.size());
   for (const auto& m : view) {
-    uint32_t flags =
-        (m.writable ? 0u : AIRLOCK_MOUNT_READONLY) | (m.optional ? AIRLOCK_MOUNT_OPTIONAL : 0u);
+    uint32_t flags = (m.writable ? 0u : AIRLOCK_MOUNT_READONLY) |
+                     (m.optional ? AIRLOCK_MOUNT_OPTIONAL : 0u) | (m.image ? AIRLOCK_MOUNT_IMAGE : 0u);
     mounts.push_back({m.source.c_str(), m.target.c_str(), flags});
   }
   // A backend whose sandboxes cannot be adopted ends them with their supervisor.
@@ -486,14 +489,21 @@ Result<> Sandbox::mountPersistentWorkspace(const std::string& image) {
                                 : sysError("flock", image);
   std::string at = state_dir_ + "/sandboxes/" + id_ + ".home";
   if (mkdir(at.c_str(), 0700) != 0) return sysError("mkdir", at);
-  // Under a backend without a user namespace between the sandbox and the host (gVisor), the
-  // sandbox user's files are owned by its own uid.
-  const uint32_t base = backend_->hostIds() ? 0 : lease_->hostBase();
+  // Under a backend without a user namespace between the sandbox and the host (gVisor), or
+  // with a kernel of its own (a VM), the sandbox user's files are owned by its own uid.
+  const bool guest_mounts_it = backend_->workspaceImage();
+  const uint32_t base = backend_->hostIds() || guest_mounts_it ? 0 : lease_->hostBase();
   if (auto r = mountWorkspace(workspace_image_.get(), at, base); !r) {
     (void)rmdir(at.c_str());
     return r;
   }
   workspace_mount_ = std::move(at);
+  // Mounted only to re-own its files: the sandbox's own kernel mounts the image, and an ext4
+  // mounted twice at once is corrupted. The lock stays until the sandbox is gone.
+  if (guest_mounts_it) {
+    unmountWorkspace(workspace_mount_);
+    workspace_mount_.clear();
+  }
   return {};
 }
 
