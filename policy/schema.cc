@@ -69,6 +69,7 @@ const std::array kFields = {
     AIRLOCK_FIELD("microvm", "kernel", microvm.kernel),
     AIRLOCK_FIELD("microvm", "cache_dir", microvm.cache_dir),
     AIRLOCK_FIELD("microvm", "boot_timeout_s", microvm.boot_timeout_s),
+    AIRLOCK_FIELD("microvm", "snapshots", microvm.snapshots),
     AIRLOCK_FIELD("audit", "exec", audit.exec),
     AIRLOCK_FIELD("audit", "network", audit.network),
     AIRLOCK_FIELD("audit", "syscalls", audit.syscalls),

@@ -25,9 +25,10 @@ Prepares what isolation = "microvm" boots, under each profile's microvm.cache_di
   the guest kernel      the host's newest /boot/vmlinuz-* (or microvm.kernel), unpacked
   the initramfs         airlock-vm-init, airlock-agent and the guest's virtio and erofs modules
   the system images     a read-only erofs image of /usr (and of each directory the profile
-                        shows from the host outside /etc)
+                        shows from the host outside /etc, and of its filesystem.image)
 Each piece is rebuilt when its inputs change (a new kernel, agent, or package in /usr); pieces
-of earlier builds that nothing uses any more are removed unless --keep-old is given.
+of earlier builds that nothing uses any more are removed unless --keep-old is given, and so
+are the guest snapshots (each is made again by the first sandbox of its configuration).
 Profiles: the ones named, else every profile that uses or offers microvm, else the defaults.
 )";
 
@@ -115,6 +116,8 @@ int imageCommand(const std::vector<std::string>& args) {
     for (const auto& e : sandbox::composeView({}, p->filesystem.readonly_paths))
       if (!e.target.starts_with("/etc") && std::filesystem::is_directory(e.source))
         dirs.push_back(e.source);
+    // filesystem.image: the operator's image, the layer beneath the guest's root.
+    if (!p->filesystem.image.empty()) dirs.push_back(p->filesystem.image);
     for (const auto& d : dirs) {
       auto image = isolation::microvm::prepareDirectoryImage(m.cache_dir, d, progress);
       if (!image) {
@@ -131,8 +134,10 @@ int imageCommand(const std::vector<std::string>& args) {
       std::error_code ec;
       for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
         const std::string path = e.path().string(), name = e.path().filename().string();
+        // Snapshots go too: they are made again, one cold boot each, on the next start of
+        // their configuration, and a stale one would only take space.
         const bool ours = name.starts_with("vmlinux-") || name.starts_with("initramfs-") ||
-                          name.starts_with("image-");
+                          name.starts_with("image-") || name.starts_with("snapshot-");
         if (!ours || keep.contains(path) || name.ends_with(".lock")) continue;
         std::filesystem::remove(e.path(), ec);
         if (!ec) progress("removed " + path + " (an earlier build)");

@@ -8,6 +8,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <ctime>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -201,14 +204,162 @@ TEST(MicrovmBackend, ABootThatNeverAnswersIsRetriedOnceThenFails) {
                       "", 120);
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_EQ(r.exit_code, 125) << r.out;
-  EXPECT_NE(r.err.find("microvm: the microVM did not start (tcg): the guest did not reach the "
-                       "agent's handshake in time; qemu: fake qemu: stuck before the guest"),
+  EXPECT_NE(r.err.find("microvm: the microVM did not start (tcg): the guest did not reach its "
+                       "pause point in time; qemu: fake qemu: stuck before the guest"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(dir.read("tries"), "started\nstarted\n") << "the watchdog did not try twice";
   EXPECT_GE(took, std::chrono::seconds(10));
   EXPECT_LT(took, std::chrono::seconds(60));
   EXPECT_EQ(snapshotHostResources(), resources_before) << "a try outlived the failure";
+}
+
+std::set<std::string> treeOf(const std::string& root) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    const char kind = e.is_symlink() ? 'l' : e.is_directory() ? 'd' : 'f';
+    out.insert(std::string(1, kind) + " " + e.path().string().substr(root.size()));
+  }
+  return out;
+}
+
+// filesystem.image in a microVM: the image's entries are the root, read-only, beneath the
+// sandbox's own (generated /etc files, mount points) with the system view mounted on top; the
+// image is only read (into its erofs layer). A profile directory the image has no place for is
+// shown anyway: its mount point is in the sandbox's own layer, not made in the image.
+TEST(MicrovmBackend, AnImageIsTheRootAndIsNeverWrittenTo) {
+  AIRLOCK_REQUIRE_QEMU();
+  TempDir dir;
+  const std::string image = dir.path() + "/image";
+  for (const char* d : {"", "/usr", "/etc", "/opt", "/srv"})
+    ASSERT_EQ(::mkdir((image + d).c_str(), 0755), 0) << d;
+  for (const char* l : {"bin", "lib", "lib64"})
+    ASSERT_EQ(::symlink((std::string("usr/") + l).c_str(), (image + "/" + l).c_str()), 0);
+  dir.write("image/etc/image-id", "airlock-test-image\n");
+  dir.write("image/etc/passwd", "root:x:0:0::/:/bin/sh\n");  // the sandbox's identity wins
+  dir.write("image/opt/marker", "from the image\n");
+  ::chmod(dir.path().c_str(), 0755);
+  const auto before = treeOf(image);
+  const std::string models = "/srv/airlock-test-models-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(models.c_str(), 0755), 0) << models;
+  { std::ofstream(models + "/weights") << "w1\n"; }
+  dir.write("p.toml",
+            "schema = 1\n[profiles.default]\nisolation = \"microvm\"\n"
+            "[profiles.default.filesystem]\nimage = \"" +
+                image + "\"\nreadonly_paths = [\"" + models + "\"]\n");
+  auto r = runAirlock({"run", "--policy", dir.file("p.toml"), "--lang", "shell", "-c",
+                       "cat /opt/marker /etc/image-id; id -un; ls /srv; cat " + models +
+                           "/weights; touch /opt/x 2>/dev/null || echo read-only; "
+                           "touch /etc/image-id 2>/dev/null || echo read-only"},
+                      "", 120);
+  std::filesystem::remove_all(models);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "from the image\nairlock-test-image\nuser\nairlock-test-models-" +
+                       std::to_string(::getpid()) + "\nw1\nread-only\nread-only\n")
+      << r.err;
+  EXPECT_EQ(treeOf(image), before) << "the backend wrote into the operator's image";
+}
+
+// A profile of its own guest size: its snapshot is this test's alone.
+std::string snapshotPolicy(uint64_t memory_mb) {
+  return "schema = 1\n[profiles.default]\nisolation = \"microvm\"\nhostname = \"vmbox\"\n"
+         "[profiles.default.microvm]\nmemory_mb = " +
+         std::to_string(memory_mb) + "\n";
+}
+
+// The plugin's log line for a start (AIRLOCK_LOG_LEVEL=debug) names the snapshot it resumed or
+// saved; "" when there is none.
+std::string snapshotIn(const std::string& log, const std::string& verb) {
+  const auto at = log.find(verb + " /");
+  if (at == std::string::npos) return "";
+  const auto from = at + verb.size() + 1;
+  return log.substr(from, log.find_first_of(" ,)\n", from) - from);
+}
+
+class DebugLog {
+ public:
+  DebugLog() { ::setenv("AIRLOCK_LOG_LEVEL", "debug", 1); }
+  ~DebugLog() { ::unsetenv("AIRLOCK_LOG_LEVEL"); }
+};
+
+// Sandboxes resumed from one snapshot share its past but not its clock, entropy or name: each
+// gets the host's time, fresh random bytes and the profile's hostname at once. The control
+// shows they really are copies of one guest: the exec watch, started before the snapshot, has
+// the same start time (clock ticks after boot) in each.
+TEST(MicrovmSnapshot, ResumedGuestsGetTheirOwnClockEntropyAndHostname) {
+  AIRLOCK_REQUIRE_QEMU();
+  TempDir dir;
+  dir.write("p.toml", snapshotPolicy(200));
+  DebugLog debug;
+  const std::string probe =
+      "hostname; date +%s; od -An -N16 -tx1 /dev/urandom | tr -d ' \\n'; echo; "
+      "cat /proc/sys/kernel/random/boot_id; "
+      "for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = airlock-audit ] && "
+      "cut -d' ' -f22 $p/stat; done; true";
+  auto first =
+      runAirlock({"run", "--policy", dir.file("p.toml"), "--lang", "shell", "-c", probe}, "", 120);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::set<std::string> entropy, boot_ids;
+  std::set<std::string> watch_start;
+  for (int i = 0; i < 2; ++i) {
+    auto r = runAirlock({"run", "--policy", dir.file("p.toml"), "--lang", "shell", "-c", probe}, "",
+                        120);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(snapshotIn(r.err, "resumed from"), "") << "not resumed: " << r.err;
+    std::istringstream lines(r.out);
+    std::string hostname, date, random, boot_id, started;
+    std::getline(lines, hostname);
+    std::getline(lines, date);
+    std::getline(lines, random);
+    std::getline(lines, boot_id);
+    std::getline(lines, started);
+    EXPECT_EQ(hostname, "vmbox");
+    const long long skew = std::stoll(date) - static_cast<long long>(::time(nullptr));
+    EXPECT_LE(std::llabs(skew), 5) << "the guest's clock is the snapshot's: " << date;
+    EXPECT_EQ(random.size(), 32u) << r.out;
+    entropy.insert(random);
+    boot_ids.insert(boot_id);
+    ASSERT_FALSE(started.empty()) << "no exec watch seen: " << r.out;
+    watch_start.insert(started);
+  }
+  EXPECT_EQ(watch_start.size(), 1u) << "control: the two guests are not copies of one snapshot";
+  EXPECT_EQ(entropy.size(), 2u) << "two resumed guests read the same random bytes";
+  EXPECT_EQ(boot_ids.size(), 2u) << "two resumed guests have one boot id";
+}
+
+// A snapshot that does not resume (here garbage in its place) is removed, the sandbox boots
+// instead and saves a good one, which the next sandbox resumes from.
+TEST(MicrovmSnapshot, ABrokenSnapshotIsRemovedAndTheSandboxBoots) {
+  AIRLOCK_REQUIRE_QEMU();
+  TempDir dir;
+  dir.write("p.toml", snapshotPolicy(208));
+  DebugLog debug;
+  auto run = [&] {
+    return runAirlock({"run", "--policy", dir.file("p.toml"), "--lang", "shell", "-c", "echo ran"},
+                      "", 120);
+  };
+  auto first = run();
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::string path = snapshotIn(first.err, "saved");
+  if (path.empty()) path = snapshotIn(first.err, "resumed from");
+  ASSERT_FALSE(path.empty()) << "no snapshot named in the log: " << first.err;
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  {
+    std::ofstream garbage(path, std::ios::trunc);
+    garbage << std::string(4096, 'x');
+  }
+  auto broken = run();
+  EXPECT_EQ(broken.exit_code, 0) << broken.err;
+  EXPECT_EQ(broken.out, "ran\n");
+  EXPECT_NE(broken.err.find("the snapshot " + path + " did not resume, booting instead"),
+            std::string::npos)
+      << broken.err;
+  EXPECT_EQ(snapshotIn(broken.err, "saved"), path) << broken.err;
+  EXPECT_GT(std::filesystem::file_size(path), 1u << 20);
+  auto again = run();
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, "ran\n");
+  EXPECT_EQ(snapshotIn(again.err, "resumed from"), path) << again.err;
 }
 
 }  // namespace

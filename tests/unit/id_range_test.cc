@@ -75,7 +75,8 @@ TEST(IsolationConfig, MicrovmGetsItsTableWithTheLimitsResolved) {
                             {"memory_mb", 2048},
                             {"kernel", "/srv/vm/vmlinuz"},
                             {"cache_dir", "/var/cache/airlock/microvm"},
-                            {"boot_timeout_s", 60}}));
+                            {"boot_timeout_s", 60},
+                            {"snapshots", true}}));
   // Set explicitly, and under the dotted name: the table's values win over the limits.
   p.isolation = "airlock.isolation.microvm";
   p.microvm.vcpus = 4;

@@ -314,6 +314,7 @@ TEST(PolicyMicrovm, LeftOutTheTableKeepsTheDefaults) {
   EXPECT_EQ(d.microvm.kernel, "");
   EXPECT_EQ(d.microvm.cache_dir, "/var/cache/airlock/microvm");
   EXPECT_EQ(d.microvm.boot_timeout_s, 60u);
+  EXPECT_TRUE(d.microvm.snapshots);
   EXPECT_TRUE(validate(d));
 }
 
@@ -323,7 +324,7 @@ TEST(PolicyMicrovm, AFullTableIsReadValidatedAndWrittenBack) {
       "\"airlock.isolation.microvm\"\n"
       "[profiles.vm.microvm]\nqemu = \"/opt/qemu/bin/qemu-system-x86_64\"\naccel = \"tcg\"\n"
       "vcpus = 2\nmemory_mb = 2048\nkernel = \"/srv/vm/vmlinuz\"\n"
-      "cache_dir = \"/srv/vm/cache\"\nboot_timeout_s = 120\n");
+      "cache_dir = \"/srv/vm/cache\"\nboot_timeout_s = 120\nsnapshots = false\n");
   const Profile& vm = p.profiles.at("vm");
   EXPECT_EQ(vm.microvm.qemu, "/opt/qemu/bin/qemu-system-x86_64");
   EXPECT_EQ(vm.microvm.accel, "tcg");
@@ -332,6 +333,7 @@ TEST(PolicyMicrovm, AFullTableIsReadValidatedAndWrittenBack) {
   EXPECT_EQ(vm.microvm.kernel, "/srv/vm/vmlinuz");
   EXPECT_EQ(vm.microvm.cache_dir, "/srv/vm/cache");
   EXPECT_EQ(vm.microvm.boot_timeout_s, 120u);
+  EXPECT_FALSE(vm.microvm.snapshots);
   EXPECT_TRUE(validate(vm));
   const std::string text = profileToToml(vm);
   EXPECT_NE(text.find("[profiles.vm.microvm]\n"), std::string::npos) << text;

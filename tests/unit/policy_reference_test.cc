@@ -134,7 +134,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [s1, s2] = Seccomp{};
   [[maybe_unused]] auto [t1, t2, t3, t4, t5, t6, t7, t8] = Lifetime{};
   [[maybe_unused]] auto [w1, w2, w3, w4] = Gvisor{};
-  [[maybe_unused]] auto [m1, m2, m3, m4, m5, m6, m7] = Microvm{};
+  [[maybe_unused]] auto [m1, m2, m3, m4, m5, m6, m7, m8] = Microvm{};
   [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16, p17,
                          p18, p19] = Profile{};
   [[maybe_unused]] auto [r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11] = Review{};
@@ -142,9 +142,9 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
   [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8, y9] = Policy{};
   // Profile: 19 members minus name, minus the 9 sub-tables, plus their 9 + 8 + 2 + 2 + 2 + 4 + 4
-  // + 7 keys, plus `extends`, plus review's 5 own keys and its reviewers' 3 + 2 + 6 + 2 + 2 + 3.
+  // + 8 keys, plus `extends`, plus review's 5 own keys and its reviewers' 3 + 2 + 6 + 2 + 2 + 3.
   EXPECT_EQ(profileKeys().size(),
-            19u - 1 - 9 + 9 + 8 + 2 + 2 + 2 + 4 + 4 + 7 + 1 + 5 + 3 + 2 + 6 + 2 + 2 + 3);
+            19u - 1 - 9 + 9 + 8 + 2 + 2 + 2 + 4 + 4 + 8 + 1 + 5 + 3 + 2 + 6 + 2 + 2 + 3);
   EXPECT_EQ(serverKeys().size(), 11u);
   EXPECT_EQ(auditKeys().size(), 5u);
   EXPECT_EQ(egressKeys().size(), 4u);

@@ -31,28 +31,11 @@ namespace fs = std::filesystem;
 // ask a modprobe the initramfs does not have for).
 constexpr const char* kGuestModules[] = {"virtio_mmio",    "virtio_console", "virtio_blk",
                                          "crc32c_generic", "erofs",          "virtio_net"};
-
-// A name for a set of inputs: FNV-1a, 64 bits. The cache is root's own directory; the key only
-// has to change when an input does.
-std::string keyOf(const std::vector<std::string>& parts) {
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& p : parts) {
-    for (unsigned char c : p) h = (h ^ c) * 1099511628211ull;
-    h = (h ^ 0xff) * 1099511628211ull;
-  }
-  char out[17];
-  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
-  return out;
-}
-
-// A file's identity: where it lives and when it last changed.
-std::string identity(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return path + ":missing";
-  return path + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-         std::to_string(st.st_mtim.tv_nsec);
-}
+// Loaded only when the command line has the flag (each module costs boot time under TCG):
+// overlay puts an operator's image (filesystem.image) beneath the sandbox's own root; ext4 is
+// a persistent workspace's filesystem.
+constexpr std::pair<const char*, const char*> kOptionalModules[] = {{"overlay", "airlock.image"},
+                                                                    {"ext4", "airlock.workspace"}};
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
@@ -214,6 +197,28 @@ void say(const Progress& progress, const std::string& line) {
 
 }  // namespace
 
+// A name for a set of inputs: FNV-1a, 64 bits. The cache is root's own directory; the key only
+// has to change when an input does.
+std::string cacheKey(const std::vector<std::string>& parts) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& p : parts) {
+    for (unsigned char c : p) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+// A file's identity: where it lives and when it last changed.
+std::string fileIdentity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return path + ":missing";
+  return path + ":" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
+}
+
 std::string initBesideAgent(const std::string& agent_path) {
   return agent_path.substr(0, agent_path.rfind('/') + 1) + "airlock-vm-init";
 }
@@ -228,7 +233,7 @@ Result<Kernel> prepareKernel(const std::string& cache_dir, const std::string& vm
         "microvm.kernel is not set");
   if (!exists(k.source)) return sysError("stat", "guest kernel " + k.source);
   if (auto r_ = ensureCacheDir(cache_dir); !r_) return Unexpected(r_.error());
-  const std::string key = keyOf({"kernel-v1", identity(k.source)});
+  const std::string key = cacheKey({"kernel-v1", fileIdentity(k.source)});
   k.vmlinux = cache_dir + "/vmlinux-" + key;
   const std::string release_file = k.vmlinux + ".release";
   auto cached = [&]() -> bool {
@@ -271,7 +276,7 @@ Result<Kernel> prepareKernel(const std::string& cache_dir, const std::string& vm
   return k;
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> guestModules(const std::string& version) {
+Result<std::vector<GuestModule>> guestModules(const std::string& version) {
   const std::string base = "/lib/modules/" + version;
   AIRLOCK_TRY_CTX(
       dep, readWhole(base + "/modules.dep"),
@@ -299,8 +304,9 @@ Result<std::vector<std::pair<std::string, std::string>>> guestModules(const std:
   }
   std::string builtin;
   if (auto b = readWhole(base + "/modules.builtin")) builtin = *b;
-  std::vector<std::pair<std::string, std::string>> order;
+  std::vector<GuestModule> order;
   std::set<std::string> added;
+  std::string needs;  // the flag of the module being added, for it and what it needs
   std::function<Result<>(const std::string&)> add = [&](const std::string& name) -> Result<> {
     if (added.contains(name)) return {};
     auto it = modules.find(name);
@@ -317,11 +323,15 @@ Result<std::vector<std::pair<std::string, std::string>>> guestModules(const std:
     // modules.dep lists every module this one needs, directly or not: each before it.
     for (const auto& d : it->second.second)
       if (auto r = add(d); !r) return r;
-    order.emplace_back(name, it->second.first);
+    order.push_back({name, it->second.first, needs});
     return {};
   };
   for (const char* m : kGuestModules)
     if (auto r = add(m); !r) return Unexpected(r.error());
+  for (const auto& [m, flag] : kOptionalModules) {
+    needs = flag;
+    if (auto r = add(m); !r) return Unexpected(r.error());
+  }
   return order;
 }
 
@@ -332,11 +342,11 @@ Result<std::string> prepareInitramfs(const std::string& cache_dir, const Kernel&
     return fail("airlock-vm-init is missing beside the agent (" + init + "); reinstall airlock");
   auto modules = guestModules(kernel.version);
   if (!modules) return Unexpected(modules.error());
-  std::vector<std::string> inputs = {"initramfs-v1", kernel.version, identity(init),
-                                     identity(agent)};
-  for (const auto& [name, path] : *modules) inputs.push_back(identity(path));
+  std::vector<std::string> inputs = {"initramfs-v1", kernel.version, fileIdentity(init),
+                                     fileIdentity(agent)};
+  for (const auto& m : *modules) inputs.push_back(fileIdentity(m.path) + ":" + m.needs);
   if (auto r_ = ensureCacheDir(cache_dir); !r_) return Unexpected(r_.error());
-  const std::string out = cache_dir + "/initramfs-" + keyOf(inputs) + ".cpio";
+  const std::string out = cache_dir + "/initramfs-" + cacheKey(inputs) + ".cpio";
   if (exists(out)) return out;
   auto lock = BuildLock::take(out);
   if (!lock) return Unexpected(lock.error());
@@ -386,7 +396,7 @@ Result<std::string> prepareInitramfs(const std::string& cache_dir, const Kernel&
   file("init", init);
   file("airlock-agent", agent);
   std::string order;
-  for (const auto& [name, path] : *modules) {
+  for (const auto& [name, path, needs] : *modules) {
     auto data = readWhole(path);
     if (!data) {
       if (status) status = Unexpected(data.error());
@@ -404,7 +414,7 @@ Result<std::string> prepareInitramfs(const std::string& cache_dir, const Kernel&
       break;
     }
     put("lib/modules/" + name + ".ko", AE_IFREG, 0644, *data);
-    order += name + "\n";
+    order += name + (needs.empty() ? "" : " " + needs) + "\n";
   }
   put("lib/modules/order", AE_IFREG, 0644, order);
   if (archive_write_close(a) != ARCHIVE_OK && status)
@@ -417,11 +427,26 @@ Result<std::string> prepareInitramfs(const std::string& cache_dir, const Kernel&
 }
 
 std::string directoryImagePath(const std::string& cache_dir, const std::string& source) {
-  std::vector<std::string> inputs = {"dir-v1", identity(source)};
-  // Packages change files deep inside /usr without touching /usr itself.
-  if (source == "/usr" || source.starts_with("/usr/"))
-    inputs.push_back(identity("/var/lib/dpkg/status"));
-  return cache_dir + "/image-" + keyOf(inputs) + ".erofs";
+  std::vector<std::string> inputs = {"dir-v1", fileIdentity(source)};
+  if (source == "/usr" || source.starts_with("/usr/")) {
+    // Packages change files deep inside /usr without touching /usr itself; dpkg's database
+    // says when. (Walking /usr's hundreds of thousands of entries per start would cost seconds.)
+    inputs.push_back(fileIdentity("/var/lib/dpkg/status"));
+  } else {
+    // Any other directory (an operator's image, a models directory): a change anywhere in the
+    // tree changes some entry's identity.
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(source, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      struct stat st {};
+      if (::lstat(it->path().c_str(), &st) != 0) continue;
+      inputs.push_back(it->path().string() + ":" + std::to_string(st.st_ino) + ":" +
+                       std::to_string(st.st_size) + ":" + std::to_string(st.st_mode) + ":" +
+                       std::to_string(st.st_mtim.tv_sec) + "." +
+                       std::to_string(st.st_mtim.tv_nsec));
+    }
+  }
+  return cache_dir + "/image-" + cacheKey(inputs) + ".erofs";
 }
 
 Result<std::string> prepareDirectoryImage(const std::string& cache_dir, const std::string& source,
@@ -450,12 +475,12 @@ Result<std::string> prepareDirectoryImage(const std::string& cache_dir, const st
 
 Result<std::string> prepareRootImage(const std::string& cache_dir, const RootSpec& spec,
                                      const Progress& progress) {
-  std::vector<std::string> inputs = {"root-v2"};
-  for (const auto& p : spec.copied) inputs.push_back(identity(p));
+  std::vector<std::string> inputs = {"root-v2", spec.usr_links ? "usr-links" : "no-usr-links"};
+  for (const auto& p : spec.copied) inputs.push_back(fileIdentity(p));
   for (const auto& [name, text] : spec.etc_files) inputs.push_back("etc/" + name + "=" + text);
   for (const auto& m : spec.mount_points) inputs.push_back("mnt:" + m);
   if (auto r_ = ensureCacheDir(cache_dir); !r_) return Unexpected(r_.error());
-  const std::string out = cache_dir + "/root-" + keyOf(inputs) + ".erofs";
+  const std::string out = cache_dir + "/root-" + cacheKey(inputs) + ".erofs";
   if (exists(out)) return out;
   auto lock = BuildLock::take(out);
   if (!lock) return Unexpected(lock.error());
@@ -474,7 +499,8 @@ Result<std::string> prepareRootImage(const std::string& cache_dir, const RootSpe
     // Merged /usr: /bin, /lib, ... are links into /usr on the host; the same in the guest.
     for (const char* top : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
       const fs::path host = fs::path("/") / top;
-      if (fs::is_symlink(host, ec)) fs::create_symlink(fs::read_symlink(host, ec), tree / top, ec);
+      if (spec.usr_links && fs::is_symlink(host, ec))
+        fs::create_symlink(fs::read_symlink(host, ec), tree / top, ec);
     }
     for (const auto& m : spec.mount_points) {
       fs::create_directories(tree / fs::path(m).relative_path(), ec);

@@ -55,15 +55,31 @@ struct RootSpec {
   std::vector<std::pair<std::string, std::string>> etc_files;
   // Directories the guest mounts something on (/usr, /home/user, /tmp, /dev, /proc).
   std::vector<std::string> mount_points;
+  // The host's merged-/usr links (/bin -> usr/bin, ...). Not over an operator's image, which
+  // has its own layout beneath this root.
+  bool usr_links = true;
 };
 Result<std::string> prepareRootImage(const std::string& cache_dir, const RootSpec& spec,
                                      const Progress& progress = nullptr);
 
+// A name for a set of inputs (FNV-1a, 64 bits, in hex). The cache is root's own directory: the
+// key only has to change when an input does.
+std::string cacheKey(const std::vector<std::string>& parts);
+
+// A file's identity for a key: where it lives and when it last changed.
+std::string fileIdentity(const std::string& path);
+
 // The host paths of the guest's helpers beside the agent: <libexec>/airlock-vm-init.
 std::string initBesideAgent(const std::string& agent_path);
 
+// A module the guest loads: its name, its host path, and the kernel command line flag that
+// asks for it ("" for every boot: the others load only for the sandboxes that use them).
+struct GuestModule {
+  std::string name, path, needs;
+};
+
 // The modules the guest loads, in load order (dependencies first), found through
 // /lib/modules/<version>/modules.dep; built-in ones are left out.
-Result<std::vector<std::pair<std::string, std::string>>> guestModules(const std::string& version);
+Result<std::vector<GuestModule>> guestModules(const std::string& version);
 
 }  // namespace airlock::isolation::microvm

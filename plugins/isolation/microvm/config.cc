@@ -40,10 +40,15 @@ Result<Config> parseConfig(std::string_view json) {
       r = number(c.memory_mb, 0, 1u << 20);
     } else if (key == "boot_timeout_s") {
       r = number(c.boot_timeout_s, 5, 600);
+    } else if (key == "snapshots") {
+      if (value.is_boolean())
+        c.snapshots = value.get<bool>();
+      else
+        r = fail("microvm.snapshots must be true or false");
     } else {
       r = fail("microvm." + key +
                ": unknown key (known: qemu, accel, vcpus, memory_mb, kernel, cache_dir, "
-               "boot_timeout_s)");
+               "boot_timeout_s, snapshots)");
     }
     if (!r) return Unexpected(r.error());
   }

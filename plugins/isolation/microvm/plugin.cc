@@ -8,6 +8,7 @@
 // removes it, and the supervisor removes it when it reclaims the sandbox after a crash. QEMU is
 // the sandbox's only host process and lives in the supervisor's cgroup for the sandbox.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@
 #include "common/scratch_dir.h"
 #include "config.h"
 #include "exec_records.h"
+#include "snapshot.h"
 #include "vm.h"
 
 namespace airlock::isolation::microvm {
@@ -44,7 +46,7 @@ Config configOrThrow(const std::string& json) {
   return *c;
 }
 
-// Hostnames reach the guest on the kernel command line.
+// Hostnames reach the guest in the go line (vm.h).
 bool validHostname(const std::string& h) {
   if (h.empty() || h.size() > 63) return false;
   for (char c : h)
@@ -107,20 +109,32 @@ Result<> readExecRecords(Sandbox& sb,
 struct View {
   RootSpec root;
   std::vector<std::string> directory_images;  // host directories, each mounted at its own path
+  // filesystem.image: the operator's image directory, an erofs layer beneath the root image
+  // (an overlay of both, read-only): the root's mount points and generated /etc files win, the
+  // rest is the image's, and nothing is ever written into the image.
+  std::string image;
+  // A persistent workspace: its ext4 image (AIRLOCK_MOUNT_IMAGE), the guest's /home/user disk.
+  std::string workspace;
 };
 
 Result<View> viewOf(const airlock_sandbox_spec_v1& spec) {
-  if (spec.image_dir != nullptr)
-    return fail(
-        "filesystem.image is not supported by the microvm backend yet; use the system view "
-        "(no filesystem.image) or isolation = \"namespaces\" or \"gvisor\"");
   View v;
+  if (spec.image_dir != nullptr) {
+    v.image = spec.image_dir;
+    v.root.usr_links = false;
+  }
   for (size_t i = 0; i < spec.mounts_len; ++i) {
     const airlock_mount_v1& m = spec.mounts[i];
     const std::string source = m.source, target = m.target;
+    if ((m.flags & AIRLOCK_MOUNT_IMAGE) != 0 && target == "/home/user" &&
+        (m.flags & AIRLOCK_MOUNT_READONLY) == 0) {
+      v.workspace = source;
+      continue;
+    }
     if ((m.flags & AIRLOCK_MOUNT_READONLY) == 0)
-      return fail("a writable host directory (" + source +
-                  ", a persistent workspace) is not supported by the microvm backend yet");
+      return fail("a writable host directory (" + source + " at " + target +
+                  ") is not supported by the microvm backend: only a persistent workspace's "
+                  "image at /home/user");
     if (source != target)
       return fail("host path " + source + " shown at " + target +
                   ": the microvm backend shows host paths at their own place only");
@@ -147,8 +161,10 @@ class Microvm final : public sdk::IsolationPlugin {
   // A new supervisor cannot hand a running guest a new channel: sandboxes end with theirs.
   // start() waits seconds for a boot: concurrent. The guest's kernel has its own network stack
   // and runs its own processes: the host's hooks see only QEMU.
+  // A persistent workspace is the guest's disk, mounted by its kernel.
   static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_NO_REATTACH | AIRLOCK_ISOLATION_CONCURRENT |
-                                     AIRLOCK_ISOLATION_OWN_NETSTACK | AIRLOCK_ISOLATION_OWN_AUDIT;
+                                     AIRLOCK_ISOLATION_OWN_NETSTACK | AIRLOCK_ISOLATION_OWN_AUDIT |
+                                     AIRLOCK_ISOLATION_WORKSPACE_IMAGE;
   // QEMU's threads (vCPUs, I/O, RCU) are the sandbox's only host tasks; the guest's processes
   // are bounded inside by RLIMIT_NPROC. (0 per process reads as the host's default of one: the
   // cgroup then allows 64 + limits.pids tasks, headroom QEMU never uses.)
@@ -184,6 +200,7 @@ class Microvm final : public sdk::IsolationPlugin {
     boot.uid = spec.user_uid;
     boot.gid = spec.user_gid;
     boot.home_bytes = spec.workspace_bytes;
+    boot.workspace_image = view->workspace;
     boot.tmp_bytes = spec.tmp_bytes;
     boot.console_log = *dir + "/console.log";
     boot.qemu_log = *dir + "/qemu.log";
@@ -199,18 +216,52 @@ class Microvm final : public sdk::IsolationPlugin {
     launch.attach_ctx = spec.attach_ctx;
     launch.netns_fd = *netns;
     boot.network = *netns >= 0;
+    // A snapshot of this configuration resumes; without one, this boot makes it, unless
+    // another start is making it now (the lock is taken without waiting: that start's boot
+    // takes seconds, this one's the same).
+    // Never with a persistent workspace: a snapshot would carry what the guest kernel read of
+    // one workspace's disk into another's sandbox.
+    const std::string snapshot = config_.snapshots && boot.workspace_image.empty()
+                                     ? snapshotPath(config_.cache_dir, boot)
+                                     : "";
+    UniqueFd snapshot_lock;
+    auto chooseStart = [&] {
+      launch.restore_from.clear();
+      launch.snapshot_to.clear();
+      if (snapshot.empty()) return;
+      if (::access(snapshot.c_str(), R_OK) == 0) {
+        launch.restore_from = snapshot;
+        return;
+      }
+      snapshot_lock.reset(::open((snapshot + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+      if (snapshot_lock && ::flock(snapshot_lock.get(), LOCK_EX | LOCK_NB) == 0 &&
+          ::access(snapshot.c_str(), F_OK) != 0)
+        launch.snapshot_to = snapshot;
+    };
+    chooseStart();
     const auto t0 = std::chrono::steady_clock::now();
     Result<Running> vm = fail("not started");
     // The boot watchdog: a TCG boot can hang in the guest's early clock setup; one more try
-    // with a fresh QEMU, then the error with the console's last lines.
+    // with a fresh QEMU, then the error with the console's last lines. A snapshot that does not
+    // resume (QEMU changed under the same path, a truncated file) is removed and the sandbox
+    // boots instead.
     for (int attempt = 1; attempt <= 2; ++attempt) {
       launch.deadline =
           std::chrono::steady_clock::now() + std::chrono::seconds(config_.boot_timeout_s);
       vm = bootVm(boot, launch);
-      if (vm || vm.error().errnum() != ETIMEDOUT) break;
+      if (vm) break;
+      if (!launch.restore_from.empty()) {
+        log(2, std::string("sandbox '") + spec.sandbox_id + "': the snapshot " + snapshot +
+                   " did not resume, booting instead: " + vm.error().message());
+        ::unlink(snapshot.c_str());
+        chooseStart();
+        continue;
+      }
+      if (vm.error().errnum() != ETIMEDOUT) break;
       log(2, std::string("sandbox '") + spec.sandbox_id + "': boot " + std::to_string(attempt) +
                  " timed out: " + vm.error().message());
     }
+    snapshot_lock.reset();
     if (!vm) {
       removeTree(*dir);
       // op(): bootVm's text without the errno's name (the watchdog's timeout is said in words).
@@ -218,8 +269,14 @@ class Microvm final : public sdk::IsolationPlugin {
     }
     const auto ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0);
+    std::string how = launch.restore_from.empty() ? "booted" : "resumed from " + snapshot;
+    if (vm->snapshot_bytes != 0)
+      how += ", saved " + snapshot + " (" + std::to_string(vm->snapshot_bytes >> 20) + " MiB)";
+    if (!vm->snapshot_error.empty())
+      log(2, std::string("sandbox '") + spec.sandbox_id +
+                 "': no snapshot of this configuration: " + vm->snapshot_error);
     log(0, std::string("sandbox '") + spec.sandbox_id + "': qemu pid " + std::to_string(vm->pid) +
-               " (" + accel_ + "), agent ready after " +
+               " (" + accel_ + ", " + how + "), agent ready after " +
                std::to_string(static_cast<int>(ms.count())) + " ms");
     out.struct_size = sizeof(airlock_sandbox_v1);
     out.pid = vm->pid;
@@ -269,7 +326,9 @@ class Microvm final : public sdk::IsolationPlugin {
       initramfs_ = *initramfs;
       accel_ = resolveAccel();
     }
-    for (const auto& dir : view.directory_images) {
+    std::vector<std::string> dirs = view.directory_images;
+    if (!view.image.empty()) dirs.push_back(view.image);
+    for (const auto& dir : dirs) {
       if (images_.contains(dir)) continue;
       auto image = prepareDirectoryImage(config_.cache_dir, dir, progress);
       if (!image) return Unexpected(image.error());
@@ -285,6 +344,7 @@ class Microvm final : public sdk::IsolationPlugin {
     boot.initramfs = initramfs_;
     boot.root_image = *root;
     for (const auto& dir : view.directory_images) boot.images.emplace_back(images_[dir], dir);
+    if (!view.image.empty()) boot.image_layer = images_[view.image];
     return {};
   }
 

@@ -3,11 +3,15 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -17,6 +21,7 @@
 #include <airlock/run_bounded.h>
 
 #include "common/spawn_monitor.h"
+#include "snapshot.h"
 
 namespace airlock::isolation::microvm {
 namespace {
@@ -78,7 +83,7 @@ std::string fileTail(const std::string& path, size_t lines) {
   return oneLine(text);
 }
 
-std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd, int events_fd) {
+std::vector<std::string> qemuArgv(const Boot& b) {
   std::string append =
       "console=ttyS0 quiet panic=-1 reboot=t cryptomgr.notests random.trust_cpu=on";
   if (b.accel == "tcg") {
@@ -95,8 +100,10 @@ std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd, in
     for (const auto& [image, at] : b.images) mounts += (mounts.empty() ? "" : ",") + at;
     if (!mounts.empty()) append += " airlock.mounts=" + mounts;
     if (b.network) append += " airlock.net";
-    append += " airlock.hostname=" + b.hostname + " airlock.user=" + std::to_string(b.uid) + ":" +
-              std::to_string(b.gid) + " airlock.home=" + std::to_string(b.home_bytes) +
+    if (!b.image_layer.empty()) append += " airlock.image";
+    if (!b.workspace_image.empty()) append += " airlock.workspace";
+    append += " airlock.user=" + std::to_string(b.uid) + ":" + std::to_string(b.gid) +
+              " airlock.home=" + std::to_string(b.home_bytes) +
               " airlock.tmp=" + std::to_string(b.tmp_bytes);
   }
   std::vector<std::string> a = {
@@ -114,17 +121,19 @@ std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd, in
       // elevate to, and it cannot exec a setuid program.
       "-sandbox", "on,obsolete=deny,spawn=deny,resourcecontrol=deny"};
   if (!b.marker) {
-    for (const auto& [name, fd] : {std::pair<const char*, int>{"airlock.agent", agent_fd},
-                                   {"airlock.status", status_fd},
-                                   {"airlock.events", events_fd}}) {
-      const std::string id = std::string(name).substr(8);
-      a.insert(a.end(), {"-chardev", "socket,id=" + id + ",fd=" + std::to_string(fd)});
+    for (const auto& [id, fd] : {std::pair<const char*, int>{"agent", kAgentFd},
+                                 {"status", kStatusFd},
+                                 {"events", kEventsFd},
+                                 {"qmp", kQmpFd}}) {
+      a.insert(a.end(), {"-chardev", std::string("socket,id=") + id + ",fd=" + std::to_string(fd)});
     }
+    a.insert(a.end(), {"-mon", "chardev=qmp,mode=control"});
     a.insert(a.end(), {"-device", "virtio-serial-device", "-device",
                        "virtserialport,chardev=agent,name=airlock.agent", "-device",
                        "virtserialport,chardev=status,name=airlock.status", "-device",
                        "virtserialport,chardev=events,name=airlock.events"});
     std::vector<std::string> disks = {b.root_image};
+    if (!b.image_layer.empty()) disks.push_back(b.image_layer);
     for (const auto& [image, at] : b.images) disks.push_back(image);
     for (size_t i = 0; i < disks.size(); ++i) {
       const std::string id = "disk" + std::to_string(i);
@@ -132,6 +141,14 @@ std::vector<std::string> qemuArgv(const Boot& b, int agent_fd, int status_fd, in
                {"-drive",
                 "id=" + id + ",file=" + disks[i] + ",format=raw,if=none,readonly=on,cache=unsafe",
                 "-device", "virtio-blk-device,drive=" + id});
+    }
+    if (!b.workspace_image.empty()) {
+      // Written back through the host's page cache; the guest's flushes (the agent's syncfs
+      // after each execution and file change) reach the file with fdatasync.
+      a.insert(a.end(), {"-drive",
+                         "id=home,file=" + b.workspace_image +
+                             ",format=raw,if=none,cache=writeback,discard=unmap",
+                         "-device", "virtio-blk-device,drive=home"});
     }
   }
   if (b.network && !b.marker) {
@@ -157,6 +174,15 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, events) != 0)
     return sysError("socketpair", "events port");
   UniqueFd events_ours(events[0]), events_theirs(events[1]);
+  int qmp[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qmp) != 0)
+    return sysError("socketpair", "qmp");
+  UniqueFd qmp_ours(qmp[0]), qmp_theirs(qmp[1]);
+  UniqueFd incoming;
+  if (!launch.restore_from.empty()) {
+    incoming.reset(::open(launch.restore_from.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!incoming) return sysError("open", launch.restore_from);
+  }
   UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!null) return sysError("open", "/dev/null");
   // Fresh files per boot: the tails in an error are this boot's.
@@ -166,31 +192,44 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
                    : ::open(boot.qemu_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!out) return sysError("open", boot.qemu_log);
 
-  constexpr int kAgentFd = 3, kStatusFd = 4, kEventsFd = 5;
   MonitorSpawn m;
-  m.argv = qemuArgv(boot, kAgentFd, kStatusFd, kEventsFd);
+  m.argv = qemuArgv(boot);
+  if (incoming) m.argv.insert(m.argv.end(), {"-incoming", "fd:" + std::to_string(kIncomingFd)});
   m.fds = {{null.get(), 0},
            {out.get(), 1},
            {out.get(), 2},
            {launch.agent_channel_fd, kAgentFd},
            {status_theirs.get(), kStatusFd},
-           {events_theirs.get(), kEventsFd}};
+           {events_theirs.get(), kEventsFd},
+           {qmp_theirs.get(), kQmpFd}};
+  if (incoming) m.fds.push_back({incoming.get(), kIncomingFd});
   m.cgroup_v2_fd = launch.cgroup_v2_fd;
   m.attach_cgroups = launch.attach_cgroups;
   m.attach_ctx = launch.attach_ctx;
   m.netns_fd = launch.netns_fd;
   m.file_size_limit = kConsoleCapBytes;
+  if (!boot.workspace_image.empty()) {
+    // RLIMIT_FSIZE refuses any write past the limit's offset, so the workspace's disk needs it at
+    // its size: the console and QEMU's log may then grow as large (the workspace's own quota).
+    struct stat st {};
+    if (::stat(boot.workspace_image.c_str(), &st) != 0)
+      return sysError("stat", boot.workspace_image);
+    m.file_size_limit = std::max<rlim_t>(kConsoleCapBytes, static_cast<rlim_t>(st.st_size));
+  }
   m.name = "microvm";
   auto spawned = spawnMonitor(m);
   if (!spawned) return Unexpected(spawned.error());
   out.reset();
   status_theirs.reset();
   events_theirs.reset();
+  qmp_theirs.reset();
+  incoming.reset();
 
   Running r;
   r.pid = spawned->pid;
   r.pidfd = std::move(spawned->pidfd);
   const std::string_view ready(protocol::kAgentReadyLine, sizeof protocol::kAgentReadyLine - 1);
+  const std::string_view paused = "airlock-vm-init: paused\n";
   // errnum ETIMEDOUT marks the one failure worth another try (the boot watchdog's).
   auto failure = [&](const std::string& why, int errnum = 0) -> Result<Running> {
     reap(r.pid, r.pidfd.get());
@@ -201,12 +240,41 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
     if (auto c = fileTail(boot.console_log, 8); !c.empty()) text += "; console: " + c;
     return Unexpected(Error(text, "", errnum));
   };
+  // The guest waits at its pause point for this line (guest/init.cc): a restored guest has
+  // been waiting since its snapshot was taken, so it goes at once.
+  auto go = [&]() -> Result<> {
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    unsigned char seed[32];
+    if (::getrandom(seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed))
+      return sysError("getrandom", "the guest's entropy");
+    char hex[2 * sizeof seed + 1];
+    for (size_t i = 0; i < sizeof seed; ++i) std::snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+    const std::string line = "go " + std::to_string(now.tv_sec) + " " +
+                             std::to_string(now.tv_nsec) + " " + boot.hostname + " " + hex + "\n";
+    if (::send(status_ours.get(), line.data(), line.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(line.size()))
+      return sysError("send", "the go line");
+    return {};
+  };
+  bool waiting_for_pause = true;
+  if (!launch.restore_from.empty()) {
+    // Not before the guest runs: until the snapshot is loaded, its port does not take input.
+    Qmp q(qmp_ours.get());
+    if (auto running = awaitRunning(q, launch.deadline); !running)
+      return failure("resuming the snapshot: " + running.error().message(),
+                     running.error().errnum());
+    if (auto g = go(); !g) return failure(g.error().message());
+    waiting_for_pause = false;
+  }
   bool status_open = true;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         launch.deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
-      return failure("the guest did not reach the agent's handshake in time", ETIMEDOUT);
+      return failure(waiting_for_pause ? "the guest did not reach its pause point in time"
+                                       : "the guest did not reach the agent's handshake in time",
+                     ETIMEDOUT);
     pollfd p[2] = {{status_open ? status_ours.get() : -1, POLLIN, 0}, {r.pidfd.get(), POLLIN, 0}};
     int n = ::poll(p, 2, static_cast<int>(left.count()));
     if (n < 0 && errno == EINTR) continue;
@@ -217,7 +285,22 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
       ssize_t got = ::read(status_ours.get(), buf, sizeof buf);
       if (got > 0) {
         r.said.append(buf, static_cast<size_t>(got));
-        if (auto at = r.said.find(ready); at != std::string::npos) {
+        if (auto at = r.said.find(paused); waiting_for_pause && at != std::string::npos) {
+          r.said.erase(at, paused.size());
+          waiting_for_pause = false;
+          if (!launch.snapshot_to.empty()) {
+            Qmp q(qmp_ours.get());
+            auto saved = q.handshake(launch.deadline);
+            auto bytes = saved ? saveSnapshot(q, launch.snapshot_to, launch.deadline)
+                               : Result<uint64_t>(Unexpected(saved.error()));
+            if (bytes)
+              r.snapshot_bytes = *bytes;
+            else
+              r.snapshot_error = bytes.error().message();
+          }
+          if (auto g = go(); !g) return failure(g.error().message());
+        }
+        if (auto at = r.said.find(ready); !waiting_for_pause && at != std::string::npos) {
           r.said.erase(at);
           break;
         }
@@ -227,7 +310,8 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
       }
     }
     if ((p[1].revents & POLLIN) != 0) {
-      // QEMU is gone: a bad argument, a missing file, or the guest powered off (init failed).
+      // QEMU is gone: a bad argument, a missing file, a snapshot it cannot load, or the guest
+      // powered off (init failed).
       int st = 0;
       ::waitpid(r.pid, &st, WNOHANG);
       return failure(WIFSIGNALED(st)
@@ -245,7 +329,7 @@ Result<double> probeBoot(const Boot& boot, std::chrono::milliseconds limit) {
   b.marker = true;
   b.console_log.clear();  // the console is QEMU's stdout, which runBounded collects
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = runBounded(qemuArgv(b, -1, -1, -1), limit);
+  auto r = runBounded(qemuArgv(b), limit);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!r) return Unexpected(r.error());
   if (r->out.find("airlock-vm-init: marker") != std::string::npos) return s;

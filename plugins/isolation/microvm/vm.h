@@ -1,8 +1,9 @@
 // One microVM: QEMU's command line, its launch into the sandbox's cgroup, and the boot up to
 // the agent's ready line.
 //
-// QEMU (`-M microvm`, no firmware tables beyond ACPI, no PCI) gets the agent's channel and a
-// status port as virtio-serial ports on pre-connected sockets, the read-only images as
+// QEMU (`-M microvm`, no firmware tables beyond ACPI, no PCI) gets the agent's channel, a
+// status port and the exec records' port as virtio-serial ports on pre-connected sockets, a
+// monitor (QMP) for snapshots, the read-only images as
 // virtio-blk disks, and the guest console and its own output in size-capped files. The guest's
 // /init reports its progress and errors on the status port, then the agent writes its ready line
 // there.
@@ -28,9 +29,11 @@ struct Boot {
   uint32_t vcpus = 1;
   uint64_t memory_mb = 256;
   std::string vmlinux, initramfs;
-  std::string root_image;                                   // vda
+  std::string root_image;       // vda
+  std::string image_layer;      // filesystem.image's erofs, beneath the root (vdb); "": none
+  std::string workspace_image;  // a persistent workspace's ext4, read-write, the last disk
   std::vector<std::pair<std::string, std::string>> images;  // (image, mount point): vdb, ...
-  std::string hostname = "sandbox";
+  std::string hostname = "sandbox";  // in the go line, not on the command line: per sandbox
   uint32_t uid = 1000, gid = 1000;
   uint64_t home_bytes = 256ull << 20, tmp_bytes = 256ull << 20;
   std::string console_log;  // the guest's serial console, capped
@@ -42,9 +45,12 @@ struct Boot {
   int runas_uid = -1, runas_gid = -1;  // QEMU drops to these after opening its files
 };
 
-// QEMU's argv. `agent_fd`, `status_fd` and `events_fd` are the fd numbers QEMU will have the
-// ports' sockets on.
-std::vector<std::string> qemuArgv(const Boot& boot, int agent_fd, int status_fd, int events_fd);
+// The fds QEMU is started with: the ports' sockets, its monitor (QMP), and the snapshot it
+// resumes from.
+inline constexpr int kAgentFd = 3, kStatusFd = 4, kEventsFd = 5, kQmpFd = 6, kIncomingFd = 7;
+
+// QEMU's argv, booting `boot` (without -incoming).
+std::vector<std::string> qemuArgv(const Boot& boot);
 
 struct Launch {
   int agent_channel_fd = -1;  // the sandbox's end of the agent channel
@@ -53,6 +59,9 @@ struct Launch {
   void* attach_ctx = nullptr;
   int netns_fd = -1;
   std::chrono::steady_clock::time_point deadline;
+  // snapshot.h: resume this snapshot instead of booting; or, booting, save the guest into
+  // `snapshot_to` at its pause point. "": neither.
+  std::string restore_from, snapshot_to;
 };
 
 struct Running {
@@ -60,11 +69,15 @@ struct Running {
   UniqueFd pidfd;
   UniqueFd events;   // the guest's exec records (exec_records.h), non-blocking
   std::string said;  // what the guest's init said before the agent was ready
+  // Saving the snapshot: its size, or why it failed (the sandbox runs on either way).
+  uint64_t snapshot_bytes = 0;
+  std::string snapshot_error;
 };
 
-// Starts QEMU and waits for the agent's ready line. On failure QEMU is killed and reaped, and
-// the error says why: QEMU's own message, the init's, or a timeout (errnum ETIMEDOUT), with the
-// console's tail.
+// Starts QEMU (booting, or resuming launch.restore_from), answers the guest's pause point with
+// the go line (time, entropy, boot.hostname) and waits for the agent's ready line. On failure
+// QEMU is killed and reaped, and the error says why: QEMU's own message, the init's, or a
+// timeout (errnum ETIMEDOUT), with the console's tail.
 Result<Running> bootVm(const Boot& boot, const Launch& launch);
 
 // Boots `boot`'s kernel and initramfs to the first instruction of the guest's /init, which

@@ -114,7 +114,8 @@ std::string isolationConfigJson(const policy::Profile& profile) {
                           {"memory_mb", m.memoryMbFor(profile.limits.memory_mb)},
                           {"kernel", m.kernel},
                           {"cache_dir", m.cache_dir},
-                          {"boot_timeout_s", m.boot_timeout_s}}
+                          {"boot_timeout_s", m.boot_timeout_s},
+                          {"snapshots", m.snapshots}}
         .dump();
   }
   if (profile.isolation != "gvisor" && profile.isolation != "airlock.isolation.gvisor") return "{}";
@@ -312,7 +313,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   mounts.reserve(view.size());
   for (const auto& m : view) {
     uint32_t flags = (m.writable ? 0u : AIRLOCK_MOUNT_READONLY) |
-                     (m.optional ? AIRLOCK_MOUNT_OPTIONAL : 0u) | (m.image ? AIRLOCK_MOUNT_IMAGE : 0u);
+                     (m.optional ? AIRLOCK_MOUNT_OPTIONAL : 0u) |
+                     (m.image ? AIRLOCK_MOUNT_IMAGE : 0u);
     mounts.push_back({m.source.c_str(), m.target.c_str(), flags});
   }
   // A backend whose sandboxes cannot be adopted ends them with their supervisor.

@@ -4,17 +4,24 @@
 // erofs), with their load order in /lib/modules/order. The host's plugin passes everything
 // else on the kernel command line (docs/microvm.md):
 //   airlock.mounts=/usr        read-only images on vdb, vdc, ... and where they go (vda is /)
-//   airlock.home=BYTES airlock.tmp=BYTES airlock.user=UID:GID airlock.hostname=NAME
-//   airlock.net                configure eth0 on QEMU's user-mode network (network.mode allowlist,
-//   open) airlock.debug              report each step on the status port airlock.marker print a
-//   marker on the console and power off (the bare-boot floor)
+//   airlock.home=BYTES airlock.tmp=BYTES airlock.user=UID:GID
+//   airlock.image   vdb is filesystem.image, beneath the root on vda (an overlay); images from vdc
+//   airlock.workspace  the last disk is a persistent workspace (ext4) for /home/user
+//   airlock.net     configure eth0 on QEMU's user-mode network (network.mode allowlist, open)
+//   airlock.debug   report each step on the status port
+//   airlock.marker  print a marker on the console and power off (the bare-boot floor)
 // Steps: modules, the root (erofs on vda) with its images, tmpfs /home/user and /tmp, a minimal
-// /dev, /proc, loopback up, the agent's virtio-serial port as fd 3, then exec the agent. A step
-// that fails is reported on the status port (or the console before it exists) and the VM
-// powers off, so the host sees the reason instead of a timeout.
+// /dev, /proc, loopback (and eth0), the exec watch. Then the pause point: everything so far is the
+// same for every sandbox of one boot configuration, so the host may snapshot the guest here and
+// restore that snapshot for later sandboxes (docs/microvm.md, "Snapshots"). /init says "paused" on
+// the status port and waits for the host's go line with what is each sandbox's own: the time, fresh
+// entropy and the hostname. Then it opens the agent's virtio-serial port as fd 3 and execs the
+// agent. A step that fails is reported on the status port (or the console before it exists) and the
+// VM powers off, so the host sees the reason instead of a timeout.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/random.h>
 #include <net/if.h>
 #include <net/route.h>
 #include <poll.h>
@@ -123,8 +130,13 @@ void mountOrDie(const char* src, const std::string& target, const char* type, un
     die(std::string("mount ") + type + " on " + target);
 }
 
+// /lib/modules/order: "<name>" or "<name> <flag>", dependencies first; a module with a flag is
+// loaded only when the command line has it.
 void loadModules() {
-  for (const auto& name : split(readFile("/lib/modules/order"), '\n')) {
+  for (const auto& line : split(readFile("/lib/modules/order"), '\n')) {
+    const std::vector<std::string> f = split(line, ' ');
+    if (f.empty() || (f.size() > 1 && !hasParam(f[1]))) continue;
+    const std::string& name = f[0];
     const std::string path = "/lib/modules/" + name + ".ko";
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) die("open " + path);
@@ -163,14 +175,15 @@ int openPort(const char* name) {
   die(std::string("no virtio-serial port named ") + name);
 }
 
-// The same, moved out of the way of fd 3, which the agent's channel takes.
-int openPortAbove3(const char* name) {
-  int fd = openPort(name);
+// `fd` moved out of the way of fd 3, which the agent's channel takes.
+int above3(int fd, const std::string& what) {
   int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
-  if (high < 0) die(std::string("fcntl ") + name);
+  if (high < 0) die("fcntl " + what);
   ::close(fd);
   return high;
 }
+
+int openPortAbove3(const char* name) { return above3(openPort(name), name); }
 
 void makeDev(const std::string& dev) {
   mountOrDie("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755");
@@ -275,6 +288,51 @@ void ethernetUp() {
   ::close(s6);
 }
 
+// The pause point. The host answers "paused" with
+//   go <unix seconds> <nanoseconds> <hostname> <64 hex digits of entropy>\n
+// A guest restored from a snapshot shares the snapshot's clock and random state with every
+// other guest restored from it: the time is set, and the entropy is mixed into the kernel's
+// pool and the CRNG reseeded at once, before the agent or any program of the sandbox runs.
+void awaitGo() {
+  say("paused");
+  std::string line;
+  char c;
+  while (line.size() < 256) {
+    ssize_t n = ::read(status_fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) die("the status port closed before the host's go line");
+    if (c == '\n') break;
+    line.push_back(c);
+  }
+  const std::vector<std::string> f = split(line, ' ');
+  errno = 0;
+  if (f.size() != 5 || f[0] != "go" || f[4].size() != 64 ||
+      f[4].find_first_not_of("0123456789abcdef") != std::string::npos || f[3].empty() ||
+      f[3].size() > 63 ||
+      f[3].find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+          std::string::npos)
+    die("bad go line from the host: " + line.substr(0, 120));
+  timespec now{};
+  now.tv_sec = static_cast<time_t>(std::strtoll(f[1].c_str(), nullptr, 10));
+  now.tv_nsec = std::strtol(f[2].c_str(), nullptr, 10);
+  if (now.tv_nsec < 0 || now.tv_nsec >= 1000000000L || ::clock_settime(CLOCK_REALTIME, &now) != 0)
+    die("clock_settime");
+  constexpr size_t kSeedBytes = 32;
+  alignas(rand_pool_info) unsigned char seed[sizeof(rand_pool_info) + kSeedBytes] = {};
+  auto* pool = reinterpret_cast<rand_pool_info*>(seed);
+  pool->entropy_count = kSeedBytes * 8;
+  pool->buf_size = kSeedBytes;
+  for (size_t i = 0; i < kSeedBytes; ++i)
+    seed[sizeof(rand_pool_info) + i] =
+        static_cast<unsigned char>(std::stoul(f[4].substr(2 * i, 2), nullptr, 16));
+  int random = ::open("/dev/urandom", O_RDWR | O_CLOEXEC);
+  if (random < 0) die("open /dev/urandom");
+  if (::ioctl(random, RNDADDENTROPY, pool) != 0) die("RNDADDENTROPY");
+  if (::ioctl(random, RNDRESEEDCRNG) != 0) die("RNDRESEEDCRNG");
+  ::close(random);
+  if (::sethostname(f[3].data(), f[3].size()) != 0) die("sethostname");
+}
+
 }  // namespace
 
 int main() {
@@ -309,13 +367,24 @@ int main() {
   loadModules();
   status_fd = openPortAbove3(kStatusPort);
 
-  // The root: the system view's image on vda, then each further image where the host said.
+  // The root: the system view's image on vda (with airlock.image, an overlay of it over the
+  // operator's image on vdb), then each further image where the host said.
   if (::mkdir(kNewRoot, 0755) != 0 && errno != EEXIST) die("mkdir /newroot");
-  mountOrDie("/dev/vda", kNewRoot, "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID);
+  const bool image = hasParam("airlock.image");
+  if (image) {
+    for (const char* d : {"/layers", "/layers/root", "/layers/image"})
+      if (::mkdir(d, 0755) != 0 && errno != EEXIST) die(std::string("mkdir ") + d);
+    mountOrDie("/dev/vda", "/layers/root", "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID);
+    mountOrDie("/dev/vdb", "/layers/image", "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID);
+    mountOrDie("overlay", kNewRoot, "overlay", MS_RDONLY | MS_NODEV | MS_NOSUID,
+               "lowerdir=/layers/root:/layers/image");
+  } else {
+    mountOrDie("/dev/vda", kNewRoot, "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID);
+  }
   const std::vector<std::string> mounts = split(param("airlock.mounts"), ',');
   for (size_t i = 0; i < mounts.size(); ++i) {
-    if (mounts[i].empty() || mounts[i][0] != '/' || i >= 24) die("bad airlock.mounts");
-    const std::string disk = std::string("/dev/vd") + static_cast<char>('b' + i);
+    if (mounts[i].empty() || mounts[i][0] != '/' || i >= 23) die("bad airlock.mounts");
+    const std::string disk = std::string("/dev/vd") + static_cast<char>((image ? 'c' : 'b') + i);
     mountOrDie(disk.c_str(), kNewRoot + mounts[i], "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID);
   }
   const std::string root = kNewRoot;
@@ -328,37 +397,48 @@ int main() {
     return "size=" + std::to_string(n) +
            ",nr_inodes=" + std::to_string(std::max(n / 4096, 1024ull));
   };
-  mountOrDie("tmpfs", root + "/home/user", "tmpfs", MS_NOSUID | MS_NODEV,
-             sized(param("airlock.home", "268435456")) + ",mode=0755,uid=" +
-                 user.substr(0, user.find(':')) + ",gid=" + user.substr(user.find(':') + 1));
+  if (hasParam("airlock.workspace")) {
+    // A persistent workspace: the disk after the images, its files already the user's.
+    const std::string disk =
+        std::string("/dev/vd") + static_cast<char>((image ? 'c' : 'b') + mounts.size());
+    mountOrDie(disk.c_str(), root + "/home/user", "ext4", MS_NOSUID | MS_NODEV);
+  } else {
+    mountOrDie("tmpfs", root + "/home/user", "tmpfs", MS_NOSUID | MS_NODEV,
+               sized(param("airlock.home", "268435456")) + ",mode=0755,uid=" +
+                   user.substr(0, user.find(':')) + ",gid=" + user.substr(user.find(':') + 1));
+  }
   mountOrDie("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
              sized(param("airlock.tmp", "268435456")) + ",mode=1777");
   makeDev(root + "/dev");
   mountOrDie("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
 
-  step("hostname and loopback");
-  const std::string hostname = param("airlock.hostname", "sandbox");
-  if (::sethostname(hostname.data(), hostname.size()) != 0) die("sethostname");
+  step("loopback");
   loopbackUp();
   if (hasParam("airlock.net")) {
     step("eth0");
     ethernetUp();
   }
 
-  // The agent's channel becomes fd 3; its binary stays reachable through an fd after the
-  // initramfs is out of sight.
+  // The agent's port is found now (its sysfs is out of sight after the switch) but opened only
+  // after the go line: until the guest opens it, QEMU leaves what the supervisor sent (the
+  // sandbox's Configure, sent ahead) in the host's socket, so a snapshot never holds one
+  // sandbox's frames for another. Its binary stays reachable through an fd too.
   int events = openPortAbove3(kEventsPort);
   step("agent port");
-  int channel = openPort(kAgentPort);
-  step("agent port is fd " + std::to_string(channel));
-  if (channel != 3) {
-    if (::dup3(channel, 3, 0) != 3) die("dup3 channel");
-    ::close(channel);
-  } else if (::fcntl(3, F_SETFD, 0) != 0) {
-    die("fcntl channel");
+  int agent_port = -1;
+  for (int i = 0; i < 2000 && agent_port < 0; ++i) {  // 10 s, as openPort
+    if (std::string dev = portDevice(kAgentPort); !dev.empty())
+      agent_port = ::open(dev.c_str(), O_PATH | O_CLOEXEC);
+    if (agent_port < 0) ::usleep(5000);
   }
+  if (agent_port < 0) {
+    errno = ENODEV;
+    die(std::string("no virtio-serial port named ") + kAgentPort);
+  }
+  agent_port = above3(agent_port, kAgentPort);
   int agent = ::open("/airlock-agent", O_PATH | O_CLOEXEC);
   if (agent < 0) die("open /airlock-agent");
+  agent = above3(agent, "/airlock-agent");
 
   step("switch root and exec the agent");
   if (::chdir(kNewRoot) != 0) die("chdir /newroot");
@@ -370,6 +450,20 @@ int main() {
   step("exec watch");
   if (!airlock::isolation::microvm::startExecWatch(events)) die("process events connector");
   ::close(events);
+
+  awaitGo();
+
+  // The agent's channel becomes fd 3.
+  const std::string reopen = "/proc/self/fd/" + std::to_string(agent_port);
+  int channel = ::open(reopen.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (channel < 0) die("open the agent's port");
+  ::close(agent_port);
+  if (channel != 3) {
+    if (::dup3(channel, 3, 0) != 3) die("dup3 channel");
+    ::close(channel);
+  } else if (::fcntl(3, F_SETFD, 0) != 0) {
+    die("fcntl channel");
+  }
 
   // stderr is the status port until the agent's ready line; stdin and stdout are nothing.
   int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
