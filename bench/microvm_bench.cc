@@ -1,8 +1,10 @@
 // B7, microVM boot (docs/performance.md): QEMU's start to the agent's handshake, as the backend
 // boots a sandbox (kernel, initramfs, the /usr and root images, virtio-serial ports), against
 // the floor: a bare QEMU boot of the same kernel and initramfs to a marker printed by the
-// first instruction of /init (target: boot ≤ 1.2× the floor). Also the idle host memory of a
-// booted VM. Interleaved rounds in one run, so both sides see the same machine.
+// first instruction of /init (target: boot ≤ 1.2× the floor); and a sandbox resumed from a
+// snapshot of a booted guest (snapshot.h), as the backend starts every sandbox after the first
+// of a configuration. Also the idle host memory of a booted and of a resumed VM. Interleaved
+// rounds in one run, so all sides see the same machine.
 //
 // Usage: airlock_microvm_bench [--rounds N] [--accel tcg|kvm] [--memory-mb M]
 // Needs root (the cache under /var/cache/airlock/microvm is root's) and `airlock image build`.
@@ -103,33 +105,59 @@ int main(int argc, char** argv) {
   b.console_log = std::string(dir) + "/console.log";
   b.qemu_log = std::string(dir) + "/qemu.log";
 
-  std::vector<double> floor_s, boot_s, rss;
+  // side 0: the floor; 1: a boot; 2: a resume from `snapshot`, which a first boot saves.
+  const std::string snapshot = std::string(dir) + "/guest.vmstate";
+  uint64_t snapshot_bytes = 0;
+  auto start = [&](const mvm::Launch& proto, double& seconds, double& rss_mib) -> bool {
+    int sp[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) return false;
+    mvm::Launch l = proto;
+    l.agent_channel_fd = sp[1];
+    l.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto vm = mvm::bootVm(b, l);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (vm) {
+      snapshot_bytes = std::max(snapshot_bytes, vm->snapshot_bytes);
+      if (!vm->snapshot_error.empty())
+        std::fprintf(stderr, "b7: snapshot: %s\n", vm->snapshot_error.c_str());
+      ::usleep(1000 * 1000);  // settled: the agent waits for its first frame
+      rss_mib = rssMib(vm->pid);
+      ::syscall(SYS_pidfd_send_signal, vm->pidfd.get(), SIGKILL, nullptr, 0);
+      ::waitpid(vm->pid, nullptr, 0);
+    } else {
+      std::fprintf(stderr, "b7: boot: %s\n", vm.error().message().c_str());
+    }
+    ::close(sp[0]);
+    ::close(sp[1]);
+    return static_cast<bool>(vm);
+  };
+  {
+    mvm::Launch save;
+    save.snapshot_to = snapshot;
+    double s = 0, m = 0;
+    if (!start(save, s, m) || snapshot_bytes == 0) return 1;
+  }
+  std::vector<double> floor_s, boot_s, rss, resume_s, resume_rss;
   for (int r = 0; r < rounds; ++r) {
-    for (int side : (r % 2 == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0})) {
+    std::vector<int> sides = {0, 1, 2};
+    std::rotate(sides.begin(), sides.begin() + r % 3, sides.end());
+    for (int side : sides) {
       if (side == 0) {
         auto s = mvm::probeBoot(b, std::chrono::seconds(60));
         if (!s) return std::fprintf(stderr, "b7: floor: %s\n", s.error().message().c_str()), 1;
         floor_s.push_back(*s);
         continue;
       }
-      int sp[2];
-      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) return 1;
       mvm::Launch l;
-      l.agent_channel_fd = sp[1];
-      l.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      const auto t0 = std::chrono::steady_clock::now();
-      auto vm = mvm::bootVm(b, l);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (!vm) return std::fprintf(stderr, "b7: boot: %s\n", vm.error().message().c_str()), 1;
-      boot_s.push_back(s);
-      ::usleep(1000 * 1000);  // settled: the agent waits for its first frame
-      rss.push_back(rssMib(vm->pid));
-      ::syscall(SYS_pidfd_send_signal, vm->pidfd.get(), SIGKILL, nullptr, 0);
-      ::waitpid(vm->pid, nullptr, 0);
-      ::close(sp[0]);
-      ::close(sp[1]);
+      if (side == 2) l.restore_from = snapshot;
+      double s = 0, m = 0;
+      if (!start(l, s, m)) return 1;
+      (side == 1 ? boot_s : resume_s).push_back(s);
+      (side == 1 ? rss : resume_rss).push_back(m);
     }
   }
+  ::unlink(snapshot.c_str());
   ::unlink(b.console_log.c_str());
   ::unlink(b.qemu_log.c_str());
   ::rmdir(dir);
@@ -142,7 +170,13 @@ int main(int argc, char** argv) {
               pct(floor_s, 0.1), pct(floor_s, 0.9), "1.00");
   std::printf("%-34s %10.3f %10.3f %10.3f %8.2f\n", "airlock boot to agent handshake",
               median(boot_s), pct(boot_s, 0.1), pct(boot_s, 0.9), median(boot_s) / base);
-  std::printf("idle VM host RSS after boot: median %.0f MiB (QEMU, guest RAM touched, TCG cache)\n",
-              median(rss));
+  std::printf("%-34s %10.3f %10.3f %10.3f %8.2f\n", "airlock resume to agent handshake",
+              median(resume_s), pct(resume_s, 0.1), pct(resume_s, 0.9), median(resume_s) / base);
+  std::printf("snapshot: %.0f MiB; resume / boot: %.2f\n",
+              static_cast<double>(snapshot_bytes) / (1 << 20), median(resume_s) / median(boot_s));
+  std::printf(
+      "idle VM host RSS: booted %.0f MiB, resumed %.0f MiB (QEMU, guest RAM touched, TCG "
+      "cache)\n",
+      median(rss), median(resume_rss));
   return 0;
 }
