@@ -1,5 +1,6 @@
 // airlock-agent [--channel-fd N | --channel-stdio] [--reattach-grace-ms MS] [--announce-ready]
 //               [--own-kernel]
+// airlock-agent --unpack DIR ... | --pack DIR ...   (transfer_helper.h)
 #include <unistd.h>
 
 #include <cstdlib>
@@ -7,8 +8,12 @@
 #include <string>
 
 #include "agent.h"
+#include "transfer_helper.h"
 
 int main(int argc, char** argv) {
+  // The transfer helper (transfer_helper.h): the same binary, exec'd inside the sandbox.
+  if (argc >= 2 && (std::strcmp(argv[1], "--unpack") == 0 || std::strcmp(argv[1], "--pack") == 0))
+    return airlock::agent::transferHelperMain(argc, argv);
   airlock::agent::Options options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];

@@ -1,0 +1,443 @@
+#include "transfer_helper.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace airlock::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Limits {
+  uint64_t max_bytes = 1ull << 40;
+  uint64_t max_files = 1000000;
+  uint64_t max_depth = 64;
+  double max_ratio = 1000;
+};
+
+struct Summary {
+  uint64_t files = 0, dirs = 0, links = 0, bytes = 0, compressed_bytes = 0;
+  std::string json() const {
+    char out[256];
+    std::snprintf(out, sizeof out,
+                  "{\"files\":%llu,\"dirs\":%llu,\"links\":%llu,\"bytes\":%llu,"
+                  "\"compressed_bytes\":%llu}\n",
+                  static_cast<unsigned long long>(files), static_cast<unsigned long long>(dirs),
+                  static_cast<unsigned long long>(links), static_cast<unsigned long long>(bytes),
+                  static_cast<unsigned long long>(compressed_bytes));
+    return out;
+  }
+};
+
+// An error for stderr: what failed and, when there is one, the archive entry it was about.
+struct Failure {
+  std::string message;
+};
+
+void say(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+int fail(const std::string& message, int code = 1) {
+  say(2, "airlock transfer: " + message + "\n");
+  return code;
+}
+
+bool parseCount(const char* text, uint64_t& out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') return false;
+  out = v;
+  return true;
+}
+
+// The entry's path split into components, refused when it could leave the extraction root.
+// Returns "" when fine, else why not.
+std::string checkRelative(const std::string& path, std::vector<std::string>& parts) {
+  parts.clear();
+  if (path.empty()) return "an empty path";
+  if (path[0] == '/') return "an absolute path";
+  size_t from = 0;
+  while (from <= path.size()) {
+    size_t to = path.find('/', from);
+    if (to == std::string::npos) to = path.size();
+    std::string part = path.substr(from, to - from);
+    if (part == "..") return "a '..' component";
+    if (!part.empty() && part != ".") parts.push_back(part);
+    from = to + 1;
+  }
+  return "";  // no parts: "./", the root itself
+}
+
+// Whether a symlink at `entry` (components) pointing to `target` stays inside the root, by
+// resolving the target lexically from the link's directory.
+bool linkStaysInside(const std::vector<std::string>& entry, const std::string& target) {
+  if (target.empty() || target[0] == '/') return false;
+  std::vector<std::string> at(entry.begin(), entry.end() - (entry.empty() ? 0 : 1));
+  size_t from = 0;
+  while (from <= target.size()) {
+    size_t to = target.find('/', from);
+    if (to == std::string::npos) to = target.size();
+    std::string part = target.substr(from, to - from);
+    if (part == "..") {
+      if (at.empty()) return false;
+      at.pop_back();
+    } else if (!part.empty() && part != ".") {
+      at.push_back(part);
+    }
+    from = to + 1;
+  }
+  return true;
+}
+
+std::string entryName(archive_entry* e) {
+  const char* p = archive_entry_pathname(e);
+  return p != nullptr ? p : "(no name)";
+}
+
+// Moves the staged tree into place: the whole staging directory when the target did not exist,
+// else each top-level entry, refusing to replace what the target already has.
+std::string moveIntoPlace(const std::string& stage, const std::string& target, bool into) {
+  if (!into) {
+    if (::rename(stage.c_str(), target.c_str()) != 0)
+      return "rename into " + target + ": " + std::strerror(errno);
+    return "";
+  }
+  // All or nothing: a name the target has already refuses the whole archive before anything
+  // moves.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(stage, ec)) {
+    struct stat st {};
+    const std::string name = e.path().filename().string();
+    if (::lstat((target + "/" + name).c_str(), &st) == 0)
+      return "'" + name + "' exists there already in " + target;
+  }
+  if (ec) return "listing the staged files: " + ec.message();
+  for (const auto& e : fs::directory_iterator(stage, ec)) {
+    const std::string to = target + "/" + e.path().filename().string();
+    if (::syscall(SYS_renameat2, AT_FDCWD, e.path().c_str(), AT_FDCWD, to.c_str(),
+                  RENAME_NOREPLACE) != 0)
+      return "moving " + e.path().filename().string() + " into " + target + ": " +
+             (errno == EEXIST ? std::string("it exists there already") : std::strerror(errno));
+  }
+  if (ec) return "listing the staged files: " + ec.message();
+  ::rmdir(stage.c_str());
+  return "";
+}
+
+int unpack(const std::string& target, const Limits& limits) {
+  if (target.empty() || target[0] != '/') return fail("the target must be an absolute path");
+  struct stat st {};
+  const bool into = ::lstat(target.c_str(), &st) == 0;
+  if (into && !S_ISDIR(st.st_mode)) return fail(target + " exists and is not a directory");
+  // The staging directory: inside an existing target (same file system, moved up at the end),
+  // else beside it.
+  std::string stage =
+      (into ? target + "/" : target.substr(0, target.rfind('/') + 1)) + ".airlock-partial-XXXXXX";
+  if (stage.size() < 23 || stage[0] != '/') return fail("bad target " + target);
+  if (::mkdtemp(stage.data()) == nullptr)
+    return fail("cannot make a staging directory for " + target + ": " + std::strerror(errno));
+  auto cleanup = [&] {
+    std::error_code ec;
+    fs::remove_all(stage, ec);
+  };
+  if (::chdir(stage.c_str()) != 0) {
+    cleanup();
+    return fail("chdir " + stage + ": " + std::strerror(errno));
+  }
+
+  archive* in = archive_read_new();
+  // Format by format: _all would link xar's reader and with it libxml2 and ICU.
+  for (auto support : {archive_read_support_filter_gzip, archive_read_support_filter_bzip2,
+                       archive_read_support_filter_xz, archive_read_support_filter_zstd,
+                       archive_read_support_filter_lz4, archive_read_support_format_tar,
+                       archive_read_support_format_cpio, archive_read_support_format_zip,
+                       archive_read_support_format_7zip})
+    support(in);
+  archive* out = archive_write_disk_new();
+  archive_write_disk_set_options(out,
+                                 ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+                                     ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_PERM |
+                                     ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_UNLINK);
+  Summary sum;
+  std::string error;
+  if (archive_read_open_fd(in, 0, 1 << 16) != ARCHIVE_OK) {
+    error = std::string("not an archive: ") + archive_error_string(in);
+  }
+  std::vector<std::string> parts;
+  while (error.empty()) {
+    archive_entry* e = nullptr;
+    int r = archive_read_next_header(in, &e);
+    if (r == ARCHIVE_EOF) break;
+    if (r < ARCHIVE_WARN) {
+      error = std::string("reading the archive: ") + archive_error_string(in);
+      break;
+    }
+    const std::string name = entryName(e);
+    if (auto why = checkRelative(name, parts); !why.empty()) {
+      error = "entry '" + name + "': " + why + " (it would leave the target)";
+      break;
+    }
+    if (parts.empty()) continue;  // the root directory itself
+    if (parts.size() > limits.max_depth) {
+      error = "entry '" + name + "': deeper than " + std::to_string(limits.max_depth) + " levels";
+      break;
+    }
+    const mode_t type = archive_entry_filetype(e);
+    if (const char* hard = archive_entry_hardlink(e); hard != nullptr) {
+      std::vector<std::string> target_parts;
+      if (auto why = checkRelative(hard, target_parts); !why.empty() || target_parts.empty()) {
+        error = "entry '" + name + "': a hard link to '" + hard + "', outside the target";
+        break;
+      }
+      ++sum.links;
+    } else if (type == AE_IFLNK) {
+      const char* to = archive_entry_symlink(e);
+      if (to == nullptr || !linkStaysInside(parts, to)) {
+        error = "entry '" + name + "': a symlink to '" + (to ? to : "") + "', outside the target";
+        break;
+      }
+      ++sum.links;
+    } else if (type == AE_IFDIR) {
+      ++sum.dirs;
+    } else if (type == AE_IFREG) {
+      ++sum.files;
+    } else {
+      error = "entry '" + name + "': a " +
+              (type == AE_IFCHR    ? "character device"
+               : type == AE_IFBLK  ? "block device"
+               : type == AE_IFIFO  ? "FIFO"
+               : type == AE_IFSOCK ? "socket"
+                                   : "special file") +
+              ", which transfers never create";
+      break;
+    }
+    if (sum.files + sum.links > limits.max_files) {
+      error = "entry '" + name + "': more than " + std::to_string(limits.max_files) + " files";
+      break;
+    }
+    // Permissions of the sandbox user's own files: no setuid, setgid or sticky bits.
+    archive_entry_set_perm(e, archive_entry_perm(e) & 0777);
+    if (archive_write_header(out, e) < ARCHIVE_WARN) {
+      error = "entry '" + name + "': " + archive_error_string(out);
+      break;
+    }
+    const void* buf = nullptr;
+    size_t size = 0;
+    la_int64_t offset = 0;
+    for (;;) {
+      r = archive_read_data_block(in, &buf, &size, &offset);
+      if (r == ARCHIVE_EOF) break;
+      if (r < ARCHIVE_WARN) {
+        error = "entry '" + name + "': " + archive_error_string(in);
+        break;
+      }
+      sum.bytes += size;
+      sum.compressed_bytes = static_cast<uint64_t>(archive_filter_bytes(in, -1));
+      if (sum.bytes > limits.max_bytes) {
+        error = "entry '" + name + "': the archive holds more than " +
+                std::to_string(limits.max_bytes) + " bytes";
+        break;
+      }
+      // A bomb is stopped while it inflates: past 16 MiB, the output may be at most
+      // max_ratio times what has been read so far.
+      if (sum.bytes > (16u << 20) &&
+          static_cast<double>(sum.bytes) >
+              limits.max_ratio * static_cast<double>(std::max<uint64_t>(sum.compressed_bytes, 1))) {
+        error = "entry '" + name + "': expands more than " +
+                std::to_string(static_cast<int>(limits.max_ratio)) +
+                " times (a decompression bomb?)";
+        break;
+      }
+      if (archive_write_data_block(out, buf, size, offset) < ARCHIVE_WARN) {
+        error = "entry '" + name + "': " + archive_error_string(out);
+        break;
+      }
+    }
+    if (error.empty() && archive_write_finish_entry(out) < ARCHIVE_WARN)
+      error = "entry '" + name + "': " + archive_error_string(out);
+  }
+  if (error.empty() && archive_write_close(out) != ARCHIVE_OK)
+    error = std::string("finishing: ") + archive_error_string(out);
+  sum.compressed_bytes = static_cast<uint64_t>(archive_filter_bytes(in, -1));
+  archive_write_free(out);
+  archive_read_free(in);
+  (void)::chdir("/");
+  if (error.empty()) error = moveIntoPlace(stage, target, into);
+  if (!error.empty()) {
+    cleanup();
+    return fail(error);
+  }
+  say(1, sum.json());
+  return 0;
+}
+
+int pack(const std::string& source, const std::string& format, const Limits& limits) {
+  if (source.empty() || source[0] != '/') return fail("the source must be an absolute path");
+  struct stat st {};
+  if (::lstat(source.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return fail(source + " is not a directory");
+  archive* out = archive_write_new();
+  int r = ARCHIVE_OK;
+  if (format == "tar" || format == "tar.gz" || format == "tar.zst") {
+    r = archive_write_set_format_pax_restricted(out);
+    if (r == ARCHIVE_OK && format == "tar.gz") r = archive_write_add_filter_gzip(out);
+    if (r == ARCHIVE_OK && format == "tar.zst") r = archive_write_add_filter_zstd(out);
+  } else if (format == "zip") {
+    r = archive_write_set_format_zip(out);
+  } else {
+    archive_write_free(out);
+    return fail("unknown format '" + format + "' (tar, tar.gz, tar.zst, zip)");
+  }
+  // No padding to tar's 10 KiB blocks: after a compressed stream, zeros are a broken frame.
+  archive_write_set_bytes_in_last_block(out, 1);
+  if (r != ARCHIVE_OK || archive_write_open_fd(out, 1) != ARCHIVE_OK) {
+    std::string why = archive_error_string(out) ? archive_error_string(out) : "?";
+    archive_write_free(out);
+    return fail("cannot write " + format + ": " + why);
+  }
+  archive* disk = archive_read_disk_new();
+  archive_read_disk_set_symlink_physical(disk);
+  archive_read_disk_set_behavior(disk, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS |
+                                           ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL |
+                                           ARCHIVE_READDISK_NO_FFLAGS);
+  Summary sum;
+  std::string error;
+  if (archive_read_disk_open(disk, source.c_str()) != ARCHIVE_OK)
+    error = source + ": " + archive_error_string(disk);
+  std::vector<char> buf(1 << 16);
+  while (error.empty()) {
+    archive_entry* e = archive_entry_new();
+    r = archive_read_next_header2(disk, e);
+    if (r == ARCHIVE_EOF) {
+      archive_entry_free(e);
+      break;
+    }
+    if (r < ARCHIVE_WARN) {
+      error = std::string("reading ") + source + ": " + archive_error_string(disk);
+      archive_entry_free(e);
+      break;
+    }
+    archive_read_disk_descend(disk);
+    const std::string path = archive_entry_sourcepath(e) ? archive_entry_sourcepath(e) : "";
+    if (path == source) {  // the root: its contents are the archive's top level
+      archive_entry_free(e);
+      continue;
+    }
+    const std::string name = path.substr(source.size() + (source.back() == '/' ? 0 : 1));
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_uid(e, 0);
+    archive_entry_set_gid(e, 0);
+    archive_entry_set_uname(e, "");
+    archive_entry_set_gname(e, "");
+    const mode_t type = archive_entry_filetype(e);
+    if (type == AE_IFDIR) {
+      ++sum.dirs;
+    } else if (type == AE_IFLNK) {
+      ++sum.links;
+    } else if (type == AE_IFREG) {
+      ++sum.files;
+    } else {
+      archive_entry_free(e);
+      continue;  // devices, FIFOs, sockets: never in a transfer
+    }
+    if (sum.files + sum.links > limits.max_files) {
+      error = "'" + name + "': more than " + std::to_string(limits.max_files) + " files";
+      archive_entry_free(e);
+      break;
+    }
+    if (type == AE_IFREG) {
+      sum.bytes += static_cast<uint64_t>(archive_entry_size(e));
+      if (sum.bytes > limits.max_bytes) {
+        error = "'" + name + "': more than " + std::to_string(limits.max_bytes) + " bytes";
+        archive_entry_free(e);
+        break;
+      }
+    }
+    if (archive_write_header(out, e) < ARCHIVE_WARN) {
+      error = "'" + name + "': " + archive_error_string(out);
+      archive_entry_free(e);
+      break;
+    }
+    if (type == AE_IFREG) {
+      int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) {
+        error = "'" + name + "': " + std::strerror(errno);
+        archive_entry_free(e);
+        break;
+      }
+      ssize_t n;
+      while ((n = ::read(fd, buf.data(), buf.size())) > 0) {
+        if (archive_write_data(out, buf.data(), static_cast<size_t>(n)) < 0) {
+          error = "'" + name + "': " + archive_error_string(out);
+          break;
+        }
+      }
+      if (n < 0 && error.empty()) error = "'" + name + "': " + std::strerror(errno);
+      ::close(fd);
+    }
+    archive_entry_free(e);
+  }
+  archive_read_free(disk);
+  if (error.empty() && archive_write_close(out) != ARCHIVE_OK)
+    error = std::string("finishing: ") + archive_error_string(out);
+  sum.compressed_bytes = static_cast<uint64_t>(archive_filter_bytes(out, -1));
+  archive_write_free(out);
+  if (!error.empty()) return fail(error);
+  say(2, sum.json());
+  return 0;
+}
+
+}  // namespace
+
+int transferHelperMain(int argc, char** argv) {
+  const std::string mode = argv[1];
+  if (argc < 3) return fail("usage: --unpack DIR | --pack DIR --format F [limits]", 2);
+  std::string dir = argv[2], format;
+  Limits limits;
+  for (int i = 3; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return fail("option " + a + " needs a value", 2);
+    const char* v = argv[++i];
+    uint64_t n = 0;
+    if (a == "--format") {
+      format = v;
+    } else if (a == "--max-bytes" && parseCount(v, n)) {
+      limits.max_bytes = n;
+    } else if (a == "--max-files" && parseCount(v, n)) {
+      limits.max_files = n;
+    } else if (a == "--max-depth" && parseCount(v, n)) {
+      limits.max_depth = n;
+    } else if (a == "--max-ratio" && parseCount(v, n) && n > 0) {
+      limits.max_ratio = static_cast<double>(n);
+    } else {
+      return fail("bad option " + a + " " + v, 2);
+    }
+  }
+  if (mode == "--unpack") return unpack(dir, limits);
+  if (format.empty()) return fail("--pack needs --format", 2);
+  return pack(dir, format, limits);
+}
+
+}  // namespace airlock::agent
