@@ -9,11 +9,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -116,6 +118,80 @@ std::string entryName(archive_entry* e) {
   return p != nullptr ? p : "(no name)";
 }
 
+// --framed input: the supervisor's stream is chunks, 'D' + 4-byte little-endian length +
+// bytes, ended by 'E' (all of it arrived: commit) or 'A' (abort). Plain stdin could not tell a
+// finished download from a cut one: an archive may parse cleanly up to where a failing source
+// stopped. Without --framed, stdin's end is the end.
+class Input {
+ public:
+  explicit Input(bool framed) : framed_(framed) {}
+  // libarchive's read callback.
+  static la_ssize_t read(archive*, void* ctx, const void** out) {
+    return static_cast<Input*>(ctx)->next(out);
+  }
+  // Reads what is left after the archive's own end, up to the stream's end marker.
+  void drain() {
+    const void* ignored;
+    while (next(&ignored) > 0) {
+    }
+  }
+  bool complete() const { return !framed_ || ended_ok_; }
+  bool aborted() const { return aborted_; }
+
+ private:
+  bool readExactly(void* to, size_t n) {
+    auto* p = static_cast<char*>(to);
+    while (n > 0) {
+      ssize_t got = ::read(0, p, n);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false;
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
+    return true;
+  }
+  la_ssize_t next(const void** out) {
+    *out = buf_;
+    if (!framed_) {
+      ssize_t got;
+      do {
+        got = ::read(0, buf_, sizeof buf_);
+      } while (got < 0 && errno == EINTR);
+      return got < 0 ? 0 : got;
+    }
+    while (left_ == 0) {
+      if (ended_ok_ || aborted_) return 0;
+      unsigned char kind = 0;
+      if (!readExactly(&kind, 1)) {
+        aborted_ = true;  // the stream stopped without its end marker
+        return 0;
+      }
+      if (kind == 'E') {
+        ended_ok_ = true;
+        return 0;
+      }
+      unsigned char len[4];
+      if (kind != 'D' || !readExactly(len, 4)) {
+        aborted_ = true;
+        return 0;
+      }
+      left_ = len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
+    }
+    const size_t want = std::min<size_t>(left_, sizeof buf_);
+    if (!readExactly(buf_, want)) {
+      aborted_ = true;
+      return 0;
+    }
+    left_ -= static_cast<uint32_t>(want);
+    return static_cast<la_ssize_t>(want);
+  }
+
+  bool framed_;
+  bool ended_ok_ = false, aborted_ = false;
+  uint32_t left_ = 0;
+  char buf_[1 << 16];
+};
+
 // Moves the staged tree into place: the whole staging directory when the target did not exist,
 // else each top-level entry, refusing to replace what the target already has.
 std::string moveIntoPlace(const std::string& stage, const std::string& target, bool into) {
@@ -146,7 +222,7 @@ std::string moveIntoPlace(const std::string& stage, const std::string& target, b
   return "";
 }
 
-int unpack(const std::string& target, const Limits& limits) {
+int unpack(const std::string& target, const Limits& limits, bool framed) {
   if (target.empty() || target[0] != '/') return fail("the target must be an absolute path");
   struct stat st {};
   const bool into = ::lstat(target.c_str(), &st) == 0;
@@ -182,8 +258,10 @@ int unpack(const std::string& target, const Limits& limits) {
                                      ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_UNLINK);
   Summary sum;
   std::string error;
-  if (archive_read_open_fd(in, 0, 1 << 16) != ARCHIVE_OK) {
-    error = std::string("not an archive: ") + archive_error_string(in);
+  auto input = std::make_unique<Input>(framed);
+  if (archive_read_open(in, input.get(), nullptr, &Input::read, nullptr) != ARCHIVE_OK) {
+    error = input->aborted() ? "the transfer was cut off before its end"
+                             : std::string("not an archive: ") + archive_error_string(in);
   }
   std::vector<std::string> parts;
   while (error.empty()) {
@@ -283,6 +361,10 @@ int unpack(const std::string& target, const Limits& limits) {
   sum.compressed_bytes = static_cast<uint64_t>(archive_filter_bytes(in, -1));
   archive_write_free(out);
   archive_read_free(in);
+  if (error.empty()) {
+    input->drain();
+    if (!input->complete()) error = "the transfer was cut off before its end";
+  }
   (void)::chdir("/");
   if (error.empty()) error = moveIntoPlace(stage, target, into);
   if (!error.empty()) {
@@ -416,9 +498,10 @@ int transferHelperMain(int argc, char** argv) {
   if (argc < 3) return fail("usage: --unpack DIR | --pack DIR --format F [limits]", 2);
   std::string dir = argv[2], format;
   Limits limits;
+  bool framed = false;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
-    if (i + 1 >= argc) return fail("option " + a + " needs a value", 2);
+    if (a != "--framed" && i + 1 >= argc) return fail("option " + a + " needs a value", 2);
     const char* v = argv[++i];
     uint64_t n = 0;
     if (a == "--format") {
@@ -429,13 +512,16 @@ int transferHelperMain(int argc, char** argv) {
       limits.max_files = n;
     } else if (a == "--max-depth" && parseCount(v, n)) {
       limits.max_depth = n;
+    } else if (a == "--framed") {
+      framed = true;
+      --i;  // a flag: no value
     } else if (a == "--max-ratio" && parseCount(v, n) && n > 0) {
       limits.max_ratio = static_cast<double>(n);
     } else {
       return fail("bad option " + a + " " + v, 2);
     }
   }
-  if (mode == "--unpack") return unpack(dir, limits);
+  if (mode == "--unpack") return unpack(dir, limits, framed);
   if (format.empty()) return fail("--pack needs --format", 2);
   return pack(dir, format, limits);
 }

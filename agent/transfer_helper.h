@@ -2,7 +2,7 @@
 // an ordinary execution (argv[0] /proc/self/exe), so archives are opened and written as the
 // sandbox user, under the sandbox's seccomp filter, Landlock rules and limits, never by the host.
 //
-//   --unpack DIR [--max-bytes N] [--max-files N] [--max-depth N] [--max-ratio R]
+//   --unpack DIR [--framed] [--max-bytes N] [--max-files N] [--max-depth N] [--max-ratio R]
 //       Reads an archive (tar, pax, cpio, zip; gzip, bzip2, xz, zstd, lz4: libarchive's
 //       detection) from stdin and extracts it into DIR. Every entry is checked before it is
 //       written: no absolute path, no `..`, no device, FIFO or socket, no symlink or hard link
@@ -11,6 +11,9 @@
 //       the cap, not after). Extraction goes into a staging directory beside or inside DIR, which
 //       is moved into place only when the whole archive passed; on any error it is removed.
 //       Prints {"files":..,"dirs":..,"links":..,"bytes":..,"compressed_bytes":..} on stdout.
+//       --framed: stdin is chunks ('D', 4-byte little-endian length, bytes) ended by 'E'; an
+//       'A' or a stream that stops without 'E' aborts, so a source that failed midway never
+//       commits an archive that happened to parse up to where it stopped.
 //   --pack DIR --format tar|tar.gz|tar.zst|zip [--max-bytes N] [--max-files N]
 //       Writes DIR's tree (symlinks as links, never followed; no other file systems) as an
 //       archive on stdout, and the same summary on stderr's last line.

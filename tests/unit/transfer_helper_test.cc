@@ -204,6 +204,39 @@ TEST(TransferHelper, ATruncatedArchiveLeavesNothing) {
   EXPECT_NE(junk.err.find("not an archive"), std::string::npos) << junk.err;
 }
 
+// The framing the supervisor uses (--framed): chunks, then 'E'. A stream that stops early, or
+// says 'A', commits nothing even when what arrived parses as a whole archive.
+std::string framed(const std::string& bytes, size_t chunk, const std::string& end) {
+  std::string out;
+  for (size_t at = 0; at < bytes.size(); at += chunk) {
+    const std::string part = bytes.substr(at, chunk);
+    const uint32_t n = static_cast<uint32_t>(part.size());
+    out += 'D';
+    for (int i = 0; i < 4; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
+    out += part;
+  }
+  return out + end;
+}
+
+TEST(TransferHelper, AFramedStreamCommitsOnlyAtItsEnd) {
+  TempDir dir;
+  const std::string archive =
+      makeArchive({{.name = "a.txt", .data = "a"}, {.name = "b.txt", .data = "b"}}, "tar.gz");
+  auto ok = unpack(framed(archive, 7, "E"), dir.path() + "/ok", {"--framed"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(treeOf(dir.path() + "/ok"), (std::vector<std::string>{"a.txt", "b.txt"}));
+  for (const std::string end : {"A", ""}) {
+    SCOPED_TRACE(end.empty() ? "cut" : "abort");
+    auto r = unpack(framed(archive, 7, end), dir.path() + "/no", {"--framed"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("the transfer was cut off before its end"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir.path() + "/no"));
+  }
+  auto garbled = unpack("D\xff\xff\xff\x7fxx", dir.path() + "/garbled", {"--framed"});
+  EXPECT_EQ(garbled.exit_code, 1);
+  EXPECT_EQ(treeOf(dir.path()), (std::vector<std::string>{"ok", "ok/a.txt", "ok/b.txt"}));
+}
+
 // Into an existing directory: new names are added; a name it has already refuses the whole
 // archive, and nothing of it is left (the directory's own files are untouched).
 TEST(TransferHelper, AnExistingTargetIsAddedToNeverOverwritten) {
