@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -494,6 +495,9 @@ int pack(const std::string& source, const std::string& format, const Limits& lim
 }  // namespace
 
 int transferHelperMain(int argc, char** argv) {
+  // A file past the sandbox's RLIMIT_FSIZE fails its write (EFBIG, named with the entry)
+  // instead of killing the helper without a word.
+  ::signal(SIGXFSZ, SIG_IGN);
   const std::string mode = argv[1];
   if (argc < 3) return fail("usage: --unpack DIR | --pack DIR --format F [limits]", 2);
   std::string dir = argv[2], format;

@@ -104,7 +104,7 @@ Result<std::string> readAll(std::istream& in, const std::string& what) {
 
 int runCommand(const std::vector<std::string>& args) {
   sandbox::RunRequest req;
-  std::vector<std::string> env, files, outs, positional;
+  std::vector<std::string> env, files, outs, ins, positional;
   std::string policy_file, isolation;
   bool json = false, no_stdin = false, local = false;
   uint32_t timeout = 0;
@@ -129,7 +129,12 @@ int runCommand(const std::vector<std::string>& args) {
       "file,f", po::value(&files)->composing(),
       "LOCAL[:SANDBOX_PATH] copied in before the run (repeatable; relative sandbox paths are under "
       "/home/user)")("out,o", po::value(&outs)->composing(),
-                     "SANDBOX_PATH[:LOCAL] copied out after the run (repeatable)")(
+                     "SANDBOX_PATH[:LOCAL] copied out after the run (repeatable); a directory "
+                     "named with LOCAL ending in .tar, .tar.gz, .tgz, .tar.zst or .zip is packed "
+                     "in that format")("in", po::value(&ins)->composing(),
+                                       "ARCHIVE:SANDBOX_DIR: a local .tar, .tar.gz, .tar.zst or "
+                                       ".zip unpacked inside the sandbox before the run "
+                                       "(repeatable; --local only for now)")(
       "json", po::bool_switch(&json),
       "print one JSON result record instead of the program's output")(
       "no-stdin", po::bool_switch(&no_stdin), "give the program an empty stdin")(
@@ -170,6 +175,11 @@ int runCommand(const std::vector<std::string>& args) {
     if (!c) return printError("run: --file " + c.error().message()), sandbox::kExitAirlockError;
     req.files_in.push_back(*c);
   }
+  for (const auto& i : ins) {
+    auto c = parseCopy(i, true);
+    if (!c) return printError("run: --in " + c.error().message()), sandbox::kExitAirlockError;
+    req.archives_in.push_back(*c);
+  }
   for (const auto& o : outs) {
     auto c = parseCopy(o, false);
     if (!c) return printError("run: --out " + c.error().message()), sandbox::kExitAirlockError;
@@ -201,7 +211,8 @@ int runCommand(const std::vector<std::string>& args) {
   }
   const bool pass_stdin = !code_from_stdin && !no_stdin && !isatty(STDIN_FILENO);
   std::string unreachable;  // what was tried when no supervisor was reachable
-  if (!local && policy_file.empty() && !req.isolation) {
+  // Transfers travel over the API in a later step: until then --in runs in this process.
+  if (!local && policy_file.empty() && !req.isolation && req.archives_in.empty()) {
     auto supervisor = reachableSupervisor(unreachable);
     if (!supervisor) {
       printError("run: " + supervisor.error().message() + " (or pass --local)");

@@ -30,6 +30,10 @@ struct RunRequest {
   std::map<std::string, std::string> env;
   std::vector<FileCopy> files_in;
   std::vector<FileCopy> files_out;
+  // `--in ARCHIVE:DIR`: local archives unpacked into sandbox directories by the agent's helper
+  // (transfer.h), before the program. A files_out entry whose sandbox path is a directory and
+  // whose local name ends in .tar, .tar.gz, .tgz, .tar.zst or .zip is packed in that format.
+  std::vector<FileCopy> archives_in;
   // The program's stdin: this fd's bytes as they come (>= 0), or stdin_data (has_stdin_data),
   // or nothing (/dev/null).
   int stdin_fd = -1;

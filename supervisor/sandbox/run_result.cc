@@ -84,6 +84,24 @@ nlohmann::json RunResult::toJson() const {
     for (const auto& [step, ms] : create_steps) o[step] = ms;
     return o;
   };
+  auto transfersJson = [&] {
+    json a = json::array();
+    for (const auto& t : transfers) {
+      json o = {{"direction", t.direction},
+                {"local_path", t.local_path},
+                {"sandbox_path", t.sandbox_path},
+                {"files", t.files},
+                {"dirs", t.dirs},
+                {"links", t.links},
+                {"bytes", t.bytes},
+                {"archive_bytes", t.moved_bytes},
+                {"ms", t.ms}};
+      o["sha256"] = t.sha256.empty() ? json(nullptr) : json(t.sha256);
+      o["error"] = t.error.empty() ? json(nullptr) : json(t.error);
+      a.push_back(o);
+    }
+    return a;
+  };
   auto files = [](const std::vector<FileOutcome>& v) {
     json a = json::array();
     for (const auto& f : v) {
@@ -125,6 +143,7 @@ nlohmann::json RunResult::toJson() const {
         {"oom_kills", oom_kills}}},
       {"files_in", files(files_in)},
       {"files_out", files(files_out)},
+      {"transfers", transfersJson()},
       {"review", review ? review->toJson() : json(nullptr)},
       {"audit", audit},
   };

@@ -28,6 +28,18 @@ struct FileOutcome {
   std::string error;  // empty on success
 };
 
+// One archive moved in (unpacked) or out (packed) by `--in`/`--out` (transfer.h).
+struct TransferOutcome {
+  std::string direction;  // "in" or "out"
+  std::string local_path, sandbox_path;
+  uint64_t files = 0, dirs = 0, links = 0;
+  uint64_t bytes = 0;        // extracted or packed
+  uint64_t moved_bytes = 0;  // the archive's
+  std::string sha256;        // of the archive's bytes
+  double ms = 0;
+  std::string error;  // empty on success
+};
+
 struct RunResult {
   static constexpr int kSchema = 1;
   Status status = Status::kError;
@@ -46,6 +58,7 @@ struct RunResult {
   uint64_t memory_peak_bytes = 0, oom_kills = 0;
 
   std::vector<FileOutcome> files_in, files_out;
+  std::vector<TransferOutcome> transfers;
   std::vector<std::string> relaxations;
   // The review chain's verdict ("review" in the record; null when the profile reviews nothing).
   // A deny (or a hold, which `airlock run` cannot wait out) makes the status kRefused.

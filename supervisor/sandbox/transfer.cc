@@ -1,0 +1,218 @@
+#include "supervisor/sandbox/transfer.h"
+
+// SHA256_* rather than EVP, as policy/hash.cc explains (no provider tables to initialize).
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include <nlohmann/json.hpp>
+
+#include "supervisor/sandbox/agent/program.h"
+
+namespace airlock::sandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The helper is the agent's own binary: /proc/self/exe in the execution's child names it.
+constexpr const char* kHelper = "/proc/self/exe";
+// Its stdin frames (agent/transfer_helper.h, --framed): chunks under 1 MiB, then 'E' or 'A'.
+constexpr size_t kFrameChunk = 256 * 1024;
+// What the helper says besides the archive: a summary line, or an error line.
+constexpr uint64_t kReportCap = 16 * 1024;
+
+class Sha256 {
+ public:
+  Sha256() { SHA256_Init(&ctx_); }
+  void update(std::string_view bytes) { SHA256_Update(&ctx_, bytes.data(), bytes.size()); }
+  std::string hex() {
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256_Final(digest, &ctx_);
+    static const char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char b : digest) {
+      out += kHex[b >> 4];
+      out += kHex[b & 0xf];
+    }
+    return out;
+  }
+
+ private:
+  SHA256_CTX ctx_;
+};
+
+std::vector<std::string> limitArgs(const TransferLimits& l, bool unpack) {
+  std::vector<std::string> a = {"--max-bytes", std::to_string(l.max_bytes), "--max-files",
+                                std::to_string(l.max_files)};
+  if (unpack) {
+    a.insert(a.end(), {"--max-depth", std::to_string(l.max_depth), "--max-ratio",
+                       std::to_string(l.max_ratio)});
+  }
+  return a;
+}
+
+protocol::Exec helperExec(std::vector<std::string> argv, const std::vector<std::string>& env,
+                          Clock::time_point deadline) {
+  protocol::Exec e;
+  e.argv = std::move(argv);
+  e.env = env;
+  e.cwd = "/";
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  e.timeout_ms = left.count() > 0 ? static_cast<uint64_t>(left.count()) : 1;
+  // One process of its own: the sandbox's other programs go on (a served sandbox).
+  e.kill_scope = protocol::ExecKillScope::kSession;
+  return e;
+}
+
+// The helper's last line (its summary or its error), as the error of a failed transfer.
+std::string lastLine(std::string text) {
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  const auto nl = text.rfind('\n');
+  text = nl == std::string::npos ? text : text.substr(nl + 1);
+  const std::string prefix = "airlock transfer: ";
+  return text.starts_with(prefix) ? text.substr(prefix.size()) : text;
+}
+
+Result<> readSummary(const std::string& line, TransferSummary& s) {
+  auto j = nlohmann::json::parse(line, nullptr, false);
+  if (!j.is_object()) return fail("the transfer helper's summary is not JSON: " + line);
+  s.files = j.value("files", 0ull);
+  s.dirs = j.value("dirs", 0ull);
+  s.links = j.value("links", 0ull);
+  s.bytes = j.value("bytes", 0ull);
+  return {};
+}
+
+Result<> exitedOk(const ProgramOutcome& o, const std::string& report, const std::string& what) {
+  if (!o.error.empty()) return fail(what + ": " + o.error);
+  if (o.exited.timed_out) return fail(what + ": the time limit passed");
+  if (o.exited.signal != 0)
+    return fail(what + ": the helper was killed by signal " + std::to_string(o.exited.signal));
+  if (o.exited.exit_code != 0)
+    return fail(what + ": " + (report.empty() ? "the helper failed" : lastLine(report)));
+  return {};
+}
+
+}  // namespace
+
+Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir,
+                                   const ChunkSource& source, const TransferLimits& limits,
+                                   const std::vector<std::string>& env,
+                                   Clock::time_point deadline) {
+  const auto t0 = Clock::now();
+  std::vector<std::string> argv = {kHelper, "--unpack", dir, "--framed"};
+  for (auto& a : limitArgs(limits, true)) argv.push_back(std::move(a));
+  protocol::Exec exec = helperExec(std::move(argv), env, deadline);
+  exec.stdin_pipe = true;
+  exec.stdout_cap = exec.stderr_cap = kReportCap;
+  auto run = ProgramRun::start(conn, exec);
+  if (!run) return Unexpected(run.error());
+
+  TransferSummary sum;
+  Sha256 sha;
+  std::string source_error;
+  for (;;) {
+    auto chunk = source();
+    if (!chunk) {
+      source_error = chunk.error().message();
+      break;
+    }
+    if (chunk->empty()) break;
+    sum.moved_bytes += chunk->size();
+    if (sum.moved_bytes > limits.max_bytes) {
+      source_error = "the archive is larger than " + std::to_string(limits.max_bytes) + " bytes";
+      break;
+    }
+    sha.update(*chunk);
+    for (size_t at = 0; at < chunk->size(); at += kFrameChunk) {
+      const std::string_view part = std::string_view(*chunk).substr(at, kFrameChunk);
+      const uint32_t n = static_cast<uint32_t>(part.size());
+      std::string frame = "D";
+      for (int i = 0; i < 4; ++i) frame += static_cast<char>((n >> (8 * i)) & 0xff);
+      frame.append(part);
+      (*run)->write(std::move(frame), false);
+    }
+  }
+  // 'A': the helper removes what it staged, whatever it parsed so far.
+  (*run)->write(source_error.empty() ? "E" : "A", true);
+
+  std::string out, err;
+  auto outcome = (*run)->wait(
+      [&](protocol::Stream s, std::string_view bytes) {
+        (s == protocol::Stream::kStdout ? out : err).append(bytes);
+      },
+      deadline);
+  if (!outcome) return Unexpected(outcome.error());
+  if (!source_error.empty()) return fail(source_error);
+  if (auto ok = exitedOk(*outcome, err, "unpacking into " + dir); !ok)
+    return Unexpected(ok.error());
+  if (auto r = readSummary(lastLine(out), sum); !r) return Unexpected(r.error());
+  sum.sha256 = sha.hex();
+  sum.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return sum;
+}
+
+Result<TransferSummary> packFrom(AgentConnection& conn, const std::string& dir,
+                                 const std::string& format, const ChunkSink& sink,
+                                 const TransferLimits& limits, const std::vector<std::string>& env,
+                                 Clock::time_point deadline) {
+  const auto t0 = Clock::now();
+  std::vector<std::string> argv = {kHelper, "--pack", dir, "--format", format};
+  for (auto& a : limitArgs(limits, false)) argv.push_back(std::move(a));
+  protocol::Exec exec = helperExec(std::move(argv), env, deadline);
+  // The archive may be as large as the limit; past it the agent stops forwarding (truncated).
+  exec.stdout_cap = limits.max_bytes + 1;
+  exec.stderr_cap = kReportCap;
+  auto run = ProgramRun::start(conn, exec);
+  if (!run) return Unexpected(run.error());
+
+  TransferSummary sum;
+  Sha256 sha;
+  std::string err, sink_error;
+  auto outcome = (*run)->wait(
+      [&](protocol::Stream s, std::string_view bytes) {
+        if (s != protocol::Stream::kStdout) {
+          err.append(bytes);
+          return;
+        }
+        if (!sink_error.empty()) return;
+        sum.moved_bytes += bytes.size();
+        if (sum.moved_bytes > limits.max_bytes) {
+          sink_error = "the archive is larger than " + std::to_string(limits.max_bytes) + " bytes";
+          (void)(*run)->signal(SIGKILL);
+          return;
+        }
+        sha.update(bytes);
+        if (auto r = sink(bytes); !r) {
+          sink_error = r.error().message();
+          (void)(*run)->signal(SIGKILL);
+        }
+      },
+      deadline);
+  if (!outcome) return Unexpected(outcome.error());
+  if (!sink_error.empty()) return fail(sink_error);
+  if (auto ok = exitedOk(*outcome, err, "packing " + dir); !ok) return Unexpected(ok.error());
+  if (outcome->exited.stdout_truncated)
+    return fail("the archive is larger than " + std::to_string(limits.max_bytes) + " bytes");
+  if (auto r = readSummary(lastLine(err), sum); !r) return Unexpected(r.error());
+  sum.sha256 = sha.hex();
+  sum.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return sum;
+}
+
+ChunkSource fdChunks(int fd, std::string what) {
+  return [fd, what = std::move(what)]() -> Result<std::string> {
+    std::string buf(1 << 20, '\0');
+    for (;;) {
+      ssize_t n = ::read(fd, buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return sysError("read", what);
+      buf.resize(static_cast<size_t>(n));
+      return buf;
+    }
+  };
+}
+
+}  // namespace airlock::sandbox
