@@ -75,8 +75,22 @@ Result<> validateOps(const airlock_plugin_v1& d) {
       if (ops->review == nullptr) return fail("review ops lack review()");
       return {};
     }
+    case AIRLOCK_PLUGIN_TRANSFER: {
+      // NULL ops: a transfer plugin built before ABI 1.8 defined them. It loads; a transfer
+      // naming it fails.
+      if (d.ops == nullptr) return {};
+      if (d.abi_minor < 8)
+        return fail("transfer plugin of ABI 1." + std::to_string(d.abi_minor) +
+                    " has ops, which ABI 1.8 defines first");
+      auto* ops = static_cast<const airlock_transfer_ops_v1*>(d.ops);
+      if (ops->struct_size < sizeof(airlock_transfer_ops_v1))
+        return fail("transfer ops struct_size " + std::to_string(ops->struct_size) +
+                    " is smaller than " + std::to_string(sizeof(airlock_transfer_ops_v1)));
+      if (ops->prefixes == nullptr || ops->open == nullptr || ops->close == nullptr)
+        return fail("transfer ops lack prefixes, open() or close()");
+      return {};
+    }
     default:
-      // Transfer ops are defined in a later minor version; until then they are NULL.
       if (d.ops != nullptr)
         return fail(std::string(kindName(d.kind)) + " plugin has ops, which ABI " +
                     std::to_string(AIRLOCK_PLUGIN_ABI_MAJOR) + "." +

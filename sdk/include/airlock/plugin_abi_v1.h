@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AIRLOCK_PLUGIN_ABI_MAJOR 1
-#define AIRLOCK_PLUGIN_ABI_MINOR 7
+#define AIRLOCK_PLUGIN_ABI_MINOR 8
 #define AIRLOCK_PLUGIN_ENTRY_SYMBOL "airlock_plugin_entry_v1"
 
 /* A borrowed byte string; not NUL-terminated. */
@@ -349,8 +349,52 @@ typedef struct airlock_review_ops_v1 {
 } airlock_review_ops_v1;
 
 /* ---------------------------------------------------------------------------------------------
- * Transfer plugins: declared so the kind is reserved; the ops table is defined in a later minor
- * version. A plugin of this kind loads, and its ops must be NULL. */
+ * Transfer plugins (since 1.8): where a transfer's bytes come from or go to outside the sandbox
+ * (a local archive, a URL, an operator's directory). The supervisor streams them to or from the
+ * agent's transfer helper inside the sandbox, which alone unpacks and packs, as the sandbox
+ * user: a transfer plugin never touches the sandbox's files. A transfer plugin built against an
+ * earlier minor has NULL ops and cannot be used. */
+
+typedef enum airlock_transfer_direction_v1 {
+  AIRLOCK_TRANSFER_IN = 1, /* into the sandbox: the plugin's fd gives the bytes */
+  AIRLOCK_TRANSFER_OUT = 2 /* out of the sandbox: the plugin's fd takes the bytes */
+} airlock_transfer_direction_v1;
+
+/* Owned by the host; every pointer is borrowed for the call. */
+typedef struct airlock_transfer_request_v1 {
+  uint32_t struct_size;
+  int direction;          /* airlock_transfer_direction_v1 */
+  const char* location;   /* as the user named it: "./repo.tar.gz", "https://...", "hostdir:x/y" */
+  const char* rules_json; /* the profile's rules for this plugin (docs/transfer.md), as JSON */
+  uint64_t max_bytes;     /* the transfer's byte cap; the host enforces it too */
+} airlock_transfer_request_v1;
+
+/* Filled by open(); the host reads fd to its end (IN) or writes the packed archive to it (OUT),
+ * then calls close(). */
+typedef struct airlock_transfer_v1 {
+  uint32_t struct_size; /* set by the host */
+  int fd;               /* the plugin's; close() closes it if the host has not */
+  char format[16];      /* OUT: "tar", "tar.gz", "tar.zst" or "zip", as the destination wants */
+  char display[512];    /* the location with any credentials removed: audit, review, errors */
+  uint64_t size;        /* IN: the bytes to come when known (review sees it), else 0 */
+  void* handle;         /* the plugin's */
+} airlock_transfer_v1;
+
+typedef struct airlock_transfer_ops_v1 {
+  uint32_t struct_size;
+  /* The location prefixes this plugin takes ("https://", "hostdir:"), NULL-terminated; static.
+   * "" takes local paths. The longest matching prefix of any loaded plugin wins. */
+  const char* const* prefixes;
+  /* Checks the request against rules_json and opens the source or destination. Errors name the
+   * location (as display) and the rule. */
+  int (*open)(void* instance, const airlock_transfer_request_v1* request,
+              airlock_transfer_v1* out, airlock_error_v1* err);
+  /* Once per successful open, after the host's last read or write. ok = 1: the sandbox side
+   * succeeded; an upload is completed, a file moved into place; an error here (a download cut
+   * short, an upload refused) fails the transfer, and for IN makes the helper discard what it
+   * unpacked. ok = 0: discard anything partial. */
+  int (*close)(void* instance, airlock_transfer_v1* transfer, int ok, airlock_error_v1* err);
+} airlock_transfer_ops_v1;
 
 /* ---------------------------------------------------------------------------------------------
  * The plugin descriptor. Static; returned by the entry point. */
@@ -365,8 +409,8 @@ typedef struct airlock_plugin_v1 {
    * policy has none); borrowed. Returns NULL and fills *err on failure. */
   void* (*create)(const airlock_host_v1* host, const char* config_json, airlock_error_v1* err);
   void (*destroy)(void* instance);
-  /* airlock_isolation_ops_v1*, airlock_language_ops_v1* or airlock_review_ops_v1*, by kind;
-   * static */
+  /* airlock_isolation_ops_v1*, airlock_language_ops_v1*, airlock_transfer_ops_v1* (since 1.8)
+   * or airlock_review_ops_v1*, by kind; static */
   const void* ops;
 } airlock_plugin_v1;
 
