@@ -47,6 +47,7 @@ struct Registry::Impl {
   std::vector<Rejection> rejections;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<IsolationBackend>> isolations;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Language>> languages;
+  std::map<std::string, std::shared_ptr<TransferPlugin>> transfers;  // one instance each
 
   Result<> loadFileLocked(const std::string& path, const LoadOptions& opts) {
     if (!tried.insert(path).second) {
@@ -159,6 +160,17 @@ struct Registry::Impl {
     languages.emplace(std::move(key), language);
     return language;
   }
+
+  Result<std::shared_ptr<TransferPlugin>> transferInstance(const PluginHandle& p) {
+    if (auto it = transfers.find(p.name()); it != transfers.end()) return it->second;
+    if (p.descriptor().ops == nullptr)
+      return fail("transfer plugin '" + p.name() + "' was built before ABI 1.8 and has no ops");
+    auto instance = Instance::create(p, "{}");
+    if (!instance) return Unexpected(std::move(instance.error()));
+    auto t = std::make_shared<TransferPlugin>(std::move(*instance));
+    transfers.emplace(p.name(), t);
+    return t;
+  }
 };
 
 Registry::Registry() : impl_(std::make_unique<Impl>()) {}
@@ -227,6 +239,41 @@ Result<std::shared_ptr<Language>> Registry::language(std::string_view name_or_al
                             });
   if (!plugin) return Unexpected(std::move(plugin.error()));
   return impl_->languageInstance(*plugin, config_json);
+}
+
+Result<std::shared_ptr<TransferPlugin>> Registry::transfer(std::string_view name) {
+  std::lock_guard lock(impl_->mu);
+  auto plugin =
+      impl_->find(AIRLOCK_PLUGIN_TRANSFER, "'" + std::string(name) + "'", shortOf(name),
+                  [&](const PluginHandle& p) { return p.name() == name || p.shortName() == name; });
+  if (!plugin) return Unexpected(std::move(plugin.error()));
+  return impl_->transferInstance(*plugin);
+}
+
+Result<std::shared_ptr<TransferPlugin>> Registry::transferFor(std::string_view location) {
+  std::lock_guard lock(impl_->mu);
+  // Prefixes have no conventional file name, and the longest must win: load every candidate.
+  impl_->loadPending(std::string(kindName(AIRLOCK_PLUGIN_TRANSFER)) + "-");
+  const PluginHandle* best = nullptr;
+  int best_length = -1;
+  for (const auto& p : impl_->plugins) {
+    if (p.kind() != AIRLOCK_PLUGIN_TRANSFER || p.descriptor().ops == nullptr) continue;
+    const auto* ops = static_cast<const airlock_transfer_ops_v1*>(p.descriptor().ops);
+    const int n = matchLength(copyStringArray(ops->prefixes), location);
+    if (n > best_length) {
+      best_length = n;
+      best = &p;
+    }
+  }
+  if (best == nullptr) {
+    std::string message = "no transfer plugin takes '" + std::string(location) + "'";
+    std::string available;
+    for (const auto& p : impl_->plugins)
+      if (p.kind() == AIRLOCK_PLUGIN_TRANSFER) available += (available.empty() ? "" : ", ") + p.name();
+    message += available.empty() ? " (none available)" : " (available: " + available + ")";
+    return fail(message);
+  }
+  return impl_->transferInstance(*best);
 }
 
 Result<std::shared_ptr<Language>> Registry::languageForFile(std::string_view filename,

@@ -24,6 +24,7 @@
 #include "airlock/result.h"
 #include "supervisor/plugin/instances.h"
 #include "supervisor/plugin/loader.h"
+#include "supervisor/plugin/transfer_plugin.h"
 
 namespace airlock::plugin {
 
@@ -62,6 +63,11 @@ class Registry {
   // By short name, full name or alias ("py").
   Result<std::shared_ptr<Language>> language(std::string_view name_or_alias,
                                              std::string_view config_json = "{}");
+  // Transfer plugins by short or full name ("http", "airlock.transfer.http").
+  Result<std::shared_ptr<TransferPlugin>> transfer(std::string_view name);
+  // The transfer plugin whose prefix is the longest that `location` starts with (every
+  // "transfer-*.so" is loaded for this); "" prefixes take locations without a scheme.
+  Result<std::shared_ptr<TransferPlugin>> transferFor(std::string_view location);
   // By the extension of `filename` ("main.py" → ".py").
   Result<std::shared_ptr<Language>> languageForFile(std::string_view filename,
                                                     std::string_view config_json = "{}");

@@ -9,7 +9,8 @@
 //   };
 //   AIRLOCK_LANGUAGE_PLUGIN(Python, "airlock.language.python", "1.0.0")
 //
-// Review plugins derive from ReviewPlugin and use AIRLOCK_REVIEW_PLUGIN (plugins/review/example).
+// Review plugins derive from ReviewPlugin and use AIRLOCK_REVIEW_PLUGIN (plugins/review/example);
+// transfer plugins derive from TransferPlugin and use AIRLOCK_TRANSFER_PLUGIN (plugins/transfer).
 //
 // The macro defines the airlock_plugin_v1 descriptor and exports it through Boost.DLL. Every
 // call from the host goes through a noexcept trampoline that turns exceptions into an
@@ -140,6 +141,40 @@ class ReviewPlugin : public PluginBase {
     std::string reason;  // cut to 511 bytes
   };
   virtual Verdict review(const Subject& subject) = 0;
+};
+
+// Transfer plugins (ABI 1.8): where a transfer's bytes come from or go to. A derived class
+// defines kPrefixes (the locations it takes, NULL-terminated; "" for local paths) and open(),
+// which checks the request against its rules and returns the fd the host reads (IN) or writes
+// (OUT), with a Stream that finishes the transfer. Called from any supervisor thread, several
+// transfers at once.
+class TransferPlugin : public PluginBase {
+ public:
+  using PluginBase::PluginBase;
+  enum class Direction { kIn = AIRLOCK_TRANSFER_IN, kOut = AIRLOCK_TRANSFER_OUT };
+  struct Request {
+    Direction direction = Direction::kIn;
+    std::string_view location;    // as the user named it
+    std::string_view rules_json;  // the profile's rules for this plugin (docs/transfer.md)
+    uint64_t max_bytes = 0;
+    std::string_view tenant, sandbox_id;
+  };
+  // One open transfer. finish() runs after the host closed the fd: ok = true, complete it (an
+  // upload's last byte, a file moved into place) or throw PluginError naming what failed (a
+  // download cut short); ok = false, discard anything partial and never throw.
+  class Stream {
+   public:
+    virtual ~Stream() = default;
+    virtual void finish(bool ok) = 0;
+  };
+  struct Opened {
+    int fd = -1;             // handed to the host, which closes it
+    std::string format;      // OUT: "tar", "tar.gz", "tar.zst" or "zip"
+    std::string display;     // the location without credentials
+    uint64_t size = 0;       // IN: bytes to come, when known
+    std::unique_ptr<Stream> stream;  // null: nothing to finish
+  };
+  virtual Opened open(const Request& request) = 0;
 };
 
 namespace detail {
@@ -294,6 +329,54 @@ struct ReviewTrampolines {
   static constexpr airlock_review_ops_v1 ops = {sizeof(airlock_review_ops_v1), &review};
 };
 
+template <typename P>
+struct TransferTrampolines {
+  static int open(void* instance, const airlock_transfer_request_v1* request,
+                  airlock_transfer_v1* out, airlock_error_v1* err) noexcept {
+    if (request == nullptr || out == nullptr ||
+        request->struct_size < sizeof(airlock_transfer_request_v1) ||
+        out->struct_size < sizeof(airlock_transfer_v1)) {
+      setError(err, EINVAL, "open: request or output missing, or struct_size too small");
+      return EINVAL;
+    }
+    return guard(err, [&] {
+      auto str = [](const char* s) { return s == nullptr ? std::string_view() : s; };
+      TransferPlugin::Request r;
+      r.direction = static_cast<TransferPlugin::Direction>(request->direction);
+      r.location = str(request->location);
+      r.rules_json = request->rules_json == nullptr ? std::string_view("{}") : request->rules_json;
+      r.max_bytes = request->max_bytes;
+      r.tenant = str(request->tenant);
+      r.sandbox_id = str(request->sandbox_id);
+      TransferPlugin::Opened o = static_cast<P*>(instance)->open(r);
+      if (o.fd < 0) throw PluginError(EINVAL, "open() returned no fd");
+      out->fd = o.fd;
+      std::snprintf(out->format, sizeof out->format, "%s", o.format.c_str());
+      std::snprintf(out->display, sizeof out->display, "%s", o.display.c_str());
+      out->size = o.size;
+      out->handle = o.stream.release();
+    });
+  }
+  static int close(void* /*instance*/, airlock_transfer_v1* transfer, int ok,
+                   airlock_error_v1* err) noexcept {
+    if (transfer == nullptr) return EINVAL;
+    std::unique_ptr<TransferPlugin::Stream> stream(
+        static_cast<TransferPlugin::Stream*>(transfer->handle));
+    transfer->handle = nullptr;
+    if (!stream) return 0;
+    if (ok == 0) {
+      try {
+        stream->finish(false);
+      } catch (...) {
+      }
+      return 0;
+    }
+    return guard(err, [&] { stream->finish(true); });
+  }
+  static constexpr airlock_transfer_ops_v1 ops = {sizeof(airlock_transfer_ops_v1), P::kPrefixes,
+                                                  &open, &close};
+};
+
 }  // namespace detail
 }  // namespace airlock::sdk
 
@@ -327,4 +410,9 @@ struct ReviewTrampolines {
 #define AIRLOCK_REVIEW_PLUGIN(Class, plugin_name, plugin_version)                     \
   AIRLOCK_PLUGIN(Class, AIRLOCK_PLUGIN_REVIEW,                                        \
                  &::airlock::sdk::detail::ReviewTrampolines<Class>::ops, plugin_name, \
+                 plugin_version)
+
+#define AIRLOCK_TRANSFER_PLUGIN(Class, plugin_name, plugin_version)                     \
+  AIRLOCK_PLUGIN(Class, AIRLOCK_PLUGIN_TRANSFER,                                        \
+                 &::airlock::sdk::detail::TransferTrampolines<Class>::ops, plugin_name, \
                  plugin_version)

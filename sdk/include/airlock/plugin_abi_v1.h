@@ -367,13 +367,17 @@ typedef struct airlock_transfer_request_v1 {
   const char* location;   /* as the user named it: "./repo.tar.gz", "https://...", "hostdir:x/y" */
   const char* rules_json; /* the profile's rules for this plugin (docs/transfer.md), as JSON */
   uint64_t max_bytes;     /* the transfer's byte cap; the host enforces it too */
+  const char* tenant;     /* who asks, and for which sandbox: for the plugin's own logs */
+  const char* sandbox_id;
 } airlock_transfer_request_v1;
 
 /* Filled by open(); the host reads fd to its end (IN) or writes the packed archive to it (OUT),
- * then calls close(). */
+ * closes fd, then calls close(). A plugin that feeds or drains fd from a thread of its own sees
+ * the host's end close early on a failure or a cancel (EPIPE; prefer a socketpair and
+ * MSG_NOSIGNAL, or ignore SIGPIPE). */
 typedef struct airlock_transfer_v1 {
   uint32_t struct_size; /* set by the host */
-  int fd;               /* the plugin's; close() closes it if the host has not */
+  int fd;               /* passed to the host, which closes it before close() */
   char format[16];      /* OUT: "tar", "tar.gz", "tar.zst" or "zip", as the destination wants */
   char display[512];    /* the location with any credentials removed: audit, review, errors */
   uint64_t size;        /* IN: the bytes to come when known (review sees it), else 0 */
