@@ -24,6 +24,13 @@ std::optional<Problem> check(const Profile& profile);
 // The first problem of a profile's [review] table (review_check.cc); keys are "review.…".
 std::optional<Problem> checkReview(const Review& review);
 
+// The first problem of a profile's [transfer] table (transfer_check.cc); keys "transfer.…".
+std::optional<Problem> checkTransfer(const Transfer& transfer);
+// The first problem of the top-level [transfer] table and of the profiles' references to it.
+std::optional<Problem> checkTransferSettings(const Policy& policy);
+// relaxations() of a profile's [transfer] table.
+std::vector<std::string> transferRelaxations(const Transfer& transfer);
+
 // Problems of [server], of each tenant and of the rules across sections (the first of each), in
 // a fixed order. Keys are dotted from the top of the file: "server.tcp",
 // "tenants.ci.token_sha256", "profiles.data-science.lifetime.pool_size".

@@ -1,5 +1,6 @@
 // `airlock policy explain`: the effective values of one profile, the server and the tenants, as
 // an operator reads them (units spelled out, relaxations named).
+#include <algorithm>
 #include <sstream>
 
 #include "airlock/policy/keys.h"
@@ -33,6 +34,25 @@ void explainProfile(std::ostream& out, const Profile& p) {
       << "  audit: exec " << (a.exec ? "on" : "off") << ", network " << (a.network ? "on" : "off")
       << ", syscall counts " << (a.syscalls ? "on" : "off") << ", drops "
       << (a.fail_closed ? "fail the execution" : "are counted") << "\n";
+  const Transfer& x = p.transfer;
+  auto caps = [](const TransferLimits& l) {
+    return std::to_string(l.max_mb) + " MiB per transfer, " + std::to_string(l.sandbox_max_mb) +
+           " MiB per sandbox, " + std::to_string(l.max_files) + " files, depth " +
+           std::to_string(l.max_depth) + ", ratio " + std::to_string(l.max_ratio);
+  };
+  out << "  transfers: plugins " << listOr(x.plugins, "none") << "\n"
+      << "    archive: " << caps(x.archive) << "\n"
+      << "    http: " << caps(x.http.limits) << "; URLs " << listOr(x.http.allow, "none")
+      << "; redirects " << x.http.redirects << "; timeouts connect " << x.http.connect_timeout_s
+      << " s, idle " << x.http.idle_timeout_s << " s, total " << x.http.timeout_s
+      << " s; protected ranges blocked"
+      << (x.http.allow_private.empty() ? "" : " except " + listOr(x.http.allow_private, ""))
+      << "; CAs " << (x.http.ca_file.empty() ? "the system's" : "the system's and " + x.http.ca_file)
+      << "\n"
+      << "    hostdir: " << caps(x.hostdir.limits) << "; roots "
+      << (x.hostdir.roots == std::vector<std::string>{"*"} ? "all declared"
+                                                            : listOr(x.hostdir.roots, "none"))
+      << "\n";
   out << "  languages:";
   for (const auto& lang : p.languages) out << " " << lang;
   out << "\n";
@@ -64,6 +84,15 @@ void explainServer(std::ostream& out, const Policy& policy) {
                         : a.log + " (rotated at " + std::to_string(a.max_mb) + " MiB, " +
                               std::to_string(a.keep) + " kept)")
       << ", ring buffer " << a.ring_kb << " KiB (serve), " << a.run_ring_kb << " KiB (run)\n";
+  const TransferSettings& t = policy.transfer;
+  out << "transfer\n  roots:";
+  if (t.roots.empty()) out << " none";
+  for (const auto& [name, path] : t.roots) {
+    const bool writable =
+        std::find(t.writable_roots.begin(), t.writable_roots.end(), name) != t.writable_roots.end();
+    out << " " << name << " = " << path << (writable ? " (writable)" : " (read-only)") << ";";
+  }
+  out << "\n  uploads spooled in " << t.spool_dir << "\n";
 }
 
 void explainTenant(std::ostream& out, const Tenant& t) {

@@ -325,6 +325,7 @@ std::string suggestProfileKey(std::string_view key) {
   }
   for (std::string_view t : detail::subTables()) here.push_back(t);
   here.push_back(detail::kReviewTable);
+  here.push_back(detail::kTransferTable);
   here.push_back(detail::kExtendsKey);
   if (auto s = detail::closest(key, here); !s.empty()) return didYouMean(s);
   std::vector<std::string_view> nested_keys;
@@ -344,20 +345,23 @@ struct Extends {
   toml::source_region where;
 };
 
-// Reads [profiles.<name>.review]: its own keys, then one nested table per reviewer.
-void readReview(const toml::node& node, Profile& profile, Where& where, const std::string& prefix,
-                const std::string& header, Diags& diags) {
-  const auto* review = node.as_table();
-  if (review == nullptr) return typeError(diags, node, prefix, "review", "a table");
-  where["review"] = node.source();
-  for (auto&& [k, v] : *review) {
+// Reads a profile table with keys of its own and nested tables ([profiles.<name>.review] with one
+// per reviewer, [profiles.<name>.transfer] with one per plugin). `table` is "review" or
+// "transfer"; `nested_tables` lists it and its nested tables' dotted names.
+void readNested(const toml::node& node, std::string_view table,
+                std::span<const std::string_view> nested_tables, Profile& profile, Where& where,
+                const std::string& prefix, const std::string& header, Diags& diags) {
+  const auto* outer = node.as_table();
+  if (outer == nullptr) return typeError(diags, node, prefix, std::string(table), "a table");
+  where[std::string(table)] = node.source();
+  for (auto&& [k, v] : *outer) {
     const std::string_view key = k.str();
-    if (const Field* f = detail::findField(detail::kReviewTable, key)) {
+    if (const Field* f = detail::findField(table, key)) {
       applyField(*f, v, profile, where, prefix, diags);
       continue;
     }
-    const std::string nested = std::string(detail::kReviewTable) + "." + std::string(key);
-    if (std::ranges::find(detail::reviewTables(), nested) != detail::reviewTables().end()) {
+    const std::string nested = std::string(table) + "." + std::string(key);
+    if (std::ranges::find(nested_tables, nested) != nested_tables.end()) {
       const auto* sub = v.as_table();
       if (sub == nullptr) {
         typeError(diags, v, prefix, nested, "a table");
@@ -381,14 +385,13 @@ void readReview(const toml::node& node, Profile& profile, Where& where, const st
     }
     std::vector<std::string_view> candidates;
     for (const Field& f : detail::fields()) {
-      if (f.table == detail::kReviewTable) candidates.push_back(f.key);
+      if (f.table == table) candidates.push_back(f.key);
     }
-    for (std::string_view t : detail::reviewTables()) {
-      if (t.size() > detail::kReviewTable.size()) {
-        candidates.push_back(t.substr(detail::kReviewTable.size() + 1));
-      }
+    for (std::string_view t : nested_tables) {
+      if (t.size() > table.size()) candidates.push_back(t.substr(table.size() + 1));
     }
-    diags.add(k.source(), "unknown key '" + std::string(key) + "' in " + header + ".review]" +
+    diags.add(k.source(), "unknown key '" + std::string(key) + "' in " + header + "." +
+                              std::string(table) + "]" +
                               didYouMean(detail::closest(key, candidates)));
   }
 }
@@ -411,7 +414,11 @@ void readProfile(const std::string& name, const toml::table& table, Profile& pro
       continue;
     }
     if (key == detail::kReviewTable) {
-      readReview(v, profile, where, prefix, header, diags);
+      readNested(v, key, detail::reviewTables(), profile, where, prefix, header, diags);
+      continue;
+    }
+    if (key == detail::kTransferTable) {
+      readNested(v, key, detail::transferTables(), profile, where, prefix, header, diags);
       continue;
     }
     if (std::ranges::find(detail::subTables(), key) != detail::subTables().end()) {
@@ -692,6 +699,17 @@ Result<Policy> parseTable(const toml::table& doc, std::string_view text,
                  top_where, diags);
       continue;
     }
+    if (key == "transfer") {
+      const auto* table = v.as_table();
+      if (table == nullptr) {
+        typeError(diags, v, "", "transfer", "a table ([transfer])");
+        continue;
+      }
+      top_where["transfer"] = v.source();
+      readFields(*table, detail::transferFields(), policy.transfer, "[transfer]", "transfer.",
+                 "transfer.", top_where, diags);
+      continue;
+    }
     if (key == "tenants") {
       const auto* tenants = v.as_table();
       if (tenants == nullptr) {
@@ -932,6 +950,12 @@ std::string egressSettingsToToml(const EgressSettings& egress) {
 }
 
 std::vector<std::string> egressKeys() { return keysOf(detail::egressFields()); }
+
+std::string transferSettingsToToml(const TransferSettings& transfer) {
+  return tableToToml(transfer, detail::transferFields(), "transfer");
+}
+
+std::vector<std::string> transferKeys() { return keysOf(detail::transferFields()); }
 
 std::vector<std::string> tenantKeys() { return keysOf(detail::tenantFields()); }
 

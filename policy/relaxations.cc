@@ -51,6 +51,8 @@ std::vector<std::string> relaxations(const Profile& profile) {
     add("review.fail_open = true: code runs when a reviewer fails or times out");
   }
 
+  for (auto& line : detail::transferRelaxations(profile.transfer)) add(std::move(line));
+
   // Limits: every one that is above its default, read through the key table.
   Profile mine = profile;
   Profile defaults;
@@ -95,6 +97,11 @@ std::vector<std::string> relaxations(const Policy& policy) {
     for (auto& line : relaxations(profile)) out.push_back(std::move(line));
   }
   for (auto& line : detail::serverRelaxations(policy.server)) out.push_back(std::move(line));
+  for (const auto& name : policy.transfer.writable_roots) {
+    auto root = policy.transfer.roots.find(name);
+    out.push_back("transfer.writable_roots: transfers out may write into root '" + name + "'" +
+                  (root == policy.transfer.roots.end() ? "" : " (" + root->second + ")"));
+  }
   return out;
 }
 

@@ -97,6 +97,25 @@ const std::array kFields = {
     AIRLOCK_FIELD("review.webhook", "url", review.webhook.url),
     AIRLOCK_FIELD("review.webhook", "timeout_ms", review.webhook.timeout_ms),
     AIRLOCK_FIELD("review.webhook", "token_file", review.webhook.token_file),
+    AIRLOCK_FIELD("transfer", "plugins", transfer.plugins),
+#define AIRLOCK_TRANSFER_LIMITS(table, member)                            \
+  AIRLOCK_FIELD(table, "max_mb", member.max_mb),                         \
+      AIRLOCK_FIELD(table, "sandbox_max_mb", member.sandbox_max_mb),     \
+      AIRLOCK_FIELD(table, "max_files", member.max_files),               \
+      AIRLOCK_FIELD(table, "max_depth", member.max_depth),               \
+      AIRLOCK_FIELD(table, "max_ratio", member.max_ratio)
+    AIRLOCK_TRANSFER_LIMITS("transfer.archive", transfer.archive),
+    AIRLOCK_TRANSFER_LIMITS("transfer.http", transfer.http.limits),
+    AIRLOCK_FIELD("transfer.http", "allow", transfer.http.allow),
+    AIRLOCK_FIELD("transfer.http", "redirects", transfer.http.redirects),
+    AIRLOCK_FIELD("transfer.http", "connect_timeout_s", transfer.http.connect_timeout_s),
+    AIRLOCK_FIELD("transfer.http", "idle_timeout_s", transfer.http.idle_timeout_s),
+    AIRLOCK_FIELD("transfer.http", "timeout_s", transfer.http.timeout_s),
+    AIRLOCK_FIELD("transfer.http", "allow_private", transfer.http.allow_private),
+    AIRLOCK_FIELD("transfer.http", "ca_file", transfer.http.ca_file),
+    AIRLOCK_TRANSFER_LIMITS("transfer.hostdir", transfer.hostdir.limits),
+    AIRLOCK_FIELD("transfer.hostdir", "roots", transfer.hostdir.roots),
+#undef AIRLOCK_TRANSFER_LIMITS
 };
 
 const std::array kServerFields = {
@@ -141,9 +160,20 @@ const std::array kEgressFields = {
     AIRLOCK_EGRESS_FIELD("mtu", mtu),
 };
 
+#define AIRLOCK_TRANSFER_FIELD(key, member)                  \
+  TransferField {                                           \
+    "", key, +[](TransferSettings& t) { return &t.member; } \
+  }
+const std::array kTransferFields = {
+    AIRLOCK_TRANSFER_FIELD("roots", roots),
+    AIRLOCK_TRANSFER_FIELD("writable_roots", writable_roots),
+    AIRLOCK_TRANSFER_FIELD("spool_dir", spool_dir),
+};
+
 #undef AIRLOCK_TENANT_FIELD
 #undef AIRLOCK_AUDIT_FIELD
 #undef AIRLOCK_EGRESS_FIELD
+#undef AIRLOCK_TRANSFER_FIELD
 
 constexpr std::array<std::string_view, 8> kSubTables = {
     "limits", "lifetime", "filesystem", "network", "seccomp", "audit", "gvisor", "microvm"};
@@ -152,11 +182,18 @@ constexpr std::array<std::string_view, 7> kReviewTables = {
     "review",       "review.limits",  "review.patterns", "review.python_ast",
     "review.shell", "review.command", "review.webhook"};
 
+constexpr std::array<std::string_view, 4> kTransferTables = {
+    "transfer", "transfer.archive", "transfer.http", "transfer.hostdir"};
+
 }  // namespace
 
 std::span<const Field> fields() { return kFields; }
 
 std::span<const std::string_view> reviewTables() { return kReviewTables; }
+
+std::span<const std::string_view> transferTables() { return kTransferTables; }
+
+std::span<const TransferField> transferFields() { return kTransferFields; }
 
 std::span<const ServerField> serverFields() { return kServerFields; }
 

@@ -43,6 +43,7 @@ using ServerField = FieldOf<Server>;
 using TenantField = FieldOf<Tenant>;
 using AuditField = FieldOf<AuditSettings>;
 using EgressField = FieldOf<EgressSettings>;
+using TransferField = FieldOf<TransferSettings>;
 
 // Every field of Profile except `name`, in reference.toml order.
 std::span<const Field> fields();
@@ -52,6 +53,9 @@ std::span<const std::string_view> subTables();
 // The review table and the reviewers' tables nested in it: "review", "review.limits", ...
 inline constexpr std::string_view kReviewTable = "review";
 std::span<const std::string_view> reviewTables();
+// The transfer table and its plugins' tables: "transfer", "transfer.archive", ...
+inline constexpr std::string_view kTransferTable = "transfer";
+std::span<const std::string_view> transferTables();
 const Field* findField(std::string_view table, std::string_view key);
 
 // Every field of Server, and of Tenant except `name`, in reference.toml order.
@@ -61,6 +65,8 @@ std::span<const TenantField> tenantFields();
 std::span<const AuditField> auditFields();
 // Every key of the top-level [egress] table, in reference.toml order.
 std::span<const EgressField> egressFields();
+// Every key of the top-level [transfer] table, in reference.toml order.
+std::span<const TransferField> transferFields();
 
 template <typename S>
 const FieldOf<S>* findIn(std::span<const FieldOf<S>> fields, std::string_view key) {
@@ -74,7 +80,7 @@ inline constexpr std::string_view kExtendsKey = "extends";
 
 // Top-level keys of a policy file.
 inline constexpr std::string_view kTopLevelKeys[] = {
-    "schema", "default_profile", "profiles", "server", "audit", "egress", "tenants"};
+    "schema", "default_profile", "profiles", "server", "audit", "egress", "transfer", "tenants"};
 
 // Optimal-string-alignment distance (Levenshtein plus adjacent transposition), for "did you mean".
 size_t editDistance(std::string_view a, std::string_view b);

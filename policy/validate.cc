@@ -578,7 +578,8 @@ std::string profilePrefix(const Profile& profile) {
 std::optional<Problem> check(const Profile& p) {
   for (Check c : {checkIdentity(p), checkEnv(p), checkLimits(p.limits), checkLifetime(p.lifetime),
                   checkFilesystem(p.filesystem), checkNetwork(p.network), checkSeccomp(p.seccomp),
-                  checkGvisor(p.gvisor), checkMicrovm(p.microvm), detail::checkReview(p.review)}) {
+                  checkGvisor(p.gvisor), checkMicrovm(p.microvm), detail::checkReview(p.review),
+                  detail::checkTransfer(p.transfer)}) {
     if (c) return c;
   }
   return std::nullopt;
@@ -589,6 +590,7 @@ std::vector<Problem> checkPolicy(const Policy& policy) {
   if (Check c = checkServer(policy.server)) out.push_back(*c);
   if (Check c = checkAuditSettings(policy.audit)) out.push_back(*c);
   if (Check c = checkEgressSettings(policy.egress)) out.push_back(*c);
+  if (Check c = checkTransferSettings(policy)) out.push_back(*c);
   std::map<std::string_view, std::string_view> token_owner;
   bool any_token = false;
   for (const auto& [name, tenant] : policy.tenants) {

@@ -73,6 +73,16 @@ TEST(PolicyReference, ListsEveryServerAndTenantKeyAndNoOther) {
   EXPECT_EQ(in_egress, std::set<std::string>(egress_keys.begin(), egress_keys.end()));
   EXPECT_EQ(egress_keys.size(), in_egress.size());
 
+  const toml::table* transfer = doc["transfer"].as_table();
+  ASSERT_NE(transfer, nullptr);
+  std::set<std::string> in_transfer;
+  collectKeys(*transfer, "", in_transfer);
+  // [transfer.roots] is empty by default: the table stands for its key.
+  ASSERT_NE(transfer->get_as<toml::table>("roots"), nullptr);
+  in_transfer.insert("roots");
+  const auto transfer_keys = transferKeys();
+  EXPECT_EQ(in_transfer, std::set<std::string>(transfer_keys.begin(), transfer_keys.end()));
+
   const toml::table* tenant = doc["tenants"]["default"].as_table();
   ASSERT_NE(tenant, nullptr);
   std::set<std::string> in_tenant;
@@ -93,6 +103,7 @@ TEST(PolicyReference, DefaultProfileHoldsTheStructDefaults) {
   EXPECT_EQ(serverToToml(p->server), serverToToml(Server{}));
   EXPECT_EQ(auditSettingsToToml(p->audit), auditSettingsToToml(AuditSettings{}));
   EXPECT_EQ(egressSettingsToToml(p->egress), egressSettingsToToml(EgressSettings{}));
+  EXPECT_EQ(transferSettingsToToml(p->transfer), transferSettingsToToml(TransferSettings{}));
   ASSERT_EQ(p->tenants.size(), 1u);
   Tenant tenant_defaults;
   tenant_defaults.name = "default";
@@ -109,16 +120,19 @@ TEST(PolicyReference, EveryKeyLineHasAComment) {
     if (line.starts_with("[")) {
       in_default = line.starts_with("[profiles.default") || line.starts_with("[server]") ||
                    line.starts_with("[audit]") || line.starts_with("[egress]") ||
+                   line.starts_with("[transfer]") ||
                    line.starts_with("[tenants.default]");
     }
     if (!in_default || line.empty() || line.starts_with("#") || line.starts_with("[")) continue;
     ++key_lines;
     EXPECT_NE(line.find('#'), std::string::npos) << "no unit comment on: " << line;
   }
-  // Profile keys minus env and extends, then every server, audit, egress and tenant key.
+  // Profile keys minus env and extends, then every server, audit, egress, transfer (minus the
+  // roots table) and tenant key.
   EXPECT_EQ(key_lines,
             static_cast<int>(profileKeys().size() - 2 + serverKeys().size() + auditKeys().size() +
-                             egressKeys().size() + tenantKeys().size()));
+                             egressKeys().size() + transferKeys().size() - 1 +
+                             tenantKeys().size()));
 }
 
 // Structured bindings only compile with the exact member count: a field added to policy.h
@@ -136,15 +150,22 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [w1, w2, w3, w4] = Gvisor{};
   [[maybe_unused]] auto [m1, m2, m3, m4, m5, m6, m7, m8] = Microvm{};
   [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16, p17,
-                         p18, p19] = Profile{};
+                         p18, p19, p20] = Profile{};
+  [[maybe_unused]] auto [k1, k2, k3, k4] = Transfer{};
+  [[maybe_unused]] auto [k5, k6, k7, k8, k9] = TransferLimits{};
+  [[maybe_unused]] auto [h1, h2, h3, h4, h5, h6, h7, h8] = TransferHttp{};
+  [[maybe_unused]] auto [d1, d2] = TransferHostdir{};
+  [[maybe_unused]] auto [z1, z2, z3] = TransferSettings{};
   [[maybe_unused]] auto [r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11] = Review{};
   [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11] = Server{};
   [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
-  [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8, y9] = Policy{};
-  // Profile: 19 members minus name, minus the 9 sub-tables, plus their 9 + 8 + 2 + 2 + 2 + 4 + 4
-  // + 8 keys, plus `extends`, plus review's 5 own keys and its reviewers' 3 + 2 + 6 + 2 + 2 + 3.
-  EXPECT_EQ(profileKeys().size(),
-            19u - 1 - 9 + 9 + 8 + 2 + 2 + 2 + 4 + 4 + 8 + 1 + 5 + 3 + 2 + 6 + 2 + 2 + 3);
+  [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8, y9, y10] = Policy{};
+  // Profile: 20 members minus name, minus the 10 sub-tables, plus their 9 + 8 + 2 + 2 + 2 + 4 + 4
+  // + 8 keys, plus `extends`, plus review's 5 own keys and its reviewers' 3 + 2 + 6 + 2 + 2 + 3,
+  // plus transfer's 1 own key and its plugins' 5, 5 + 7, 5 + 1.
+  EXPECT_EQ(profileKeys().size(), 20u - 1 - 10 + 9 + 8 + 2 + 2 + 2 + 4 + 4 + 8 + 1 + 5 + 3 + 2 + 6 +
+                                      2 + 2 + 3 + 1 + 5 + 12 + 6);
+  EXPECT_EQ(transferKeys().size(), 3u);
   EXPECT_EQ(serverKeys().size(), 11u);
   EXPECT_EQ(auditKeys().size(), 5u);
   EXPECT_EQ(egressKeys().size(), 4u);
@@ -171,6 +192,11 @@ const std::map<std::string, std::string> kEgressValues = {
     {"ipv6_range", "\"\""},
     {"nameservers", "[\"192.0.2.53\"]"},
     {"mtu", "1400"},
+};
+const std::map<std::string, std::string> kTransferValues = {
+    {"roots", "{ data = \"/srv/data\" }"},
+    {"writable_roots", "[\"data\"]"},
+    {"spool_dir", "\"/srv/spool\""},
 };
 const std::string kHashA(64, 'a');
 const std::map<std::string, std::string> kTenantValues = {
@@ -221,6 +247,15 @@ TEST(PolicyReference, EveryServerAndTenantKeyWritesItsOwnField) {
         changedLines(egressSettingsToToml(EgressSettings{}), egressSettingsToToml(p->egress));
     ASSERT_EQ(changed.size(), 1u) << key;
     EXPECT_EQ(changed[0], key + " = " + kEgressValues.at(key)) << key;
+  }
+  for (const std::string& key : transferKeys()) {
+    ASSERT_TRUE(kTransferValues.contains(key)) << "give " << key << " a value in kTransferValues";
+    // writable_roots must name a declared root.
+    const std::string roots = key == "writable_roots" ? "roots = { data = \"/srv/data\" }\n" : "";
+    auto p = parse("schema = 1\n[transfer]\n" + roots + key + " = " + kTransferValues.at(key) + "\n",
+                   "k.toml");
+    ASSERT_TRUE(p.has_value()) << key << ": " << p.error().message();
+    EXPECT_NE(transferSettingsToToml(p->transfer), transferSettingsToToml(TransferSettings{})) << key;
   }
   Tenant defaults;
   defaults.name = "default";
@@ -324,13 +359,15 @@ TEST(PolicyDocs, OperatorGuideMentionsEveryKey) {
   for (const auto& k : tenantKeys()) keys.push_back("tenants." + k);
   for (const auto& k : auditKeys()) keys.push_back("audit." + k);
   for (const auto& k : egressKeys()) keys.push_back("egress." + k);
+  for (const auto& k : transferKeys()) keys.push_back("transfer." + k);
   for (const std::string& key : keys) {
     const std::string leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(doc.find("`" + leaf + "`"), std::string::npos) << "docs/policy.md misses " << key;
   }
   for (const char* table :
-       {"[server]", "[audit]", "[egress]", "[tenants.<name>]", "[profiles.<name>.lifetime]",
-        "[profiles.<name>.audit]", "[profiles.<name>.gvisor]", "[profiles.<name>.microvm]"}) {
+       {"[server]", "[audit]", "[egress]", "[transfer]", "[tenants.<name>]",
+        "[profiles.<name>.lifetime]", "[profiles.<name>.audit]", "[profiles.<name>.gvisor]",
+        "[profiles.<name>.microvm]", "[profiles.<name>.transfer]"}) {
     EXPECT_NE(doc.find(std::string("`") + table + "`"), std::string::npos)
         << "docs/policy.md has no section for " << table;
   }

@@ -22,6 +22,8 @@ std::vector<std::string> tenantKeys();
 std::vector<std::string> auditKeys();
 // Every key of the top-level [egress] table, in reference.toml order.
 std::vector<std::string> egressKeys();
+// Every key of the top-level [transfer] table, in reference.toml order.
+std::vector<std::string> transferKeys();
 
 // The profile as a complete `[profiles.<name>]` TOML table (every key, sub-tables included),
 // which parse() reads back into an equal profile.
@@ -31,6 +33,7 @@ std::string serverToToml(const Server& server);
 std::string tenantToToml(const Tenant& tenant);
 std::string auditSettingsToToml(const AuditSettings& audit);
 std::string egressSettingsToToml(const EgressSettings& egress);
+std::string transferSettingsToToml(const TransferSettings& transfer);
 
 // What `airlock policy explain` prints: the policy's source and hash, the profile's effective
 // values and relaxations, then [server] and the tenants (only `tenant` when it is not null).

@@ -13,6 +13,7 @@
 #include "airlock/policy/gvisor.h"
 #include "airlock/policy/microvm.h"
 #include "airlock/policy/review.h"
+#include "airlock/policy/transfer.h"
 #include "airlock/result.h"
 
 namespace airlock::policy {
@@ -109,6 +110,7 @@ struct Profile {
   Review review;    // reviewers run before any code or command reaches the sandbox
   Gvisor gvisor;    // settings of the gvisor isolation backend (used when isolation = "gvisor")
   Microvm microvm;  // settings of the microvm isolation backend (used when isolation = "microvm")
+  Transfer transfer;  // archives, URLs and host directories in and out (docs/transfer.md)
 };
 
 // Where `airlock serve` listens and what one host allows in total ([server]).
@@ -192,6 +194,7 @@ struct Policy {
   Server server;
   AuditSettings audit;
   EgressSettings egress;
+  TransferSettings transfer;
   std::map<std::string, Tenant> tenants;  // always contains "default" (with the defaults above
                                           // when the file has no [tenants.default])
   std::string source;                     // file path, or "<built-in>"
@@ -220,6 +223,10 @@ Result<> validate(const Profile& profile);
 // tokens unique, pools fit server.max_sandboxes). parse() already ran this; policies built in
 // code (tests) call it themselves.
 Result<> validate(const Policy& policy);
+
+// Why an http transfer URL pattern ([profiles.<name>.transfer.http] allow) is malformed, or
+// nullopt: "https://host[:port][/path-prefix]", the host exact or "*.example.com".
+std::optional<std::string> urlPatternProblem(std::string_view pattern);
 
 // Every way this profile is looser than the defaults, one human-readable line each, logged by
 // the supervisor at startup and printed by `airlock policy check`.
