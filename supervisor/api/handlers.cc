@@ -63,6 +63,7 @@ SResult<std::string> readWholeBody(const Request& req, Exchange& ex, size_t limi
 struct QueryArgs {
   std::optional<std::string> path;
   std::optional<std::string> mode;
+  std::optional<std::string> format;
   std::map<std::string, std::string> metadata;
 };
 
@@ -72,7 +73,8 @@ SResult<QueryArgs> parseArgs(RouteId route, const std::string& raw) {
   std::string error;
   if (!parseQuery(raw, query, error)) return serviceError(ErrorCode::kBadRequest, error);
   bool takes_path = route == RouteId::kPutFile || route == RouteId::kGetFile ||
-                    route == RouteId::kListFiles || route == RouteId::kStatFile;
+                    route == RouteId::kListFiles || route == RouteId::kStatFile ||
+                    route == RouteId::kPutArchive || route == RouteId::kGetArchive;
   QueryArgs args;
   for (auto& [key, value] : query) {
     if (route == RouteId::kListSandboxes && key.starts_with("metadata.") && key.size() > 9) {
@@ -86,6 +88,8 @@ SResult<QueryArgs> parseArgs(RouteId route, const std::string& raw) {
       args.path = value;
     } else if (route == RouteId::kPutFile && key == "mode") {
       args.mode = value;
+    } else if (route == RouteId::kGetArchive && key == "format") {
+      args.format = value;
     } else {
       return serviceError(ErrorCode::kBadRequest, "unknown query parameter '" + key + "'");
     }
@@ -199,6 +203,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
   const std::string sb = match.params.count("sb") ? match.params.at("sb") : "";
   const std::string cid = match.params.count("cid") ? match.params.at("cid") : "";
   const std::string ctx = match.params.count("ctx") ? match.params.at("ctx") : "";
+  const std::string tid = match.params.count("tid") ? match.params.at("tid") : "";
   const std::string name = match.params.count("name") ? match.params.at("name") : "";
   const std::string rid = match.params.count("rid") ? match.params.at("rid") : "";
 
@@ -416,6 +421,83 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       auto entry = service_.writeFile(caller, sb, *args->path, mode, source);
       if (!entry) return sendError(ex, body_error ? *body_error : entry.error()), label;
       sendJson(ex, 201, {{"path", *args->path}, {"size", entry->size}});
+      break;
+    }
+    case RouteId::kStartTransfer: {
+      auto r = body(decodeTransfer);
+      if (!r) return sendError(ex, r.error()), label;
+      auto stream = service_.startTransfer(caller, sb, r->spec);
+      if (!stream) return sendError(ex, stream.error()), label;
+      if (r->stream) {
+        pumpStream(ex, std::move(*stream), limits_.stream_poll, wantsFrames(req));
+        break;
+      }
+      // "stream": false: the final record alone, once the transfer ended.
+      std::optional<Json> last;
+      while (!(*stream)->done()) {
+        auto event = (*stream)->next(sandbox::Clock::now() + limits_.stream_poll);
+        if (event && event->value("type", "") == "transfer") last = std::move(*event);
+        if (!event && ex.clientGone()) break;  // destroying the stream cancels the transfer
+      }
+      if (!last) break;
+      last->erase("type");
+      sendJson(ex, 200, *last);
+      break;
+    }
+    case RouteId::kListTransfers:
+      answer(service_.listTransfers(caller, sb), [&](const Json& j) { sendJson(ex, 200, j); });
+      break;
+    case RouteId::kCancelTransfer:
+      answerEmpty(service_.cancelTransfer(caller, sb, tid));
+      break;
+    case RouteId::kPutArchive: {
+      const uint64_t limit = limits_.max_upload_bytes;
+      if (req.content_length && *req.content_length > limit) {
+        return sendError(ex, ErrorCode::kPayloadTooLarge,
+                         "upload is over the " + std::to_string(limit) + "-byte limit"),
+               label;
+      }
+      uint64_t total = 0;
+      std::optional<ServiceError> body_error;
+      sandbox::ByteSource source = [&](char* buf, size_t cap) -> SResult<size_t> {
+        auto n = ex.readBody(buf, cap);
+        if (!n) {
+          body_error = n.error();
+          return n;
+        }
+        total += *n;
+        if (total > limit) {
+          body_error = ServiceError{ErrorCode::kPayloadTooLarge,
+                                    "upload is over the " + std::to_string(limit) + "-byte limit"};
+          return std::unexpected(*body_error);
+        }
+        return n;
+      };
+      auto record = service_.uploadArchive(caller, sb, *args->path, source);
+      if (!record) return sendError(ex, body_error ? *body_error : record.error()), label;
+      sendJson(ex, 201, *record);
+      break;
+    }
+    case RouteId::kGetArchive: {
+      bool started = false;
+      bool sink_failed = false;
+      const std::string format = args->format.value_or("tar.gz");
+      auto r = service_.downloadArchive(caller, sb, *args->path, format,
+                                        [&](std::string_view chunk) {
+                                          if (!started)
+                                            started = ex.beginStream(200, "application/octet-stream");
+                                          if (!started || !ex.writeStream(chunk)) sink_failed = true;
+                                          return !sink_failed;
+                                        });
+      if (!r && !started) return sendError(ex, r.error()), label;
+      if (!r || sink_failed) {
+        ex.abortStream();
+      } else if (!started) {
+        // An empty archive is still an answer (packing always writes at least an end marker).
+        ex.respond(200, "application/octet-stream", "");
+      } else {
+        ex.endStream();
+      }
       break;
     }
     case RouteId::kGetFile: {

@@ -183,6 +183,29 @@ SResult<ContextRequest> decodeCreateContext(std::string_view body) {
   });
 }
 
+SResult<TransferRequest> decodeTransfer(std::string_view body) {
+  return decodeObject<TransferRequest>(body, false, [](Fields& f, TransferRequest& r) {
+    const auto direction = f.str("direction");
+    if (!direction) return f.setError("field 'direction' is required: \"in\" or \"out\"");
+    if (*direction != "in" && *direction != "out")
+      return f.setError("field 'direction': expected \"in\" or \"out\", got '" +
+                        quoteKey(*direction) + "'");
+    r.spec.in = *direction == "in";
+    const char* where = r.spec.in ? "source" : "dest";
+    const char* other = r.spec.in ? "dest" : "source";
+    const auto location = f.str(where);
+    if (f.raw(other) != nullptr)
+      return f.setError("field '" + std::string(other) + "': a transfer " + *direction +
+                        " names its '" + where + "'");
+    if (!location || location->empty())
+      return f.setError("field '" + std::string(where) + "' is required for direction \"" +
+                        *direction + "\"");
+    r.spec.location = *location;
+    requireAbsolutePath(f, "path", f.str("path"), r.spec.path);
+    if (auto s = f.boolean("stream")) r.stream = *s;
+  });
+}
+
 SResult<WriteFileRequest> decodeWriteFile(std::string_view body) {
   return decodeObject<WriteFileRequest>(body, false, [](Fields& f, WriteFileRequest& r) {
     requireAbsolutePath(f, "path", f.str("path"), r.path);

@@ -73,6 +73,14 @@ struct WriteFileRequest {
 };
 SResult<WriteFileRequest> decodeWriteFile(std::string_view body);
 
+// POST /v1/sandboxes/{sb}/transfers: {"direction": "in", "source": URL, "path": DIR} or
+// {"direction": "out", "dest": URL, "path": DIR}; "stream" (default true) as for commands.
+struct TransferRequest {
+  sandbox::TransferSpec spec;
+  bool stream = true;
+};
+SResult<TransferRequest> decodeTransfer(std::string_view body);
+
 struct ReadFileRequest {
   std::string path;
   bool base64 = false;  // "encoding": "base64"

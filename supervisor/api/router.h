@@ -44,6 +44,11 @@ enum class RouteId {
   kMakeDirectory,
   kRemoveFile,
   kRenameFile,
+  kStartTransfer,
+  kListTransfers,
+  kCancelTransfer,
+  kPutArchive,
+  kGetArchive,
   kListWorkspaces,
   kDeleteWorkspace,
   kListReviews,
@@ -64,7 +69,7 @@ struct RouteMatch {
   enum class Status { kFound, kNotFound, kMethodNotAllowed, kBadPath };
   Status status = Status::kNotFound;
   const Route* route = nullptr;               // kFound
-  std::map<std::string, std::string> params;  // {sb}, {cid}, {ctx}, percent-decoded
+  std::map<std::string, std::string> params;  // {sb}, {cid}, {ctx}, {tid}, percent-decoded
   std::string allow;                          // kMethodNotAllowed: "GET, DELETE"
   std::string error;                          // kBadPath: what was wrong
 };

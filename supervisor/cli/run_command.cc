@@ -129,12 +129,13 @@ int runCommand(const std::vector<std::string>& args) {
       "file,f", po::value(&files)->composing(),
       "LOCAL[:SANDBOX_PATH] copied in before the run (repeatable; relative sandbox paths are under "
       "/home/user)")("out,o", po::value(&outs)->composing(),
-                     "SANDBOX_PATH[:LOCAL] copied out after the run (repeatable); a directory "
-                     "named with LOCAL ending in .tar, .tar.gz, .tgz, .tar.zst or .zip is packed "
-                     "in that format")("in", po::value(&ins)->composing(),
-                                       "ARCHIVE:SANDBOX_DIR: a local .tar, .tar.gz, .tar.zst or "
-                                       ".zip unpacked inside the sandbox before the run "
-                                       "(repeatable; --local only for now)")(
+                     "SANDBOX_PATH[:DEST] copied out after the run (repeatable); a directory "
+                     "goes out packed when DEST is a local name ending in .tar, .tar.gz, .tgz, "
+                     ".tar.zst or .zip, an https:// URL (uploaded) or hostdir:ROOT/name.tar.gz")(
+      "in", po::value(&ins)->composing(),
+      "SOURCE:SANDBOX_DIR: an archive unpacked inside the sandbox before the run, SOURCE a local "
+      ".tar, .tar.gz, .tar.zst or .zip, an https:// URL or hostdir:ROOT/path (repeatable; "
+      "--local only for now)")(
       "json", po::bool_switch(&json),
       "print one JSON result record instead of the program's output")(
       "no-stdin", po::bool_switch(&no_stdin), "give the program an empty stdin")(
@@ -177,8 +178,14 @@ int runCommand(const std::vector<std::string>& args) {
   }
   for (const auto& i : ins) {
     auto c = parseCopy(i, true);
+    // The sandbox side is split off at the last ':', so a source with a scheme and no
+    // SANDBOX_DIR ("https://x/a.tar", "hostdir:data") would split inside the source.
+    if (c && (i.rfind(':') == std::string::npos || c->sandbox.starts_with("//") ||
+              c->local == "hostdir" || c->local == "http" || c->local == "https" ||
+              c->local == "file"))
+      c = fail("'" + i + "': expected SOURCE:SANDBOX_DIR");
     if (!c) return printError("run: --in " + c.error().message()), sandbox::kExitAirlockError;
-    req.archives_in.push_back(*c);
+    req.transfers_in.push_back(*c);
   }
   for (const auto& o : outs) {
     auto c = parseCopy(o, false);
@@ -212,7 +219,7 @@ int runCommand(const std::vector<std::string>& args) {
   const bool pass_stdin = !code_from_stdin && !no_stdin && !isatty(STDIN_FILENO);
   std::string unreachable;  // what was tried when no supervisor was reachable
   // Transfers travel over the API in a later step: until then --in runs in this process.
-  if (!local && policy_file.empty() && !req.isolation && req.archives_in.empty()) {
+  if (!local && policy_file.empty() && !req.isolation && req.transfers_in.empty()) {
     auto supervisor = reachableSupervisor(unreachable);
     if (!supervisor) {
       printError("run: " + supervisor.error().message() + " (or pass --local)");

@@ -251,6 +251,7 @@ void Manager::destroyLive(const std::shared_ptr<LiveSandbox>& s, const char* rea
   }
   // Streams waiting on this sandbox end now with an error event, not at their timeout.
   if (s->conn) hub_->detach(s->conn);
+  endTransfers(*s);
   std::map<std::string, std::shared_ptr<CodeContext>> contexts;
   std::map<std::string, std::shared_ptr<Command>> commands;
   {

@@ -38,6 +38,8 @@ inline bool validName(const std::string& name) {
   return true;
 }
 
+struct TransferTask;
+
 struct LiveSandbox {
   std::string id;
   std::string name;
@@ -64,7 +66,13 @@ struct LiveSandbox {
   std::unique_ptr<sandbox::Sandbox> box;
   std::shared_ptr<AgentConnection> conn;
 
-  mutable std::mutex mu;  // state, commands, contexts
+  // Transfers through the API (transfers.cc): running ones hold a thread, joined when they are
+  // pruned or the sandbox ends. Bytes moved so far count against transfer.*.sandbox_max_mb.
+  std::map<std::string, std::shared_ptr<TransferTask>> transfers;
+  int next_transfer = 1;
+  std::atomic<uint64_t> transfer_moved{0};
+
+  mutable std::mutex mu;  // state, commands, contexts, transfers
   std::string state = "running";
   std::map<std::string, std::shared_ptr<Command>> commands;
   std::map<std::string, std::shared_ptr<CodeContext>> contexts;

@@ -110,6 +110,15 @@ class Manager final : public Service {
   SResult<Json> listReviews(const Caller& caller) override;
   SResult<> decideReview(const Caller& caller, const std::string& review_id, bool approve,
                          const std::string& reason) override;
+  SResult<std::unique_ptr<EventStream>> startTransfer(const Caller& caller, const std::string& sb,
+                                                      const TransferSpec& spec) override;
+  SResult<Json> listTransfers(const Caller& caller, const std::string& sb) override;
+  SResult<> cancelTransfer(const Caller& caller, const std::string& sb,
+                           const std::string& transfer_id) override;
+  SResult<Json> uploadArchive(const Caller& caller, const std::string& sb, const std::string& path,
+                              const ByteSource& source) override;
+  SResult<> downloadArchive(const Caller& caller, const std::string& sb, const std::string& path,
+                            const std::string& format, const ByteSink& sink) override;
   SResult<std::vector<WorkspaceInfo>> listWorkspaces(const Caller& caller) override;
   SResult<> deleteWorkspace(const Caller& caller, const std::string& name) override;
 
@@ -160,6 +169,10 @@ class Manager final : public Service {
   SResult<std::shared_ptr<LiveSandbox>> findRunning(const Caller& caller, const std::string& sb);
   SandboxInfo infoOf(const LiveSandbox& s);
   void destroyLive(const std::shared_ptr<LiveSandbox>& s, const char* reason);
+  // Cancels the sandbox's running transfers and joins their threads (transfers.cc).
+  void endTransfers(LiveSandbox& s);
+  // Counts a transfer and writes its "transfer" record to the audit log (transfers.cc).
+  void recordTransfer(const audit::RecordIds& ids, const TransferOutcome& t);
   // Destroys `s` on the reaper thread, then calls `done`.
   void retire(std::shared_ptr<LiveSandbox> s, std::function<void()> done);
   void reaperLoop();

@@ -114,6 +114,11 @@ std::string Manager::metricsText() {
   out +=
       "airlock_executions_total{kind=\"file\"} " + std::to_string(metrics_.file_ops.load()) + "\n";
   out += "airlock_executions_total{kind=\"run\"} " + std::to_string(metrics_.runs.load()) + "\n";
+  out += "# TYPE airlock_transfers_total counter\n";
+  out += "airlock_transfers_total{result=\"ok\"} " + std::to_string(metrics_.transfers_ok.load()) +
+         "\n";
+  out += "airlock_transfers_total{result=\"failed\"} " +
+         std::to_string(metrics_.transfers_failed.load()) + "\n";
   out +=
       "# HELP airlock_create_seconds Time to create a sandbox until it is ready.\n"
       "# TYPE airlock_create_seconds histogram\n";

@@ -38,6 +38,9 @@ struct Metrics {
   std::atomic<uint64_t> code_runs{0};
   std::atomic<uint64_t> audit_drops{0};  // audit events lost in executions (ring buffer full)
   std::atomic<uint64_t> file_ops{0};
+  std::atomic<uint64_t> transfers_started{0};  // API transfers (POST .../transfers)
+  std::atomic<uint64_t> transfers_ok{0};       // every transfer that ended, run's and API's
+  std::atomic<uint64_t> transfers_failed{0};
   std::atomic<uint64_t> runs{0};  // one-shot programs of the API (POST /v1/runs) started
   int64_t runs_running = 0;       // ... in progress; under the manager's mu_ (with reserved_)
   std::mutex mu;

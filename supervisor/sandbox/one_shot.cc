@@ -21,7 +21,7 @@
 #include "supervisor/sandbox/live_sandbox.h"
 #include "supervisor/sandbox/manager.h"
 #include "supervisor/sandbox/paths.h"
-#include "supervisor/sandbox/transfer.h"
+#include "supervisor/sandbox/transfer_job.h"
 
 namespace airlock::sandbox {
 
@@ -41,41 +41,11 @@ std::string archiveFormatOf(const std::string& name) {
   return "";
 }
 
-// A sandbox directory packed into a new local file, which is removed when the transfer fails.
-TransferOutcome packOut(AgentConnection& conn, const std::string& dir, const std::string& local,
-                        const std::string& format, const TransferLimits& limits,
-                        const std::vector<std::string>& env, Clock::time_point deadline) {
-  TransferOutcome t{"out", local, dir, 0, 0, 0, 0, 0, "", 0, ""};
-  UniqueFd fd(open(local.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd) {
-    t.error = sysError("open", local).error().message();
-    return t;
-  }
-  auto packed = packFrom(
-      conn, dir, format,
-      [&](std::string_view chunk) -> Result<> {
-        for (size_t off = 0; off < chunk.size();) {
-          ssize_t w = write(fd.get(), chunk.data() + off, chunk.size() - off);
-          if (w < 0 && errno == EINTR) continue;
-          if (w < 0) return sysError("write", local);
-          off += static_cast<size_t>(w);
-        }
-        return {};
-      },
-      limits, env, deadline);
-  if (!packed) {
-    t.error = packed.error().message();
-    unlink(local.c_str());  // no half-written archives
-    return t;
-  }
-  t.files = packed->files;
-  t.dirs = packed->dirs;
-  t.links = packed->links;
-  t.bytes = packed->bytes;
-  t.moved_bytes = packed->moved_bytes;
-  t.sha256 = packed->sha256;
-  t.ms = packed->seconds * 1000;
-  return t;
+// Whether an --out destination names a transfer rather than a local file: a scheme a
+// transfer plugin takes ("https://", "hostdir:"), as opposed to a plain local path.
+bool namesTransfer(const std::string& dest) {
+  const size_t colon = dest.find(':');
+  return colon != std::string::npos && colon > 0 && dest.substr(0, colon).find('/') == std::string::npos;
 }
 
 double msSince(Clock::time_point t) {
@@ -368,25 +338,34 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     res.files_in.push_back(fo);
   }
 
-  // Archives: unpacked inside by the agent's helper, bounded by the workspace's size.
+  // Transfers in: unpacked inside by the agent's helper (transfer_job.h), before the program.
   const auto transfer_deadline =
       Clock::now() + std::chrono::seconds(profile.limits.timeout_s) + kAgentGrace;
-  TransferLimits transfer_limits;
-  transfer_limits.max_bytes = profile.limits.workspace_mb << 20;
   const auto transfer_env = executionEnvironment({}, profile.env, req.env);
-  for (const auto& a : req.archives_in) {
+  uint64_t transfer_moved = 0;
+  auto transfer = [&](bool in, const std::string& location, const std::string& path) {
+    TransferJob job;
+    job.in = in;
+    job.location = location;
+    job.path = path;
+    job.remote_caller = req.remote_caller;
+    job.tenant = req.tenant;
+    job.sandbox_id = box.id();
+    job.env = transfer_env;
+    job.deadline = transfer_deadline;
+    TransferOutcome t = runTransfer(registry_, profile, pol->transfer, conn, job, transfer_moved);
+    transfer_moved += t.moved_bytes;
+    recordTransfer({box.id(), req.tenant, ""}, t);
+    return t;
+  };
+  for (const auto& a : req.transfers_in) {
     auto dest = normalizePath(a.sandbox, "sandbox path", Relative::kInWorkspace);
     if (!dest) return error(Status::kError, "--in " + a.local + ": " + dest.error().message());
-    UniqueFd fd(open(a.local.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) return error(Status::kError, "--in " + sysError("open", a.local).error().message());
-    auto moved = unpackInto(conn, *dest, fdChunks(fd.get(), a.local), transfer_limits, transfer_env,
-                            transfer_deadline);
-    if (!moved)
-      return error(Status::kError,
-                   "--in " + a.local + ":" + *dest + ": " + moved.error().message());
-    res.transfers.push_back({"in", a.local, *dest, moved->files, moved->dirs, moved->links,
-                             moved->bytes, moved->moved_bytes, moved->sha256, moved->seconds * 1000,
-                             ""});
+    TransferOutcome t = transfer(true, a.local, *dest);
+    res.transfers.push_back(t);
+    if (!t.error.empty())
+      return error(t.status == "denied" ? Status::kRefused : Status::kError,
+                   "--in " + t.location + ":" + *dest + ": " + t.error);
   }
 
   // The program: inline code on the command line (or in the pre-started interpreter's
@@ -549,13 +528,12 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   for (const auto& f : req.files_out) {
     FileOutcome fo{f.sandbox, f.local, 0, {}};
     auto src = normalizePath(f.sandbox, "sandbox path", Relative::kInWorkspace);
-    // A directory named with an archive's name goes out packed (transfer.h).
-    if (const std::string format = archiveFormatOf(f.local); src && !format.empty()) {
+    // A transfer's destination, or a directory named with an archive's name: packed and sent
+    // through the transfer plugin that takes it (transfer_job.h).
+    if (src && (namesTransfer(f.local) || !archiveFormatOf(f.local).empty())) {
       auto st = files::stat(conn, *src);
-      if (st && st->type == "dir") {
-        res.transfers.push_back(
-            packOut(conn, *src, f.local, format, transfer_limits, transfer_env,
-                    Clock::now() + std::chrono::seconds(profile.limits.timeout_s)));
+      if (namesTransfer(f.local) || (st && st->type == "dir")) {
+        res.transfers.push_back(transfer(false, f.local, *src));
         continue;
       }
     }

@@ -30,10 +30,14 @@ struct RunRequest {
   std::map<std::string, std::string> env;
   std::vector<FileCopy> files_in;
   std::vector<FileCopy> files_out;
-  // `--in ARCHIVE:DIR`: local archives unpacked into sandbox directories by the agent's helper
-  // (transfer.h), before the program. A files_out entry whose sandbox path is a directory and
-  // whose local name ends in .tar, .tar.gz, .tgz, .tar.zst or .zip is packed in that format.
-  std::vector<FileCopy> archives_in;
+  // `--in SOURCE:DIR`: archives unpacked into sandbox directories by the agent's helper before
+  // the program, SOURCE a location a transfer plugin takes (a local archive, a URL,
+  // hostdir:NAME/path; transfer_job.h). A files_out entry whose local side names a transfer
+  // (a URL, hostdir:...), or a directory whose local name ends in .tar, .tar.gz, .tgz, .tar.zst
+  // or .zip, is packed and sent through its plugin.
+  std::vector<FileCopy> transfers_in;
+  // An API caller (POST /v1/runs): transfers may not name the supervisor's local files.
+  bool remote_caller = false;
   // The program's stdin: this fd's bytes as they come (>= 0), or stdin_data (has_stdin_data),
   // or nothing (/dev/null).
   int stdin_fd = -1;

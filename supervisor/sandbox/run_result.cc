@@ -77,6 +77,18 @@ std::string toValidUtf8(const std::string& in) {
   return out;
 }
 
+nlohmann::json transferJson(const TransferOutcome& t) {
+  using nlohmann::json;
+  json o = {{"direction", t.direction}, {"plugin", t.plugin},   {"location", t.location},
+            {"sandbox_path", t.sandbox_path}, {"files", t.files}, {"dirs", t.dirs},
+            {"links", t.links},           {"bytes", t.bytes},     {"archive_bytes", t.moved_bytes},
+            {"ms", t.ms},                 {"status", t.status}};
+  if (!t.id.empty()) o["id"] = t.id;
+  o["sha256"] = t.sha256.empty() ? json(nullptr) : json(t.sha256);
+  o["error"] = t.error.empty() ? json(nullptr) : json(t.error);
+  return o;
+}
+
 nlohmann::json RunResult::toJson() const {
   using nlohmann::json;
   auto createSteps = [this] {
@@ -86,20 +98,7 @@ nlohmann::json RunResult::toJson() const {
   };
   auto transfersJson = [&] {
     json a = json::array();
-    for (const auto& t : transfers) {
-      json o = {{"direction", t.direction},
-                {"local_path", t.local_path},
-                {"sandbox_path", t.sandbox_path},
-                {"files", t.files},
-                {"dirs", t.dirs},
-                {"links", t.links},
-                {"bytes", t.bytes},
-                {"archive_bytes", t.moved_bytes},
-                {"ms", t.ms}};
-      o["sha256"] = t.sha256.empty() ? json(nullptr) : json(t.sha256);
-      o["error"] = t.error.empty() ? json(nullptr) : json(t.error);
-      a.push_back(o);
-    }
+    for (const auto& t : transfers) a.push_back(transferJson(t));
     return a;
   };
   auto files = [](const std::vector<FileOutcome>& v) {

@@ -28,17 +28,25 @@ struct FileOutcome {
   std::string error;  // empty on success
 };
 
-// One archive moved in (unpacked) or out (packed) by `--in`/`--out` (transfer.h).
+// One transfer: an archive moved in (unpacked) or a directory out (packed) through a transfer
+// plugin (transfer_job.h): the record in a run's result, on the API and in the audit log.
 struct TransferOutcome {
+  std::string id;         // "tr-<n>" on the API; empty in a run's result
   std::string direction;  // "in" or "out"
-  std::string local_path, sandbox_path;
+  std::string plugin;     // the transfer plugin's short name ("archive", "http", "hostdir")
+  std::string location;   // the source (in) or destination (out), credentials removed
+  std::string sandbox_path;
   uint64_t files = 0, dirs = 0, links = 0;
   uint64_t bytes = 0;        // extracted or packed
   uint64_t moved_bytes = 0;  // the archive's
   std::string sha256;        // of the archive's bytes
   double ms = 0;
   std::string error;  // empty on success
+  // "ok", "error", "denied" (a rule refused it before any byte moved) or "cancelled"
+  std::string status = "ok";
 };
+
+nlohmann::json transferJson(const TransferOutcome& t);
 
 struct RunResult {
   static constexpr int kSchema = 1;

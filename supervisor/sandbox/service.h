@@ -197,6 +197,15 @@ struct ProgramSpec {
   std::vector<std::string> files_out;  // sandbox paths, carried back in the result event
 };
 
+// ---- transfers ----
+
+// POST /v1/sandboxes/{id}/transfers (docs/transfer.md).
+struct TransferSpec {
+  bool in = true;
+  std::string location;  // "source" (in) or "dest" (out): a URL, hostdir:NAME/path
+  std::string path;      // the sandbox directory unpacked into or packed
+};
+
 // Pulls request-body bytes: returns bytes read into buf (0 at the end), or an error.
 using ByteSource = std::function<SResult<size_t>(char* buf, size_t cap)>;
 // Receives file bytes as they are read; return false to stop (client gone).
@@ -279,6 +288,47 @@ class Service {
                                bool recursive) = 0;
   virtual SResult<> renameFile(const Caller& caller, const std::string& sb, const std::string& from,
                                const std::string& to) = 0;
+
+  // A transfer through a transfer plugin: "progress" events ({"transfer_id", "bytes",
+  // "rate_bps"}), then one "transfer" event with the final record (run_result.h,
+  // transferJson). Destroying the stream before that event cancels the transfer.
+  virtual SResult<std::unique_ptr<EventStream>> startTransfer(const Caller& caller,
+                                                              const std::string& sb,
+                                                              const TransferSpec& spec) {
+    (void)caller;
+    (void)spec;
+    return serviceError(ErrorCode::kConflict, "sandbox '" + sb + "': no transfers here");
+  }
+  // The sandbox's transfers, running and done: {"transfers": [record...]}.
+  virtual SResult<Json> listTransfers(const Caller& caller, const std::string& sb) {
+    (void)caller;
+    return serviceError(ErrorCode::kConflict, "sandbox '" + sb + "': no transfers here");
+  }
+  virtual SResult<> cancelTransfer(const Caller& caller, const std::string& sb,
+                                   const std::string& transfer_id) {
+    (void)caller;
+    (void)transfer_id;
+    return serviceError(ErrorCode::kConflict, "sandbox '" + sb + "': no transfers here");
+  }
+  // An archive in the request body unpacked into `path` (PUT /v1/sandboxes/{id}/archive), or
+  // `path` packed as `format` into `sink` (GET); both through the agent's helper, under the
+  // profile's transfer.archive limits. The upload's result is its transfer record.
+  virtual SResult<Json> uploadArchive(const Caller& caller, const std::string& sb,
+                                      const std::string& path, const ByteSource& source) {
+    (void)caller;
+    (void)path;
+    (void)source;
+    return serviceError(ErrorCode::kConflict, "sandbox '" + sb + "': no transfers here");
+  }
+  virtual SResult<> downloadArchive(const Caller& caller, const std::string& sb,
+                                    const std::string& path, const std::string& format,
+                                    const ByteSink& sink) {
+    (void)caller;
+    (void)path;
+    (void)format;
+    (void)sink;
+    return serviceError(ErrorCode::kConflict, "sandbox '" + sb + "': no transfers here");
+  }
 
   // The caller's persistent workspaces, and deleting one (409 while a sandbox uses it).
   virtual SResult<std::vector<WorkspaceInfo>> listWorkspaces(const Caller& caller) = 0;

@@ -100,7 +100,7 @@ Result<> exitedOk(const ProgramOutcome& o, const std::string& report, const std:
 Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir,
                                    const ChunkSource& source, const TransferLimits& limits,
                                    const std::vector<std::string>& env,
-                                   Clock::time_point deadline) {
+                                   Clock::time_point deadline, const TransferHooks& hooks) {
   const auto t0 = Clock::now();
   std::vector<std::string> argv = {kHelper, "--unpack", dir, "--framed"};
   for (auto& a : limitArgs(limits, true)) argv.push_back(std::move(a));
@@ -114,12 +114,23 @@ Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir
   Sha256 sha;
   std::string source_error;
   for (;;) {
+    if (hooks.cancelled && hooks.cancelled()) {
+      source_error = kTransferCancelled;
+      break;
+    }
     auto chunk = source();
     if (!chunk) {
       source_error = chunk.error().message();
       break;
     }
-    if (chunk->empty()) break;
+    if (chunk->empty()) {
+      if (hooks.cancelled && hooks.cancelled()) {
+        source_error = kTransferCancelled;  // a cancel shuts the source, which reads as its end
+      } else if (hooks.complete) {
+        if (auto done = hooks.complete(); !done) source_error = done.error().message();
+      }
+      break;
+    }
     sum.moved_bytes += chunk->size();
     if (sum.moved_bytes > limits.max_bytes) {
       source_error = "the archive is larger than " + std::to_string(limits.max_bytes) + " bytes";
@@ -134,6 +145,7 @@ Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir
       frame.append(part);
       (*run)->write(std::move(frame), false);
     }
+    if (hooks.progress) hooks.progress(sum.moved_bytes);
   }
   // 'A': the helper removes what it staged, whatever it parsed so far.
   (*run)->write(source_error.empty() ? "E" : "A", true);
@@ -157,7 +169,7 @@ Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir
 Result<TransferSummary> packFrom(AgentConnection& conn, const std::string& dir,
                                  const std::string& format, const ChunkSink& sink,
                                  const TransferLimits& limits, const std::vector<std::string>& env,
-                                 Clock::time_point deadline) {
+                                 Clock::time_point deadline, const TransferHooks& hooks) {
   const auto t0 = Clock::now();
   std::vector<std::string> argv = {kHelper, "--pack", dir, "--format", format};
   for (auto& a : limitArgs(limits, false)) argv.push_back(std::move(a));
@@ -185,10 +197,17 @@ Result<TransferSummary> packFrom(AgentConnection& conn, const std::string& dir,
           return;
         }
         sha.update(bytes);
+        if (hooks.cancelled && hooks.cancelled()) {
+          sink_error = kTransferCancelled;
+          (void)(*run)->signal(SIGKILL);
+          return;
+        }
         if (auto r = sink(bytes); !r) {
           sink_error = r.error().message();
           (void)(*run)->signal(SIGKILL);
+          return;
         }
+        if (hooks.progress) hooks.progress(sum.moved_bytes);
       },
       deadline);
   if (!outcome) return Unexpected(outcome.error());

@@ -37,18 +37,32 @@ using ChunkSource = std::function<Result<std::string>()>;
 // Takes each chunk of the packed archive; an error aborts.
 using ChunkSink = std::function<Result<>(std::string_view)>;
 
+// What a caller watches or decides while the bytes move; every member may be empty.
+struct TransferHooks {
+  std::function<void(uint64_t moved_bytes)> progress;  // after each chunk
+  std::function<bool()> cancelled;                     // asked before each chunk
+  // In: after the source's last byte and before the helper may commit; an error (a download
+  // cut short) makes the helper discard everything instead.
+  std::function<Result<>()> complete;
+};
+
 // Unpacks the archive `source` yields into `dir` (absolute, inside the sandbox). `env` is the
 // execution's environment.
 Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir,
                                    const ChunkSource& source, const TransferLimits& limits,
                                    const std::vector<std::string>& env,
-                                   std::chrono::steady_clock::time_point deadline);
+                                   std::chrono::steady_clock::time_point deadline,
+                                   const TransferHooks& hooks = {});
 
 // Packs `dir` as `format` (tar, tar.gz, tar.zst, zip) into `sink`.
 Result<TransferSummary> packFrom(AgentConnection& conn, const std::string& dir,
                                  const std::string& format, const ChunkSink& sink,
                                  const TransferLimits& limits, const std::vector<std::string>& env,
-                                 std::chrono::steady_clock::time_point deadline);
+                                 std::chrono::steady_clock::time_point deadline,
+                                 const TransferHooks& hooks = {});
+
+// The error of a transfer stopped by TransferHooks::cancelled.
+inline constexpr const char* kTransferCancelled = "the transfer was cancelled";
 
 // A ChunkSource over an open file descriptor (a local archive, a pipe from a download).
 ChunkSource fdChunks(int fd, std::string what);
