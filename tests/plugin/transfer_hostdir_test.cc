@@ -6,7 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -227,6 +230,78 @@ TEST_F(TransferHostdir, ADirectoryComesInAsATarOfItsContents) {
   }
   EXPECT_EQ(e.count("pipe"), 0u);
   EXPECT_THAT(log, HasSubstr("'hostdir:datasets/iris': skipped 'pipe', a FIFO"));
+}
+
+// Mounts inside a root are never crossed, neither by a location (RESOLVE_NO_XDEV) nor by the
+// walk (st_dev, and STATX_ATTR_MOUNT_ROOT for a bind mount of the same file system). The mounts
+// are made in a child process's own user and mount namespaces, so no root is needed and
+// nothing outlives the child.
+TEST_F(TransferHostdir, MountPointsInsideTheRootAreNeverCrossed) {
+  const std::string iris = data_ + "/iris";
+  ASSERT_EQ(::mkdir((iris + "/mnt").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((iris + "/bound").c_str(), 0755), 0);
+  int report[2];
+  ASSERT_EQ(::pipe2(report, O_CLOEXEC), 0);
+  const uid_t uid = ::geteuid();
+  const gid_t gid = ::getegid();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child: single-threaded after fork(), as unshare(CLONE_NEWUSER) requires. It reports
+    // "" (passed), "SKIP ..." or what failed.
+    ::close(report[0]);
+    auto run = [&]() -> std::string {
+      if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+        return std::string("SKIP user namespaces are not available: ") + std::strerror(errno);
+      auto put = [](const std::string& file, const std::string& text) {
+        std::ofstream(file) << text;
+      };
+      put("/proc/self/setgroups", "deny");
+      put("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1");
+      put("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1");
+      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+        return std::string("SKIP cannot make mounts private: ") + std::strerror(errno);
+      if (::mount("tmpfs", (iris + "/mnt").c_str(), "tmpfs", 0, "size=1m") != 0)
+        return std::string("SKIP cannot mount a tmpfs: ") + std::strerror(errno);
+      std::ofstream(iris + "/mnt/inside.txt") << "on another file system\n";
+      if (::mount((iris + "/nested").c_str(), (iris + "/bound").c_str(), nullptr, MS_BIND,
+                  nullptr) != 0)
+        return std::string("SKIP cannot bind mount: ") + std::strerror(errno);
+      std::string failed;
+      for (const char* through :
+           {"hostdir:datasets/iris/mnt", "hostdir:datasets/iris/mnt/inside.txt",
+            "hostdir:datasets/iris/bound/deep/notes.txt"}) {
+        auto t = open(true, through);
+        if (t || t.error().errnum() != EXDEV)
+          failed += std::string(through) + ": not refused with EXDEV; ";
+      }
+      auto t = open(true, "hostdir:datasets/iris");
+      if (!t) return failed + "open: " + t.error().message();
+      const std::string bytes = readAll((*t)->fd());
+      if (auto done = (*t)->finish(true); !done)
+        return failed + "finish: " + done.error().message();
+      const Tar tar = untar(bytes);
+      if (!tar.complete) failed += "the tar is incomplete: " + tar.error + "; ";
+      for (const char* name : {"mnt", "mnt/inside.txt", "bound", "bound/deep/notes.txt"})
+        if (tar.entries.count(name) != 0) failed += std::string("crossed into ") + name + "; ";
+      if (tar.entries.count("nested/deep/notes.txt") == 0) failed += "lost nested/deep/notes.txt; ";
+      return failed;
+    };
+    const std::string result = run();
+    (void)!::write(report[1], result.data(), result.size());
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  std::string result;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(report[0], buf, sizeof buf)) > 0) result.append(buf, static_cast<size_t>(n));
+  ::close(report[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child died: " << status;
+  if (result.starts_with("SKIP ")) GTEST_SKIP() << result.substr(5);
+  EXPECT_EQ(result, "");
 }
 
 TEST_F(TransferHostdir, TheWholeRootComesInWithoutASubPath) {

@@ -358,6 +358,7 @@ class Packer {
             EAGAIN, inQuotes(display_) + ": " + inQuotes(rel) + " shrank while it was packed");
       if (archive_write_data(a_, buf.data(), static_cast<size_t>(n)) != n) archiveFail(rel);
       left -= static_cast<uint64_t>(n);
+      if (stop_.load()) throw PluginError(ECANCELED, inQuotes(display_) + ": cancelled");
     }
   }
 
@@ -418,20 +419,25 @@ class Source final : public TransferPlugin::Stream {
     if (thread_.joinable()) thread_.join();
   }
 
-  static la_ssize_t writeTo(archive* a, void* self, const void* buffer, size_t length) {
+  // Never fails towards libarchive: a failed archive (ARCHIVE_STATE_FATAL) is freed without
+  // its close, and libarchive 3.6 then leaks the client's block buffer. A send that fails
+  // instead stops the walk (stop_) and turns the rest of the stream into a sink.
+  static la_ssize_t writeTo(archive* /*a*/, void* self, const void* buffer, size_t length) {
     auto* s = static_cast<Source*>(self);
     const char* p = static_cast<const char*>(buffer);
     size_t done = 0;
-    while (done < length) {
+    while (done < length && !s->sink_) {
       if (s->stop_.load()) {
-        archive_set_error(a, ECANCELED, "the transfer was cancelled");
-        return -1;
+        s->sink_ = true;
+        break;
       }
       const ssize_t n = ::send(s->sock_.get(), p + done, length - done, MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EINTR) continue;
-        archive_set_error(a, errno, "the host stopped reading: %s", std::strerror(errno));
-        return -1;
+        s->send_errno_ = errno;  // EPIPE: the host closed its end early
+        s->sink_ = true;
+        s->stop_.store(true);
+        break;
       }
       done += static_cast<size_t>(n);
     }
@@ -452,24 +458,32 @@ class Source final : public TransferPlugin::Stream {
         packer.tree(top_.get());
       else
         packer.single(top_.get(), file_name_);
-      if (archive_write_close(a.get()) != ARCHIVE_OK)
-        throw PluginError(EIO, inQuotes(display_) + ": " + archive_error_string(a.get()));
     } catch (const PluginError& e) {
-      fail(e.code(), e.what(), a.get());
+      fail(e.code(), e.what());
     } catch (const std::bad_alloc&) {
-      fail(ENOMEM, inQuotes(display_) + ": out of memory", a.get());
+      fail(ENOMEM, inQuotes(display_) + ": out of memory");
     } catch (const std::exception& e) {
-      fail(EIO, inQuotes(display_) + ": " + e.what(), a.get());
+      fail(EIO, inQuotes(display_) + ": " + e.what());
     }
-    // EOF for the host; a failed stream ends short of tar's end marker, and finish(true) says
-    // why.
-    ::shutdown(sock_.get(), SHUT_WR);
+    if (a) {
+      // A failed stream must end short of tar's end marker, so that nobody takes it for the
+      // whole tree: what libarchive still writes (padding, the marker) goes to the sink. The
+      // close runs anyway, as it frees libarchive's buffers.
+      if (error_code_ != 0) sink_ = true;
+      if (archive_write_close(a.get()) != ARCHIVE_OK && error_code_ == 0)
+        fail(EIO, inQuotes(display_) + ": " + archive_error_string(a.get()));
+    }
+    if (send_errno_ != 0) {  // the cause of whatever stopped the walk
+      error_code_ = send_errno_;
+      error_ = inQuotes(display_) + ": the host stopped reading: " + std::strerror(send_errno_);
+    }
+    ::shutdown(sock_.get(), SHUT_WR);  // EOF for the host
   }
 
-  void fail(int code, std::string message, archive* a) {
+  void fail(int code, std::string message) {
+    if (error_code_ != 0) return;  // the first error is the one to tell
     error_code_ = code != 0 ? code : EIO;
     error_ = std::move(message);
-    if (a != nullptr) archive_write_fail(a);  // so that freeing it writes no end marker
   }
 
   const PluginBase& plugin_;
@@ -478,8 +492,11 @@ class Source final : public TransferPlugin::Stream {
   const std::string file_name_;
   const uint64_t max_bytes_;
   Fd sock_;
-  std::atomic<bool> stop_{false};
-  int error_code_ = 0;  // written by the thread, read after join()
+  std::atomic<bool> stop_{false};  // finish(false), or the host gone: the walk ends
+  // The thread's own, read by others only after join().
+  bool sink_ = false;
+  int send_errno_ = 0;
+  int error_code_ = 0;
   std::string error_;
   std::thread thread_;
 };
