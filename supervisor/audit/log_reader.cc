@@ -27,7 +27,7 @@ std::vector<std::string> logFiles(const std::string& path) {
 
 bool knownRecordType(std::string_view type) {
   return type == "exec" || type == "net" || type == "connect" || type == "execution" ||
-         type == "review";
+         type == "review" || type == "transfer";
 }
 
 namespace {
