@@ -353,7 +353,9 @@ typedef struct airlock_review_ops_v1 {
  * (a local archive, a URL, an operator's directory). The supervisor streams them to or from the
  * agent's transfer helper inside the sandbox, which alone unpacks and packs, as the sandbox
  * user: a transfer plugin never touches the sandbox's files. A transfer plugin built against an
- * earlier minor has NULL ops and cannot be used. */
+ * earlier minor has NULL ops and cannot be used. Unlike the other kinds, open() and close() may
+ * run on several host threads at once, one call per transfer: keep per-transfer state in the
+ * handle. */
 
 typedef enum airlock_transfer_direction_v1 {
   AIRLOCK_TRANSFER_IN = 1, /* into the sandbox: the plugin's fd gives the bytes */
