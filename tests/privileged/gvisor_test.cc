@@ -289,17 +289,6 @@ TEST(GvisorBackend, ARunscThatFailsIsReportedAndLeavesNothing) {
     if (!scratch_before.contains(e)) ADD_FAILURE() << "left in the scratch directory: " << e;
 }
 
-// Bad input: policy keys of [profiles.X.gvisor] are checked with file:line:col.
-// Every path under `root` with its kind, for "nothing was written there".
-std::set<std::string> treeOf(const std::string& root) {
-  std::set<std::string> out;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
-    const char kind = e.is_symlink() ? 'l' : e.is_directory() ? 'd' : 'f';
-    out.insert(std::string(1, kind) + " " + e.path().string().substr(root.size()));
-  }
-  return out;
-}
-
 // filesystem.image on gVisor: the image's entries are the root, read-only, with the system view
 // and the sandbox's own directories on top, and nothing is ever created in the image (runsc
 // would make missing mount points in a root it is given, on the host).
@@ -346,6 +335,7 @@ TEST(GvisorBackend, AnImageIsTheRootAndIsNeverWrittenTo) {
   EXPECT_EQ(treeOf(image), before);
 }
 
+// Bad input: policy keys of [profiles.X.gvisor] are checked with file:line:col.
 TEST(GvisorBackend, PolicyTableErrorsNameTheKey) {
   TempDir dir;
   dir.write("typo.toml",

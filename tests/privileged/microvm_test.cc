@@ -214,15 +214,6 @@ TEST(MicrovmBackend, ABootThatNeverAnswersIsRetriedOnceThenFails) {
   EXPECT_EQ(snapshotHostResources(), resources_before) << "a try outlived the failure";
 }
 
-std::set<std::string> treeOf(const std::string& root) {
-  std::set<std::string> out;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
-    const char kind = e.is_symlink() ? 'l' : e.is_directory() ? 'd' : 'f';
-    out.insert(std::string(1, kind) + " " + e.path().string().substr(root.size()));
-  }
-  return out;
-}
-
 // filesystem.image in a microVM: the image's entries are the root, read-only, beneath the
 // sandbox's own (generated /etc files, mount points) with the system view mounted on top; the
 // image is only read (into its erofs layer). A profile directory the image has no place for is

@@ -215,6 +215,15 @@ std::string readFile(const std::string& path) {
   return ss.str();
 }
 
+std::set<std::string> treeOf(const std::string& root) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    const char kind = e.is_symlink() ? 'l' : e.is_directory() ? 'd' : 'f';
+    out.insert(std::string(1, kind) + " " + e.path().string().substr(root.size()));
+  }
+  return out;
+}
+
 HostResources snapshotHostResources() {
   HostResources r;
   {

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,10 @@ class TempDir {
 };
 
 std::string readFile(const std::string& path);
+
+// Every path under `root`, relative to it, with its kind ("d /etc", "f /etc/passwd", "l /bin";
+// a symlink is not followed), to assert that nothing was written there.
+std::set<std::string> treeOf(const std::string& root);
 
 // Counts host resources that sandboxes create, to assert nothing leaks.
 struct HostResources {
