@@ -23,6 +23,14 @@ int msLeft(Clock::time_point deadline) {
   return left.count() <= 0 ? 0 : static_cast<int>(left.count());
 }
 
+// The "status" of a query-status or query-migrate reply, or "" when it has none (or is not an
+// object): the callers say what an empty status means for them.
+std::string statusOf(const Json& reply) {
+  return reply.is_object() && reply.contains("status") && reply["status"].is_string()
+             ? reply["status"].get<std::string>()
+             : "";
+}
+
 }  // namespace
 
 std::string snapshotPath(const std::string& cache_dir, const Boot& boot) {
@@ -112,10 +120,7 @@ Result<> awaitRunning(Qmp& qmp, Clock::time_point deadline) {
   for (;;) {
     auto r = qmp.execute(R"({"execute":"query-status"})", deadline);
     if (!r) return Unexpected(r.error());
-    Json j = Json::parse(*r, nullptr, false);
-    const std::string status = j.is_object() && j.contains("status") && j["status"].is_string()
-                                   ? j["status"].get<std::string>()
-                                   : "";
+    const std::string status = statusOf(Json::parse(*r, nullptr, false));
     if (status == "running") return {};
     if (status == "paused") {
       // Loaded: the snapshot was taken of a stopped guest, which is how it arrives.
@@ -185,9 +190,7 @@ Result<uint64_t> saveSnapshot(Qmp& qmp, const std::string& path, Clock::time_poi
     auto r = qmp.execute(R"({"execute":"query-migrate"})", deadline);
     if (!r) return fail_with(r.error());
     Json j = Json::parse(*r, nullptr, false);
-    const std::string status = j.is_object() && j.contains("status") && j["status"].is_string()
-                                   ? j["status"].get<std::string>()
-                                   : "";
+    const std::string status = statusOf(j);
     if (status == "completed") break;
     if (status == "failed" || status == "cancelled" || status.empty())
       return fail_with(
