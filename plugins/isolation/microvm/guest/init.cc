@@ -161,12 +161,13 @@ std::string portDevice(const char* name) {
   return found;
 }
 
-// Ports appear when the virtio_console driver has probed them and devtmpfs made the node.
-int openPort(const char* name) {
+// The port the host named `name`, opened with `flags`. Ports appear when the virtio_console
+// driver has probed them and devtmpfs made the node.
+int openPort(const char* name, int flags) {
   for (int i = 0; i < 2000; ++i) {  // 10 s
     std::string dev = portDevice(name);
     if (!dev.empty()) {
-      int fd = ::open(dev.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC);
+      int fd = ::open(dev.c_str(), flags);
       if (fd >= 0) return fd;
     }
     ::usleep(5000);
@@ -183,7 +184,7 @@ int above3(int fd, const std::string& what) {
   return high;
 }
 
-int openPortAbove3(const char* name) { return above3(openPort(name), name); }
+int openPortAbove3(const char* name, int flags) { return above3(openPort(name, flags), name); }
 
 void makeDev(const std::string& dev) {
   mountOrDie("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755");
@@ -365,7 +366,7 @@ int main() {
   }
 
   loadModules();
-  status_fd = openPortAbove3(kStatusPort);
+  status_fd = openPortAbove3(kStatusPort, O_RDWR | O_NOCTTY | O_CLOEXEC);
 
   // The root: the system view's image on vda (with airlock.image, an overlay of it over the
   // operator's image on vdb), then each further image where the host said.
@@ -423,19 +424,9 @@ int main() {
   // after the go line: until the guest opens it, QEMU leaves what the supervisor sent (the
   // sandbox's Configure, sent ahead) in the host's socket, so a snapshot never holds one
   // sandbox's frames for another. Its binary stays reachable through an fd too.
-  int events = openPortAbove3(kEventsPort);
+  int events = openPortAbove3(kEventsPort, O_RDWR | O_NOCTTY | O_CLOEXEC);
   step("agent port");
-  int agent_port = -1;
-  for (int i = 0; i < 2000 && agent_port < 0; ++i) {  // 10 s, as openPort
-    if (std::string dev = portDevice(kAgentPort); !dev.empty())
-      agent_port = ::open(dev.c_str(), O_PATH | O_CLOEXEC);
-    if (agent_port < 0) ::usleep(5000);
-  }
-  if (agent_port < 0) {
-    errno = ENODEV;
-    die(std::string("no virtio-serial port named ") + kAgentPort);
-  }
-  agent_port = above3(agent_port, kAgentPort);
+  int agent_port = openPortAbove3(kAgentPort, O_PATH | O_CLOEXEC);
   int agent = ::open("/airlock-agent", O_PATH | O_CLOEXEC);
   if (agent < 0) die("open /airlock-agent");
   agent = above3(agent, "/airlock-agent");
