@@ -126,8 +126,13 @@ Result<View> viewOf(const airlock_sandbox_spec_v1& spec) {
   for (size_t i = 0; i < spec.mounts_len; ++i) {
     const airlock_mount_v1& m = spec.mounts[i];
     const std::string source = m.source, target = m.target;
-    if ((m.flags & AIRLOCK_MOUNT_IMAGE) != 0 && target == "/home/user" &&
-        (m.flags & AIRLOCK_MOUNT_READONLY) == 0) {
+    if ((m.flags & AIRLOCK_MOUNT_IMAGE) != 0) {
+      // The guest's kernel mounts one image, its /home/user disk: any other image mount is
+      // refused here rather than taken for a host path to copy.
+      if (target != "/home/user" || (m.flags & AIRLOCK_MOUNT_READONLY) != 0)
+        return fail("an image mount (" + source + " at " + target +
+                    ") is not supported by the microvm backend: only a persistent workspace's "
+                    "image at /home/user, read-write");
       v.workspace = source;
       continue;
     }
