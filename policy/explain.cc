@@ -47,11 +47,11 @@ void explainProfile(std::ostream& out, const Profile& p) {
       << " s, idle " << x.http.idle_timeout_s << " s, total " << x.http.timeout_s
       << " s; protected ranges blocked"
       << (x.http.allow_private.empty() ? "" : " except " + listOr(x.http.allow_private, ""))
-      << "; CAs " << (x.http.ca_file.empty() ? "the system's" : "the system's and " + x.http.ca_file)
-      << "\n"
+      << "; CAs "
+      << (x.http.ca_file.empty() ? "the system's" : "the system's and " + x.http.ca_file) << "\n"
       << "    hostdir: " << caps(x.hostdir.limits) << "; roots "
       << (x.hostdir.roots == std::vector<std::string>{"*"} ? "all declared"
-                                                            : listOr(x.hostdir.roots, "none"))
+                                                           : listOr(x.hostdir.roots, "none"))
       << "\n";
   out << "  languages:";
   for (const auto& lang : p.languages) out << " " << lang;

@@ -98,11 +98,11 @@ const std::array kFields = {
     AIRLOCK_FIELD("review.webhook", "timeout_ms", review.webhook.timeout_ms),
     AIRLOCK_FIELD("review.webhook", "token_file", review.webhook.token_file),
     AIRLOCK_FIELD("transfer", "plugins", transfer.plugins),
-#define AIRLOCK_TRANSFER_LIMITS(table, member)                            \
-  AIRLOCK_FIELD(table, "max_mb", member.max_mb),                         \
-      AIRLOCK_FIELD(table, "sandbox_max_mb", member.sandbox_max_mb),     \
-      AIRLOCK_FIELD(table, "max_files", member.max_files),               \
-      AIRLOCK_FIELD(table, "max_depth", member.max_depth),               \
+#define AIRLOCK_TRANSFER_LIMITS(table, member)                       \
+  AIRLOCK_FIELD(table, "max_mb", member.max_mb),                     \
+      AIRLOCK_FIELD(table, "sandbox_max_mb", member.sandbox_max_mb), \
+      AIRLOCK_FIELD(table, "max_files", member.max_files),           \
+      AIRLOCK_FIELD(table, "max_depth", member.max_depth),           \
       AIRLOCK_FIELD(table, "max_ratio", member.max_ratio)
     AIRLOCK_TRANSFER_LIMITS("transfer.archive", transfer.archive),
     AIRLOCK_TRANSFER_LIMITS("transfer.http", transfer.http.limits),
@@ -160,7 +160,7 @@ const std::array kEgressFields = {
     AIRLOCK_EGRESS_FIELD("mtu", mtu),
 };
 
-#define AIRLOCK_TRANSFER_FIELD(key, member)                  \
+#define AIRLOCK_TRANSFER_FIELD(key, member)                 \
   TransferField {                                           \
     "", key, +[](TransferSettings& t) { return &t.member; } \
   }
@@ -182,8 +182,8 @@ constexpr std::array<std::string_view, 7> kReviewTables = {
     "review",       "review.limits",  "review.patterns", "review.python_ast",
     "review.shell", "review.command", "review.webhook"};
 
-constexpr std::array<std::string_view, 4> kTransferTables = {
-    "transfer", "transfer.archive", "transfer.http", "transfer.hostdir"};
+constexpr std::array<std::string_view, 4> kTransferTables = {"transfer", "transfer.archive",
+                                                             "transfer.http", "transfer.hostdir"};
 
 }  // namespace
 

@@ -32,8 +32,8 @@ Check checkLimits(const std::string& table, const TransferLimits& l) {
   }
   if (l.sandbox_max_mb < l.max_mb) {
     return Problem{table + ".sandbox_max_mb",
-                   table + ".sandbox_max_mb = " + std::to_string(l.sandbox_max_mb) +
-                       ": below " + table + ".max_mb = " + std::to_string(l.max_mb) +
+                   table + ".sandbox_max_mb = " + std::to_string(l.sandbox_max_mb) + ": below " +
+                       table + ".max_mb = " + std::to_string(l.max_mb) +
                        ": one transfer could never use its own cap",
                    table + ".max_mb"};
   }
@@ -72,11 +72,12 @@ std::optional<std::string> urlPatternProblem(std::string_view pattern) {
     authority = "";
   }
   if (host.empty() || host == "*." || host == "*") return "needs a host";
-  if (host.find('*') != std::string_view::npos && (!host.starts_with("*.") ||
-                                                   host.substr(2).find('*') != std::string_view::npos))
+  if (host.find('*') != std::string_view::npos &&
+      (!host.starts_with("*.") || host.substr(2).find('*') != std::string_view::npos))
     return "a wildcard may only be the first label (*.example.com)";
   if (!authority.empty()) {
-    if (!std::all_of(authority.begin(), authority.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+    if (!std::all_of(authority.begin(), authority.end(),
+                     [](char c) { return c >= '0' && c <= '9'; }) ||
         authority.size() > 5 || std::stoul(std::string(authority)) == 0 ||
         std::stoul(std::string(authority)) > 65535)
       return "port " + q(authority) + " is not a number from 1 to 65535";
@@ -91,9 +92,9 @@ std::optional<Problem> checkTransfer(const Transfer& t) {
     if (t.plugins[i].empty())
       return Problem{"transfer.plugins", "transfer.plugins[" + std::to_string(i) + "] is empty"};
   }
-  for (Check c : {checkLimits("transfer.archive", t.archive),
-                  checkLimits("transfer.http", t.http.limits),
-                  checkLimits("transfer.hostdir", t.hostdir.limits)}) {
+  for (Check c :
+       {checkLimits("transfer.archive", t.archive), checkLimits("transfer.http", t.http.limits),
+        checkLimits("transfer.hostdir", t.hostdir.limits)}) {
     if (c) return c;
   }
   const TransferHttp& h = t.http;
@@ -104,10 +105,9 @@ std::optional<Problem> checkTransfer(const Transfer& t) {
   }
   for (size_t i = 0; i < h.allow_private.size(); ++i) {
     if (auto c = Cidr::parse(h.allow_private[i]); !c)
-      return Problem{"transfer.http.allow_private", "transfer.http.allow_private[" +
-                                                        std::to_string(i) + "] = " +
-                                                        q(h.allow_private[i]) + ": " +
-                                                        c.error().message()};
+      return Problem{"transfer.http.allow_private",
+                     "transfer.http.allow_private[" + std::to_string(i) +
+                         "] = " + q(h.allow_private[i]) + ": " + c.error().message()};
   }
   for (Check c : {range("transfer.http.redirects", h.redirects, 0, 20),
                   range("transfer.http.connect_timeout_s", h.connect_timeout_s, 1, 600),

@@ -482,13 +482,12 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       bool started = false;
       bool sink_failed = false;
       const std::string format = args->format.value_or("tar.gz");
-      auto r = service_.downloadArchive(caller, sb, *args->path, format,
-                                        [&](std::string_view chunk) {
-                                          if (!started)
-                                            started = ex.beginStream(200, "application/octet-stream");
-                                          if (!started || !ex.writeStream(chunk)) sink_failed = true;
-                                          return !sink_failed;
-                                        });
+      auto r =
+          service_.downloadArchive(caller, sb, *args->path, format, [&](std::string_view chunk) {
+            if (!started) started = ex.beginStream(200, "application/octet-stream");
+            if (!started || !ex.writeStream(chunk)) sink_failed = true;
+            return !sink_failed;
+          });
       if (!r && !started) return sendError(ex, r.error()), label;
       if (!r || sink_failed) {
         ex.abortStream();

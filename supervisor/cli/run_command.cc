@@ -135,9 +135,8 @@ int runCommand(const std::vector<std::string>& args) {
       "in", po::value(&ins)->composing(),
       "SOURCE:SANDBOX_DIR: an archive unpacked inside the sandbox before the run, SOURCE a local "
       ".tar, .tar.gz, .tar.zst or .zip, an https:// URL or hostdir:ROOT/path (repeatable; "
-      "--local only for now)")(
-      "json", po::bool_switch(&json),
-      "print one JSON result record instead of the program's output")(
+      "--local only for now)")("json", po::bool_switch(&json),
+                               "print one JSON result record instead of the program's output")(
       "no-stdin", po::bool_switch(&no_stdin), "give the program an empty stdin")(
       "local", po::bool_switch(&local),
       "run in this process (as root) even when `airlock serve` is reachable");
@@ -180,9 +179,9 @@ int runCommand(const std::vector<std::string>& args) {
     auto c = parseCopy(i, true);
     // The sandbox side is split off at the last ':', so a source with a scheme and no
     // SANDBOX_DIR ("https://x/a.tar", "hostdir:data") would split inside the source.
-    if (c && (i.rfind(':') == std::string::npos || c->sandbox.starts_with("//") ||
-              c->local == "hostdir" || c->local == "http" || c->local == "https" ||
-              c->local == "file"))
+    if (c &&
+        (i.rfind(':') == std::string::npos || c->sandbox.starts_with("//") ||
+         c->local == "hostdir" || c->local == "http" || c->local == "https" || c->local == "file"))
       c = fail("'" + i + "': expected SOURCE:SANDBOX_DIR");
     if (!c) return printError("run: --in " + c.error().message()), sandbox::kExitAirlockError;
     req.transfers_in.push_back(*c);

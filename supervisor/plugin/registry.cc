@@ -269,7 +269,8 @@ Result<std::shared_ptr<TransferPlugin>> Registry::transferFor(std::string_view l
     std::string message = "no transfer plugin takes '" + std::string(location) + "'";
     std::string available;
     for (const auto& p : impl_->plugins)
-      if (p.kind() == AIRLOCK_PLUGIN_TRANSFER) available += (available.empty() ? "" : ", ") + p.name();
+      if (p.kind() == AIRLOCK_PLUGIN_TRANSFER)
+        available += (available.empty() ? "" : ", ") + p.name();
     message += available.empty() ? " (none available)" : " (available: " + available + ")";
     return fail(message);
   }

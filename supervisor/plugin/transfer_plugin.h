@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "airlock/result.h"
-#include "supervisor/plugin/instances.h"
 #include "airlock/unique_fd.h"
+#include "supervisor/plugin/instances.h"
 
 namespace airlock::plugin {
 

@@ -45,7 +45,8 @@ std::string archiveFormatOf(const std::string& name) {
 // transfer plugin takes ("https://", "hostdir:"), as opposed to a plain local path.
 bool namesTransfer(const std::string& dest) {
   const size_t colon = dest.find(':');
-  return colon != std::string::npos && colon > 0 && dest.substr(0, colon).find('/') == std::string::npos;
+  return colon != std::string::npos && colon > 0 &&
+         dest.substr(0, colon).find('/') == std::string::npos;
 }
 
 double msSince(Clock::time_point t) {

@@ -99,8 +99,8 @@ Result<> exitedOk(const ProgramOutcome& o, const std::string& report, const std:
 
 Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir,
                                    const ChunkSource& source, const TransferLimits& limits,
-                                   const std::vector<std::string>& env,
-                                   Clock::time_point deadline, const TransferHooks& hooks) {
+                                   const std::vector<std::string>& env, Clock::time_point deadline,
+                                   const TransferHooks& hooks) {
   const auto t0 = Clock::now();
   std::vector<std::string> argv = {kHelper, "--unpack", dir, "--framed"};
   for (auto& a : limitArgs(limits, true)) argv.push_back(std::move(a));

@@ -15,7 +15,8 @@ Json httpRules(const policy::TransferHttp& h, const policy::TransferSettings& ho
   // The ranges the network policy protects, from its one list: a URL must not reach what a
   // sandbox may not (the supervisor fetches from the host's network, which is more trusted).
   Json blocked = Json::array();
-  for (const auto& r : audit::protectedRanges()) blocked.push_back({{"cidr", r.cidr}, {"why", r.why}});
+  for (const auto& r : audit::protectedRanges())
+    blocked.push_back({{"cidr", r.cidr}, {"why", r.why}});
   return {{"allow", h.allow},
           {"redirects", h.redirects},
           {"connect_timeout_ms", uint64_t{h.connect_timeout_s} * 1000},
@@ -32,8 +33,8 @@ Json hostdirRules(const policy::TransferHostdir& d, const policy::TransferSettin
   Json roots = Json::object();
   for (const auto& [name, path] : host.roots) {
     if (!all && std::find(d.roots.begin(), d.roots.end(), name) == d.roots.end()) continue;
-    const bool writable = std::find(host.writable_roots.begin(), host.writable_roots.end(),
-                                    name) != host.writable_roots.end();
+    const bool writable = std::find(host.writable_roots.begin(), host.writable_roots.end(), name) !=
+                          host.writable_roots.end();
     roots[name] = {{"path", path}, {"writable", writable}};
   }
   return {{"roots", std::move(roots)}};

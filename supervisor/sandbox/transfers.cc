@@ -114,9 +114,8 @@ SResult<std::unique_ptr<EventStream>> Manager::startTransfer(const Caller& calle
                    {"bytes", moved},
                    {"rate_bps", s > 0 ? static_cast<uint64_t>(moved / s) : 0}});
     };
-    TransferOutcome out =
-        runTransfer(registry_, box->profile, pol->transfer, *box->conn, job,
-                    box->transfer_moved.load(), progress, &task->control);
+    TransferOutcome out = runTransfer(registry_, box->profile, pol->transfer, *box->conn, job,
+                                      box->transfer_moved.load(), progress, &task->control);
     box->transfer_moved += out.moved_bytes;
     out.id = task->record.id;
     recordTransfer({box->id, box->tenant, ""}, out);
@@ -227,7 +226,8 @@ SResult<Json> Manager::uploadArchive(const Caller& caller, const std::string& sb
   }
   box.transfer_moved += out.moved_bytes;
   recordTransfer({box.id, box.tenant, ""}, out);
-  if (!moved) return serviceError(ErrorCode::kBadRequest, "archive into " + *dir + ": " + out.error);
+  if (!moved)
+    return serviceError(ErrorCode::kBadRequest, "archive into " + *dir + ": " + out.error);
   return transferJson(out);
 }
 
@@ -239,10 +239,11 @@ SResult<> Manager::downloadArchive(const Caller& caller, const std::string& sb,
   auto dir = normalizePath(path, "path", Relative::kInWorkspace);
   if (!dir) return serviceError(ErrorCode::kBadRequest, dir.error().message());
   if (format != "tar" && format != "tar.gz" && format != "tar.zst" && format != "zip")
-    return serviceError(ErrorCode::kBadRequest, "format '" + format +
-                                                    "': expected tar, tar.gz, tar.zst or zip");
+    return serviceError(ErrorCode::kBadRequest,
+                        "format '" + format + "': expected tar, tar.gz, tar.zst or zip");
   LiveSandbox& box = **s;
-  const TransferLimits limits = helperLimits(box.profile.transfer.archive, box.transfer_moved.load());
+  const TransferLimits limits =
+      helperLimits(box.profile.transfer.archive, box.transfer_moved.load());
   ++box.busy;
   auto moved = packFrom(
       *box.conn, *dir, format,

@@ -266,6 +266,84 @@ TEST_F(ServiceTest, AbandonedForegroundCommandIsKilled) {
   EXPECT_EQ(joined(run(sb.id, "pgrep -x sleep || echo none"), "stdout"), "none\n");
 }
 
+// Transfers of a served sandbox (docs/transfer.md): an operator's host directory in through the
+// transfer API with progress and a final record, an archive uploaded and a directory
+// downloaded packed, the list, and the errors that name what refused.
+TEST_F(ServiceTest, TransfersMoveArchivesInAndOutOfAServedSandbox) {
+  airlock::testing::TempDir host;
+  std::filesystem::create_directories(host.file("root/set"));
+  host.write("root/set/one.csv", "1\n");
+  host.write("root/set/two.csv", "2\n");
+  auto pol = policy::builtinDefault();
+  pol.transfer.roots["data"] = host.file("root");
+  start(pol);
+  auto sb = create();
+
+  TransferSpec in;
+  in.location = "hostdir:data/set";
+  in.path = "/home/user/set";
+  auto stream = svc_->startTransfer({}, sb.id, in);
+  ASSERT_TRUE(stream) << stream.error().message;
+  auto events = drain(**stream);
+  ASSERT_FALSE(events.empty());
+  const Json& record = events.back();
+  EXPECT_EQ(record["type"], "transfer") << record.dump();
+  EXPECT_EQ(record["status"], "ok") << record.dump();
+  EXPECT_EQ(record["plugin"], "hostdir");
+  EXPECT_EQ(record["files"], 2);
+  EXPECT_EQ(record["id"], "tr-1");
+  EXPECT_EQ(joined(run(sb.id, "cat /home/user/set/one.csv /home/user/set/two.csv"), "stdout"),
+            "1\n2\n");
+
+  // Out as an archive body, and back in as an upload into another directory.
+  std::string packed;
+  auto got = svc_->downloadArchive({}, sb.id, "/home/user/set", "tar", [&](std::string_view c) {
+    packed.append(c);
+    return true;
+  });
+  ASSERT_TRUE(got) << got.error().message;
+  ASSERT_GT(packed.size(), 1024u);
+  size_t at = 0;
+  ByteSource src = [&](char* buf, size_t cap) -> SResult<size_t> {
+    const size_t n = std::min(cap, packed.size() - at);
+    std::memcpy(buf, packed.data() + at, n);
+    at += n;
+    return n;
+  };
+  auto up = svc_->uploadArchive({}, sb.id, "/home/user/copy", src);
+  ASSERT_TRUE(up) << up.error().message;
+  EXPECT_EQ((*up)["files"], 2);
+  EXPECT_EQ(joined(run(sb.id, "cat /home/user/copy/two.csv"), "stdout"), "2\n");
+
+  // A local path is the supervisor's own file: never for an API caller.
+  TransferSpec local;
+  local.location = host.file("root/set/one.csv");
+  local.path = "/home/user/x";
+  auto refused = svc_->startTransfer({}, sb.id, local);
+  ASSERT_TRUE(refused);
+  auto last = drain(**refused).back();
+  EXPECT_EQ(last["status"], "denied");
+  EXPECT_NE(last["error"].get<std::string>().find("upload"), std::string::npos) << last.dump();
+
+  TransferSpec escape;
+  escape.location = "hostdir:data/../../etc";
+  escape.path = "/home/user/etc";
+  auto esc = svc_->startTransfer({}, sb.id, escape);
+  ASSERT_TRUE(esc);
+  EXPECT_EQ(drain(**esc).back()["status"], "denied");
+
+  auto list = svc_->listTransfers({}, sb.id);
+  ASSERT_TRUE(list);
+  ASSERT_EQ((*list)["transfers"].size(), 3u) << list->dump();
+  EXPECT_EQ((*list)["transfers"][0]["status"], "ok");
+  auto cancel = svc_->cancelTransfer({}, sb.id, "tr-1");
+  ASSERT_FALSE(cancel);
+  EXPECT_EQ(cancel.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(svc_->cancelTransfer({}, sb.id, "tr-99").error().code, ErrorCode::kNotFound);
+  EXPECT_NE(svc_->metricsText().find("airlock_transfers_total{result=\"ok\"} 3"),
+            std::string::npos);
+}
+
 TEST_F(ServiceTest, FilesRoundTripAndStayInsideTheSandbox) {
   auto sb = create();
   std::string payload(3 * 256 * 1024 + 17, 'x');  // several chunks

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A small HTTP and HTTPS server for the airlock.transfer.http tests (stdlib only).
 
-    transfer_http_server.py --addr A --http-port P --https-port Q --cert C --key K
+    transfer_http_server.py --addr A --http-port P [--https-port Q --cert C --key K]
                             [--wrong-name-port R --wrong-name-cert C2 --wrong-name-key K2]
+                            [--static DIR]
 
 Routes, the same on every port:
   GET  /file/<n>.<ext>      n deterministic bytes (byte i is (i * 7 + 3) % 251), Content-Length
@@ -14,6 +15,7 @@ Routes, the same on every port:
   PUT  /upload/<name>       reads Content-Length bytes, keeps their sha256 and size; 201
   GET  /uploaded/<name>     {"sha256": ..., "size": ..., "method": ...} or 404
   GET  /requests            {"<method> <path>": count, ...}: what this server was asked
+  GET  /static/<name>       the file <name> of --static DIR (the end-to-end tests' archives)
 """
 
 import argparse
@@ -26,6 +28,7 @@ import threading
 import time
 import urllib.parse
 
+STATIC = None
 UPLOADS = {}
 REQUESTS = {}
 LOCK = threading.Lock()
@@ -61,7 +64,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.count()
         url = urllib.parse.urlsplit(self.path)
         parts = url.path.strip("/").split("/")
-        if parts[0] == "file" and len(parts) == 2:
+        if parts[0] == "static" and len(parts) == 2 and STATIC and "/" not in parts[1] \
+                and parts[1] not in ("", ".", ".."):
+            try:
+                with open(STATIC + "/" + parts[1], "rb") as f:
+                    self.send_body(200, f.read())
+            except OSError:
+                self.send_body(404, b"no such file\n")
+        elif parts[0] == "file" and len(parts) == 2:
             n = int(parts[1].split(".")[0])
             self.send_body(200, file_bytes(n))
         elif parts[0] == "cut" and len(parts) == 2:
@@ -170,15 +180,19 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--addr", required=True)
     p.add_argument("--http-port", type=int, required=True)
-    p.add_argument("--https-port", type=int, required=True)
-    p.add_argument("--cert", required=True)
-    p.add_argument("--key", required=True)
+    p.add_argument("--https-port", type=int)
+    p.add_argument("--cert")
+    p.add_argument("--key")
+    p.add_argument("--static")
     p.add_argument("--wrong-name-port", type=int)
     p.add_argument("--wrong-name-cert")
     p.add_argument("--wrong-name-key")
     a = p.parse_args()
+    global STATIC
+    STATIC = a.static
     serve(a.addr, a.http_port)
-    serve(a.addr, a.https_port, a.cert, a.key)
+    if a.https_port:
+        serve(a.addr, a.https_port, a.cert, a.key)
     if a.wrong_name_port:
         serve(a.addr, a.wrong_name_port, a.wrong_name_cert, a.wrong_name_key)
     sys.stdout.write("ready\n")

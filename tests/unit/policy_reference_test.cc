@@ -120,8 +120,7 @@ TEST(PolicyReference, EveryKeyLineHasAComment) {
     if (line.starts_with("[")) {
       in_default = line.starts_with("[profiles.default") || line.starts_with("[server]") ||
                    line.starts_with("[audit]") || line.starts_with("[egress]") ||
-                   line.starts_with("[transfer]") ||
-                   line.starts_with("[tenants.default]");
+                   line.starts_with("[transfer]") || line.starts_with("[tenants.default]");
     }
     if (!in_default || line.empty() || line.starts_with("#") || line.starts_with("[")) continue;
     ++key_lines;
@@ -129,10 +128,9 @@ TEST(PolicyReference, EveryKeyLineHasAComment) {
   }
   // Profile keys minus env and extends, then every server, audit, egress, transfer (minus the
   // roots table) and tenant key.
-  EXPECT_EQ(key_lines,
-            static_cast<int>(profileKeys().size() - 2 + serverKeys().size() + auditKeys().size() +
-                             egressKeys().size() + transferKeys().size() - 1 +
-                             tenantKeys().size()));
+  EXPECT_EQ(key_lines, static_cast<int>(profileKeys().size() - 2 + serverKeys().size() +
+                                        auditKeys().size() + egressKeys().size() +
+                                        transferKeys().size() - 1 + tenantKeys().size()));
 }
 
 // Structured bindings only compile with the exact member count: a field added to policy.h
@@ -252,10 +250,12 @@ TEST(PolicyReference, EveryServerAndTenantKeyWritesItsOwnField) {
     ASSERT_TRUE(kTransferValues.contains(key)) << "give " << key << " a value in kTransferValues";
     // writable_roots must name a declared root.
     const std::string roots = key == "writable_roots" ? "roots = { data = \"/srv/data\" }\n" : "";
-    auto p = parse("schema = 1\n[transfer]\n" + roots + key + " = " + kTransferValues.at(key) + "\n",
-                   "k.toml");
+    auto p =
+        parse("schema = 1\n[transfer]\n" + roots + key + " = " + kTransferValues.at(key) + "\n",
+              "k.toml");
     ASSERT_TRUE(p.has_value()) << key << ": " << p.error().message();
-    EXPECT_NE(transferSettingsToToml(p->transfer), transferSettingsToToml(TransferSettings{})) << key;
+    EXPECT_NE(transferSettingsToToml(p->transfer), transferSettingsToToml(TransferSettings{}))
+        << key;
   }
   Tenant defaults;
   defaults.name = "default";

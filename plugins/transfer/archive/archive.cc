@@ -6,10 +6,10 @@
 //
 // Local paths name the supervisor's own files, so the supervisor lets only `airlock run` (whose
 // caller already has them) use this plugin, never an API client.
-#include <airlock/plugin.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <airlock/plugin.hpp>
 
 #include <cstring>
 #include <string>
@@ -95,10 +95,11 @@ class Archive final : public airlock::sdk::TransferPlugin {
     }
     o.format = formatOf(path);
     if (o.format.empty())
-      throw PluginError(EINVAL, named(path) +
-                                    ": not an archive name (.tar, .tar.gz, .tgz, .tar.zst, .zip)");
+      throw PluginError(
+          EINVAL, named(path) + ": not an archive name (.tar, .tar.gz, .tgz, .tar.zst, .zip)");
     const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+    const std::string dir =
+        slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
     const int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
     if (fd < 0) sysFail(dir, "creating the archive's file in its directory");
     o.fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);  // the host's copy; ours links the file at the end

@@ -168,10 +168,10 @@ class TransferPlugin : public PluginBase {
     virtual void finish(bool ok) = 0;
   };
   struct Opened {
-    int fd = -1;             // handed to the host, which closes it
-    std::string format;      // OUT: "tar", "tar.gz", "tar.zst" or "zip"
-    std::string display;     // the location without credentials
-    uint64_t size = 0;       // IN: bytes to come, when known
+    int fd = -1;                     // handed to the host, which closes it
+    std::string format;              // OUT: "tar", "tar.gz", "tar.zst" or "zip"
+    std::string display;             // the location without credentials
+    uint64_t size = 0;               // IN: bytes to come, when known
     std::unique_ptr<Stream> stream;  // null: nothing to finish
   };
   virtual Opened open(const Request& request) = 0;
