@@ -79,10 +79,17 @@ std::string toValidUtf8(const std::string& in) {
 
 nlohmann::json transferJson(const TransferOutcome& t) {
   using nlohmann::json;
-  json o = {{"direction", t.direction}, {"plugin", t.plugin},   {"location", t.location},
-            {"sandbox_path", t.sandbox_path}, {"files", t.files}, {"dirs", t.dirs},
-            {"links", t.links},           {"bytes", t.bytes},     {"archive_bytes", t.moved_bytes},
-            {"ms", t.ms},                 {"status", t.status}};
+  json o = {{"direction", t.direction},
+            {"plugin", t.plugin},
+            {"location", t.location},
+            {"sandbox_path", t.sandbox_path},
+            {"files", t.files},
+            {"dirs", t.dirs},
+            {"links", t.links},
+            {"bytes", t.bytes},
+            {"archive_bytes", t.moved_bytes},
+            {"ms", t.ms},
+            {"status", t.status}};
   if (!t.id.empty()) o["id"] = t.id;
   o["sha256"] = t.sha256.empty() ? json(nullptr) : json(t.sha256);
   o["error"] = t.error.empty() ? json(nullptr) : json(t.error);

@@ -107,9 +107,9 @@ struct Profile {
   Network network;
   Seccomp seccomp;
   Audit audit;
-  Review review;    // reviewers run before any code or command reaches the sandbox
-  Gvisor gvisor;    // settings of the gvisor isolation backend (used when isolation = "gvisor")
-  Microvm microvm;  // settings of the microvm isolation backend (used when isolation = "microvm")
+  Review review;      // reviewers run before any code or command reaches the sandbox
+  Gvisor gvisor;      // settings of the gvisor isolation backend (used when isolation = "gvisor")
+  Microvm microvm;    // settings of the microvm isolation backend (used when isolation = "microvm")
   Transfer transfer;  // archives, URLs and host directories in and out (docs/transfer.md)
 };
 
