@@ -9,6 +9,7 @@ import hashlib
 import io
 import os
 import secrets
+import tarfile
 import threading
 import time
 import unittest
@@ -348,6 +349,64 @@ class FilesTest(unittest.TestCase):
         with self.assertRaises(airlock.NotFoundError) as cm:
             files.read("/home/user/reports/q1.md")
         self.assertIn("q1.md", str(cm.exception))
+
+
+def _tar_gz(members: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+class TransfersTest(unittest.TestCase):
+    """Archives unpacked and packed by the transfer helper inside the sandbox (docs/transfer.md)."""
+
+    sbx: Sandbox
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.sbx = Sandbox.create()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.sbx.kill()
+
+    def test_upload_archive_then_download_it_back(self) -> None:
+        members = {"repo/README.md": b"# hi\n", "repo/src/main.py": b"print(6 * 7)\n"}
+        archive = _tar_gz(members)
+        record = self.sbx.upload_archive("/home/user/in", archive)
+        self.assertEqual((record.status, record.direction, record.plugin),
+                         ("ok", "in", "upload"))
+        self.assertEqual((record.files, record.archive_bytes), (2, len(archive)))
+        self.assertEqual(record.sha256, hashlib.sha256(archive).hexdigest())
+        self.assertEqual(self.sbx.commands.run("python3 /home/user/in/repo/src/main.py").stdout,
+                         "42\n")
+        packed = self.sbx.download_archive("/home/user/in", format="tar.gz")
+        with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
+            got = {m.name.removeprefix("./"): tar.extractfile(m).read()  # type: ignore[union-attr]
+                   for m in tar.getmembers() if m.isfile()}
+        self.assertEqual(got, members)
+        sink = io.BytesIO()
+        self.assertGreater(self.sbx.download_archive("/home/user/in", format="zip", file=sink), 0)
+        self.assertEqual(sink.getvalue()[:2], b"PK")
+
+    def test_an_entry_leaving_the_target_refuses_the_archive(self) -> None:
+        with self.assertRaises(airlock.InvalidRequestError) as cm:
+            self.sbx.upload_archive("/home/user/evil", _tar_gz({"../escape.txt": b"x"}))
+        self.assertIn("'..'", str(cm.exception))
+        self.assertFalse(self.sbx.files.exists("/home/user/escape.txt"))
+        self.assertFalse(self.sbx.files.exists("/home/user/evil"))
+
+    def test_a_url_no_rule_allows_is_denied(self) -> None:
+        with self.assertRaises(airlock.TransferError) as cm:
+            self.sbx.transfer_in("https://data.example.com/x.tar.gz", "/home/user/url")
+        self.assertEqual(cm.exception.transfer.status, "denied")
+        self.assertIn(cm.exception.transfer.id, [t.id for t in self.sbx.list_transfers()])
+        self.assertFalse(self.sbx.cancel_transfer(cm.exception.transfer.id), "already ended")
 
 
 if __name__ == "__main__":

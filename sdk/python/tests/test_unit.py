@@ -559,5 +559,165 @@ class FilesTest(FakeTestCase):
         self.assertEqual(moved.path, "/home/user/new.csv")
 
 
+RECORD = {"id": "tr-1", "direction": "in", "plugin": "http",
+          "location": "https://data.example.com/iris.tar.gz?\u2026",
+          "sandbox_path": "/home/user/data", "files": 3, "dirs": 1, "links": 0, "bytes": 4096,
+          "archive_bytes": 812, "sha256": "ab" * 32, "ms": 41.5, "status": "ok", "error": None}
+
+
+class TransfersTest(FakeTestCase):
+    def test_transfer_in_streams_progress_then_returns_the_record(self) -> None:
+        self.fake.route("POST", SB_PATH + "/transfers", ndjson([
+            {"type": "progress", "transfer_id": "tr-1", "bytes": 400, "rate_bps": 1600},
+            {"type": "progress", "transfer_id": "tr-1", "bytes": 812, "rate_bps": 1700},
+            dict(RECORD, type="transfer", new_field=1),
+        ]))
+        seen: list[airlock.TransferProgress] = []
+        record = self.sandbox().transfer_in("https://data.example.com/iris.tar.gz?sig=x",
+                                            "data", on_progress=seen.append)
+        sent = self.fake.last("POST", SB_PATH + "/transfers")
+        self.assertEqual(sent.json(), {"direction": "in",
+                                       "source": "https://data.example.com/iris.tar.gz?sig=x",
+                                       "path": "/home/user/data"})
+        self.assertIn("application/x-ndjson", sent.headers["accept"])
+        self.assertEqual([(p.transfer_id, p.bytes, p.rate_bps) for p in seen],
+                         [("tr-1", 400, 1600), ("tr-1", 812, 1700)])
+        self.assertIsInstance(record, airlock.TransferRecord)
+        self.assertEqual((record.id, record.direction, record.plugin, record.sandbox_path),
+                         ("tr-1", "in", "http", "/home/user/data"))
+        self.assertEqual((record.files, record.dirs, record.bytes, record.archive_bytes),
+                         (3, 1, 4096, 812))
+        self.assertEqual((record.sha256, record.ms, record.status, record.error),
+                         ("ab" * 32, 41.5, "ok", None))
+        self.assertTrue(record.ok)
+        self.assertNotIn("type", record.raw)
+        self.assertEqual(record.raw["new_field"], 1)
+
+    def test_transfer_out_through_frames(self) -> None:
+        out = dict(RECORD, direction="out", plugin="hostdir",
+                   location="hostdir:results/run-42.tar.gz", sandbox_path="/home/user/results")
+        self.fake.route("POST", SB_PATH + "/transfers", frames([
+            ("j", {"type": "progress", "transfer_id": "tr-2", "bytes": 10, "rate_bps": 5}),
+            ("j", dict(out, type="transfer"))]))
+        record = self.sandbox().transfer_out("hostdir:results/run-42.tar.gz",
+                                             "/home/user/results")
+        self.assertEqual(self.fake.last().json(), {"direction": "out",
+                                                   "dest": "hostdir:results/run-42.tar.gz",
+                                                   "path": "/home/user/results"})
+        self.assertEqual((record.direction, record.location), ("out",
+                                                              "hostdir:results/run-42.tar.gz"))
+
+    def test_a_record_that_is_not_ok_raises_with_its_error_text(self) -> None:
+        for status, error in (
+                ("denied", "URL 'https://evil.example/x.tgz' matches no transfer.http.allow "
+                           "pattern"),
+                ("error", "entry '../x': a '..' component (it would leave the target)"),
+                ("cancelled", None)):
+            with self.subTest(status=status):
+                self.fake.route("POST", SB_PATH + "/transfers", ndjson([
+                    dict(RECORD, type="transfer", status=status, error=error, sha256=None)]))
+                with self.assertRaises(airlock.TransferError) as cm:
+                    self.sandbox().transfer_in("https://evil.example/x.tgz", "/home/user/x")
+                e = cm.exception
+                self.assertIsInstance(e, airlock.AirlockError)
+                self.assertEqual((e.code, e.transfer.status, e.transfer.sha256),
+                                 (status, status, None))
+                self.assertIn(f": {status}: ", str(e))
+                self.assertIn(error or "no reason given", str(e))
+                self.assertIn("https://evil.example/x.tgz", str(e))
+
+    def test_refusals_and_a_cut_stream(self) -> None:
+        self.fake.route("POST", SB_PATH + "/transfers", error_answer(
+            400, "bad_request", "field 'path': must be an absolute path"))
+        with self.assertRaises(airlock.InvalidRequestError) as cm:
+            self.sandbox().transfer_in("hostdir:data/x", "/home/user/x")
+        self.assertIn("field 'path'", str(cm.exception))
+        self.fake.route("POST", SB_PATH + "/transfers", ndjson([
+            {"type": "progress", "transfer_id": "tr-1", "bytes": 1, "rate_bps": 1}]))
+        with self.assertRaises(airlock.SupervisorUnavailableError) as cm2:
+            self.sandbox().transfer_in("hostdir:data/x", "/home/user/x")
+        self.assertIn("before the 'transfer' event", str(cm2.exception))
+        before = len(self.fake.requests)
+        with self.assertRaises(airlock.InvalidRequestError):
+            self.sandbox().transfer_out("", "/home/user/x")
+        self.assertEqual([r.method for r in self.fake.requests[before:]], ["POST"],
+                         "only the create: an empty destination is refused before sending")
+
+    def test_list_and_cancel(self) -> None:
+        base = SB_PATH + "/transfers"
+        self.fake.route("GET", base, json_answer({"transfers": [
+            dict(RECORD, status="running", error=None), dict(RECORD, id="tr-2"), "junk"]}))
+        self.fake.route("DELETE", base + "/tr-1", Answer(204))
+        self.fake.route("DELETE", base + "/tr-2", error_answer(
+            409, "conflict", "transfer 'tr-2' already ended (ok)"))
+        sbx = self.sandbox()
+        listed = sbx.list_transfers()
+        self.assertEqual([(t.id, t.status) for t in listed], [("tr-1", "running"), ("tr-2", "ok")])
+        self.assertTrue(sbx.cancel_transfer("tr-1"))
+        self.assertEqual(self.fake.last().method, "DELETE")
+        self.assertFalse(sbx.cancel_transfer("tr-2"))
+        self.assertFalse(sbx.cancel_transfer("tr-9"), "unknown: the fake answers 404")
+        self.assertEqual(self.fake.last().path, base + "/tr-9")
+
+    def test_upload_archive_bytes_and_file_object(self) -> None:
+        received: list[bytes] = []
+
+        def put(r: Request) -> Answer:
+            received.append(r.body)
+            return json_answer(dict(RECORD, id=None, plugin="upload", location="request body",
+                                    sandbox_path=r.query["path"][0],
+                                    archive_bytes=len(r.body)), 201)
+
+        self.fake.route("PUT", SB_PATH + "/archive", put)
+        sbx = self.sandbox()
+        record = sbx.upload_archive("repo", b"\x1f\x8b tar.gz bytes")
+        sent = self.fake.last("PUT")
+        self.assertEqual(sent.query, {"path": ["/home/user/repo"]})
+        self.assertEqual(sent.headers["content-type"], "application/octet-stream")
+        self.assertFalse(sent.chunked)
+        self.assertEqual((record.plugin, record.sandbox_path, record.archive_bytes),
+                         ("upload", "/home/user/repo", 15))
+        big = os.urandom(3 << 20)
+        sbx.upload_archive("/tmp/big", io.BytesIO(big))
+        self.assertTrue(self.fake.last("PUT").chunked)
+        self.assertEqual(received[-1], big)
+        with self.assertRaises(airlock.InvalidRequestError):
+            sbx.upload_archive("/tmp/x", "a str is not an archive")  # type: ignore[arg-type]
+
+    def test_upload_archive_refused_maps_to_the_error_type(self) -> None:
+        self.fake.route("PUT", SB_PATH + "/archive", error_answer(
+            400, "bad_request", "archive into /home/user/x: entry 'lnk': a symlink to "
+                                "'/etc/passwd', outside the target"))
+        with self.assertRaises(airlock.InvalidRequestError) as cm:
+            self.sandbox().upload_archive("/home/user/x", b"tar")
+        self.assertIn("outside the target", str(cm.exception))
+        self.fake.route("PUT", SB_PATH + "/archive", error_answer(
+            403, "forbidden", "profile 'default': transfer.plugins does not list 'archive'"))
+        with self.assertRaises(airlock.ForbiddenError):
+            self.sandbox().upload_archive("/home/user/x", b"tar")
+
+    def test_download_archive_as_bytes_or_into_a_file(self) -> None:
+        data = os.urandom(2500)
+
+        def get(r: Request) -> Answer:
+            return Answer(200, [data[i:i + 1000] for i in range(0, len(data), 1000)],
+                          "application/octet-stream")
+
+        self.fake.route("GET", SB_PATH + "/archive", get)
+        sbx = self.sandbox()
+        self.assertEqual(sbx.download_archive("/home/user/results"), data)
+        self.assertEqual(self.fake.last().query, {"path": ["/home/user/results"],
+                                                  "format": ["tar.gz"]})
+        sink = io.BytesIO()
+        self.assertEqual(sbx.download_archive("out", format="zip", file=sink), len(data))
+        self.assertEqual(sink.getvalue(), data)
+        self.assertEqual(self.fake.last().query, {"path": ["/home/user/out"], "format": ["zip"]})
+        before = len(self.fake.requests)
+        with self.assertRaises(airlock.InvalidRequestError) as cm:
+            sbx.download_archive("/home/user/out", format="rar")
+        self.assertIn("tar.zst", str(cm.exception))
+        self.assertEqual(len(self.fake.requests), before, "refused before sending")
+
+
 if __name__ == "__main__":
     unittest.main()

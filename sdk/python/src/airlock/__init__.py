@@ -24,6 +24,7 @@ from airlock.errors import (
     QuotaExceededError,
     SupervisorUnavailableError,
     TimeoutError,
+    TransferError,
 )
 from airlock.files import Files
 from airlock.models import (
@@ -40,6 +41,8 @@ from airlock.models import (
     OutputMessage,
     Result,
     SandboxInfo,
+    TransferProgress,
+    TransferRecord,
     WriteInfo,
 )
 from airlock.sandbox import Sandbox
@@ -76,5 +79,8 @@ __all__ = [
     "SandboxInfo",
     "SupervisorUnavailableError",
     "TimeoutError",
+    "TransferError",
+    "TransferProgress",
+    "TransferRecord",
     "WriteInfo",
 ]

@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airlock.models import CommandResult, Execution
+    from airlock.models import CommandResult, Execution, TransferRecord
 
 
 class AirlockError(Exception):
@@ -109,6 +109,17 @@ class TimeoutError(AirlockError, builtins.TimeoutError):
         super().__init__(message)
         self.execution = execution
         self.result = result
+
+
+class TransferError(AirlockError):
+    """A transfer ended with a status other than "ok": "error" (a bad archive, a failed download,
+    a limit), "denied" (a rule of the profile refused it before any byte moved) or "cancelled".
+    `transfer` is the whole record; `code` is its status and the message its `error` text, which
+    names the entry, URL or rule."""
+
+    def __init__(self, message: str, *, transfer: TransferRecord) -> None:
+        super().__init__(message, code=transfer.status, body=transfer.raw)
+        self.transfer = transfer
 
 
 _BY_CODE: dict[str, type[AirlockError]] = {

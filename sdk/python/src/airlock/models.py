@@ -460,3 +460,60 @@ class WriteInfo:
         written = _str(d, "path", path)
         return WriteInfo(path=written, size=_int(d, "size"),
                          name=written.rstrip("/").rsplit("/", 1)[-1])
+
+
+# ---- transfers ----
+
+
+@dataclass
+class TransferRecord:
+    """One transfer as the supervisor records it (docs/transfer.md, The record): an archive moved
+    into a sandbox directory (`direction` "in") or a directory packed out ("out"). `status` is
+    "ok", "error", "denied" (a rule refused it before any byte moved), "cancelled", or "running"
+    in `list_transfers` while it runs; `error` says what was wrong, naming the entry, URL or
+    rule."""
+
+    id: str
+    direction: str
+    plugin: str  # "http", "hostdir", "archive"; "upload"/"download" for the archive routes
+    location: str  # the source or destination with credentials removed
+    sandbox_path: str
+    files: int
+    dirs: int
+    links: int
+    bytes: int  # unpacked (in) or packed (out)
+    archive_bytes: int  # the archive's bytes that crossed
+    sha256: str | None
+    ms: float | None
+    status: str
+    error: str | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> TransferRecord:
+        return TransferRecord(
+            id=_str(d, "id"), direction=_str(d, "direction"), plugin=_str(d, "plugin"),
+            location=_str(d, "location"), sandbox_path=_str(d, "sandbox_path"),
+            files=_int(d, "files"), dirs=_int(d, "dirs"), links=_int(d, "links"),
+            bytes=_int(d, "bytes"), archive_bytes=_int(d, "archive_bytes"),
+            sha256=_opt_str(d, "sha256"), ms=_float(d, "ms"), status=_str(d, "status"),
+            error=_opt_str(d, "error"), raw=d)
+
+
+@dataclass
+class TransferProgress:
+    """A `progress` event of a running transfer, about four a second: the archive bytes moved so
+    far and the average rate."""
+
+    transfer_id: str
+    bytes: int
+    rate_bps: int
+
+    @staticmethod
+    def from_event(event: dict[str, Any]) -> TransferProgress:
+        return TransferProgress(transfer_id=_str(event, "transfer_id"),
+                                bytes=_int(event, "bytes"), rate_bps=_int(event, "rate_bps"))

@@ -7,13 +7,14 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 from airlock.code import CodeRunner, ErrorHandler, OutputHandler, ResultHandler
 from airlock.commands import Commands
 from airlock.errors import NotFoundError
 from airlock.files import Files
-from airlock.models import Context, Execution, SandboxInfo
+from airlock.models import Context, Execution, SandboxInfo, TransferRecord
+from airlock.transfers import ProgressHandler, Transfers
 from airlock.transport import Transport, quote
 
 
@@ -28,6 +29,7 @@ class Sandbox:
         self._code = CodeRunner(transport, info.id)
         self.commands = Commands(transport, info.id)
         self.files = Files(transport, info.id)
+        self._transfers = Transfers(transport, info.id)
 
     # ---- making and finding sandboxes ----
 
@@ -162,6 +164,50 @@ class Sandbox:
 
     def remove_code_context(self, context: Context | str) -> None:
         self._code.remove_context(context)
+
+    # ---- transfers (docs/transfer.md) ----
+
+    def transfer_in(self, source: str, path: str,
+                    on_progress: ProgressHandler | None = None) -> TransferRecord:
+        """Fetches the archive at `source` (an https:// or http:// URL, or hostdir:NAME/path)
+        and unpacks it into the sandbox directory `path`, inside the sandbox. The format (tar,
+        tar.gz, tar.zst, zip, ...) is read from the bytes. `on_progress` gets a
+        `TransferProgress` about four times a second; raising in it cancels the transfer.
+
+        Returns the record; raises `TransferError` (with `.transfer`) when its status is not
+        "ok": a rule refused it ("denied"), the archive or the download was bad ("error"), or it
+        was cancelled."""
+        return self._transfers.start("in", source, path, on_progress)
+
+    def transfer_out(self, dest: str, path: str,
+                     on_progress: ProgressHandler | None = None) -> TransferRecord:
+        """Packs the sandbox directory `path` and sends it to `dest`: a URL (uploaded with PUT,
+        e.g. a presigned object-store URL; the format from the URL's path, else tar.gz) or
+        hostdir:NAME/file.tar.gz. Errors as for `transfer_in`."""
+        return self._transfers.start("out", dest, path, on_progress)
+
+    def list_transfers(self) -> builtins.list[TransferRecord]:
+        """The sandbox's transfers, running ("running") and recently ended."""
+        return self._transfers.list()
+
+    def cancel_transfer(self, transfer_id: str) -> bool:
+        """Cancels a running transfer (what it unpacked so far is removed). False when it has
+        already ended or is unknown."""
+        return self._transfers.cancel(transfer_id)
+
+    def upload_archive(self, path: str,
+                       data: bytes | bytearray | memoryview | IO[Any]) -> TransferRecord:
+        """Unpacks an archive from this process (bytes, or a binary file object streamed in
+        1 MiB chunks) into the sandbox directory `path`. tar, tar.gz, tar.zst and zip; an entry
+        that would leave the directory refuses the whole archive (InvalidRequestError)."""
+        return self._transfers.upload(path, data)
+
+    def download_archive(self, path: str, format: str = "tar.gz",
+                         file: IO[bytes] | None = None) -> bytes | int:
+        """The sandbox directory `path` packed as `format` ("tar", "tar.gz", "tar.zst" or
+        "zip"): its bytes, or with `file` (a binary file object) written there as they arrive,
+        returning the number of bytes written."""
+        return self._transfers.download(path, format, file)
 
     # ---- plumbing ----
 
