@@ -3,7 +3,7 @@
 // status (docs/api.md, Conventions): the code picks the class, and the status is the fallback for
 // an answer without a usable body (a proxy, a crash mid-answer).
 
-import type { CommandResult, Execution } from './models.js';
+import type { CommandResult, Execution, TransferRecord } from './models.js';
 import { isObject } from './json.js';
 import { parseReview, type Review } from './review.js';
 
@@ -92,6 +92,20 @@ export class TimeoutError extends AirlockError {
     super(message);
     this.execution = options.execution;
     this.result = options.result;
+  }
+}
+
+/**
+ * A transfer ended with a status other than "ok": "error" (a bad archive, a failed download, a
+ * limit), "denied" (a rule of the profile refused it before any byte moved) or "cancelled".
+ * `transfer` is the whole record; `code` is its status and the message carries its `error` text.
+ */
+export class TransferError extends AirlockError {
+  readonly transfer: TransferRecord;
+
+  constructor(message: string, transfer: TransferRecord) {
+    super(message, { code: transfer.status, body: transfer.raw });
+    this.transfer = transfer;
   }
 }
 

@@ -16,7 +16,7 @@ export interface WriteOptions {
 export type ReadFormat = 'text' | 'bytes' | 'stream';
 
 // An upload or download may take long in total; the limit is on silence, not on the transfer.
-const TRANSFER_SILENCE_S = 300;
+export const TRANSFER_SILENCE_S = 300;
 
 /** `sbx.files`. Paths are absolute inside the sandbox; relative ones are taken from /home/user. */
 export class Files {
@@ -121,7 +121,8 @@ export class Files {
   }
 }
 
-function absolute(path: string): string {
+/** `path` inside the sandbox: relative paths are taken from /home/user. */
+export function absolute(path: string): string {
   if (typeof path !== 'string' || path === '') {
     throw new InvalidRequestError(`file path must be a non-empty string, got ${JSON.stringify(path)}`);
   }

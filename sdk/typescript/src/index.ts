@@ -40,6 +40,7 @@ export {
   QuotaExceededError,
   SupervisorUnavailableError,
   TimeoutError,
+  TransferError,
   type AirlockErrorDetails,
 } from './errors.js';
 export {
@@ -54,8 +55,17 @@ export {
   type FileType,
   type Logs,
   type SandboxInfo,
+  type TransferProgress,
+  type TransferRecord,
   type WriteInfo,
 } from './models.js';
+export {
+  type ArchiveFormat,
+  type ArchiveSource,
+  type DownloadArchiveOptions,
+  type TransferOptions,
+  type TransferProgressHandler,
+} from './transfers.js';
 export { type AuditConnection, type AuditProcess, type AuditSummary } from './audit.js';
 export { type Review } from './review.js';
 export { type UploadSource } from './transport.js';

@@ -408,3 +408,66 @@ function parseJsonOr(text: string): unknown {
     return text;
   }
 }
+
+// ---- transfers ----
+
+/**
+ * One transfer as the supervisor records it (docs/transfer.md, The record): an archive moved into
+ * a sandbox directory (`direction` "in") or a directory packed out ("out"). `status` is "ok",
+ * "error", "denied" (a rule refused it before any byte moved), "cancelled", or "running" in
+ * listTransfers while it runs; `error` names the entry, URL or rule that was wrong.
+ */
+export interface TransferRecord {
+  id: string;
+  direction: string;
+  /** "http", "hostdir", "archive"; "upload" / "download" for the archive routes. */
+  plugin: string;
+  /** The source or destination with credentials removed. */
+  location: string;
+  sandboxPath: string;
+  files: number;
+  dirs: number;
+  links: number;
+  /** Unpacked (in) or packed (out) bytes. */
+  bytes: number;
+  /** The archive's bytes that crossed. */
+  archiveBytes: number;
+  sha256: string | null;
+  ms: number | null;
+  status: string;
+  error: string | null;
+  raw: JsonObject;
+}
+
+export function parseTransfer(o: JsonObject): TransferRecord {
+  return {
+    id: str(o, 'id'),
+    direction: str(o, 'direction'),
+    plugin: str(o, 'plugin'),
+    location: str(o, 'location'),
+    sandboxPath: str(o, 'sandbox_path'),
+    files: num(o, 'files'),
+    dirs: num(o, 'dirs'),
+    links: num(o, 'links'),
+    bytes: num(o, 'bytes'),
+    archiveBytes: num(o, 'archive_bytes'),
+    sha256: optStr(o, 'sha256'),
+    ms: optNum(o, 'ms'),
+    status: str(o, 'status'),
+    error: optStr(o, 'error'),
+    raw: o,
+  };
+}
+
+/** A `progress` event of a running transfer, about four a second. */
+export interface TransferProgress {
+  transferId: string;
+  /** Archive bytes moved so far. */
+  bytes: number;
+  /** Average bytes per second since the start. */
+  rateBps: number;
+}
+
+export function parseTransferProgress(event: JsonObject): TransferProgress {
+  return { transferId: str(event, 'transfer_id'), bytes: num(event, 'bytes'), rateBps: num(event, 'rate_bps') };
+}

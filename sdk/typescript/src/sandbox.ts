@@ -2,6 +2,8 @@
 // and files. Shaped after E2B Code Interpreter's `Sandbox` so that moving over is mostly a
 // change of import (README.md has the mapping).
 
+import type { Readable } from 'node:stream';
+
 import { CodeRunner, type CreateContextOptions, type RunCodeOptions } from './code.js';
 import { Commands } from './commands.js';
 import './dispose.js';
@@ -9,7 +11,8 @@ import type { ConnectionOptions } from './endpoint.js';
 import { NotFoundError } from './errors.js';
 import { Files } from './files.js';
 import { objects, type JsonObject } from './json.js';
-import { parseSandboxInfo, type Context, type Execution, type SandboxInfo } from './models.js';
+import { parseSandboxInfo, type Context, type Execution, type SandboxInfo, type TransferRecord } from './models.js';
+import { Transfers, type ArchiveSource, type DownloadArchiveOptions, type TransferOptions } from './transfers.js';
 import { Transport, quote } from './transport.js';
 
 export interface SandboxOptions extends ConnectionOptions {
@@ -49,6 +52,7 @@ export class Sandbox {
   readonly commands: Commands;
   readonly files: Files;
   private readonly code: CodeRunner;
+  private readonly transfers: Transfers;
 
   /** Use Sandbox.create or Sandbox.connect; this only wraps an existing sandbox. */
   constructor(
@@ -58,6 +62,7 @@ export class Sandbox {
     this.code = new CodeRunner(transport, info.id);
     this.commands = new Commands(transport, info.id);
     this.files = new Files(transport, info.id);
+    this.transfers = new Transfers(transport, info.id);
   }
 
   /** Creates a sandbox; resolves once it can run code (milliseconds from the warm pool). */
@@ -188,6 +193,58 @@ export class Sandbox {
 
   removeCodeContext(context: Context | string): Promise<void> {
     return this.code.removeContext(context);
+  }
+
+  // ---- transfers (docs/transfer.md) ----
+
+  /**
+   * Fetches the archive at `source` (an https:// or http:// URL, or hostdir:NAME/path) and
+   * unpacks it into the sandbox directory `path`, inside the sandbox; the format (tar, tar.gz,
+   * tar.zst, zip, ...) is read from the bytes. `onProgress` gets a TransferProgress about four
+   * times a second; throwing in it cancels the transfer. Resolves with the record; rejects with
+   * TransferError (its `transfer` is the record) when the status is not "ok": refused by a rule
+   * ("denied"), a bad archive or download ("error"), or cancelled.
+   */
+  transferIn(source: string, path: string, options: TransferOptions = {}): Promise<TransferRecord> {
+    return this.transfers.start('in', source, path, options);
+  }
+
+  /**
+   * Packs the sandbox directory `path` and sends it to `dest`: a URL (uploaded with PUT, e.g. a
+   * presigned object-store URL; the format from the URL's path, else tar.gz) or
+   * hostdir:NAME/file.tar.gz. Rejects as transferIn does.
+   */
+  transferOut(dest: string, path: string, options: TransferOptions = {}): Promise<TransferRecord> {
+    return this.transfers.start('out', dest, path, options);
+  }
+
+  /** The sandbox's transfers, running ("running") and recently ended. */
+  listTransfers(): Promise<TransferRecord[]> {
+    return this.transfers.list();
+  }
+
+  /** Cancels a running transfer (what it unpacked is removed). False when it already ended or is unknown. */
+  cancelTransfer(transferId: string): Promise<boolean> {
+    return this.transfers.cancel(transferId);
+  }
+
+  /**
+   * Unpacks an archive sent from this process (bytes, or a Readable / async iterable streamed
+   * up) into the sandbox directory `path`: tar, tar.gz, tar.zst or zip. An entry that would
+   * leave the directory refuses the whole archive (InvalidRequestError).
+   */
+  uploadArchive(path: string, data: ArchiveSource): Promise<TransferRecord> {
+    return this.transfers.upload(path, data);
+  }
+
+  /**
+   * The sandbox directory `path` packed as `format` (tar, tar.gz (default), tar.zst or zip): a
+   * Buffer, or with `stream: true` a Readable of its bytes (destroying it stops the download).
+   */
+  downloadArchive(path: string, options?: DownloadArchiveOptions & { stream?: false }): Promise<Buffer>;
+  downloadArchive(path: string, options: DownloadArchiveOptions & { stream: true }): Promise<Readable>;
+  downloadArchive(path: string, options: DownloadArchiveOptions = {}): Promise<Buffer | Readable> {
+    return this.transfers.download(path, options);
   }
 
   /** `await using sbx = await Sandbox.create()` kills the sandbox when the block ends. */

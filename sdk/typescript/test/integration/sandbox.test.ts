@@ -222,6 +222,24 @@ describe('against a real airlock serve', { skip: skipReason }, () => {
     await assert.rejects(sbx.files.read('/home/user/d/e/blob.bin'), NotFoundError);
   });
 
+  it('packs a directory with downloadArchive and unpacks it elsewhere with uploadArchive', async () => {
+    await sbx.files.makeDir('/home/user/tree/sub');
+    await sbx.files.write('/home/user/tree/a.txt', 'alpha\n');
+    await sbx.files.write('/home/user/tree/sub/b.bin', Buffer.from([0, 1, 2, 255]));
+    const packed = await sbx.downloadArchive('/home/user/tree', { format: 'tar.gz' });
+    assert.deepEqual([...packed.subarray(0, 2)], [0x1f, 0x8b], 'gzip magic');
+    const record = await sbx.uploadArchive('/home/user/copy', packed);
+    assert.equal(record.status, 'ok');
+    assert.equal(record.plugin, 'upload');
+    assert.equal(record.files, 2);
+    assert.equal(record.archiveBytes, packed.length);
+    assert.equal(record.sha256, createHash('sha256').update(packed).digest('hex'));
+    assert.equal(await sbx.files.read('/home/user/copy/a.txt'), 'alpha\n');
+    assert.deepEqual([...(await sbx.files.read('/home/user/copy/sub/b.bin', { format: 'bytes' }))], [0, 1, 2, 255]);
+    await sbx.files.remove('/home/user/tree');
+    await sbx.files.remove('/home/user/copy');
+  });
+
   it('extends the keep-alive with setTimeout', async () => {
     const info = await sbx.setTimeout(120);
     assert.equal(info.keepAlive, 120);
