@@ -143,6 +143,22 @@ TEST_F(CppSdk, CodeCommandsAndFilesRoundTrip) {
   EXPECT_EQ(done->stdout_text, "fed through stdin\n");
   EXPECT_EQ(done->exit_code, 0);
 
+  // The directory packed by the transfer helper and unpacked elsewhere (docs/transfer.md).
+  auto packed = sb->downloadArchive("/home/user/data", "tar.gz");
+  ASSERT_TRUE(packed) << packed.error().message();
+  EXPECT_TRUE(packed->starts_with("\x1f\x8b")) << "gzip";
+  auto unpacked = sb->uploadArchive("/home/user/copy", *packed);
+  ASSERT_TRUE(unpacked) << unpacked.error().message();
+  EXPECT_EQ(unpacked->status, "ok");
+  EXPECT_EQ(unpacked->files, 1u);
+  EXPECT_EQ(unpacked->archive_bytes, packed->size());
+  EXPECT_EQ(sb->files().read("/home/user/copy/t.csv").value_or(""), bytes);
+  auto denied = sb->transferIn("https://data.example.com/x.tar.gz", "/home/user/url");
+  ASSERT_FALSE(denied) << "no transfer.http.allow pattern in the policy";
+  EXPECT_EQ(denied.error().kind(), ErrorKind::kTransferFailed);
+  EXPECT_EQ(denied.error().code(), "denied");
+
+  ASSERT_TRUE(sb->files().remove("/home/user/copy", true));
   ASSERT_TRUE(sb->files().remove("/home/user/data", true));
   EXPECT_EQ(sb->files().exists("/home/user/data").value_or(true), false);
   ASSERT_TRUE(sb->setTimeout(120));

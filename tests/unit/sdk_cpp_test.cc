@@ -5,6 +5,7 @@
 #include "airlock/client/http.h"
 #include "airlock/client/sandbox.h"
 #include "client_fake_server.h"
+#include "test_support.h"
 
 namespace airlock::sdk {
 namespace {
@@ -421,6 +422,229 @@ TEST(SdkFiles, WriteReadListAndTheRest) {
   EXPECT_EQ(fake.server.last().json(), (Json{{"path", "/home/user/d"}, {"recursive", true}}));
   ASSERT_TRUE(sb->files().rename("/home/user/a", "/home/user/b"));
   EXPECT_EQ(fake.server.last().json(), (Json{{"from", "/home/user/a"}, {"to", "/home/user/b"}}));
+}
+
+// A transfer record as the supervisor sends it (docs/transfer.md, The record).
+Json transferDoc(const std::string& status = "ok", const Json& error = nullptr) {
+  return {{"id", "tr-1"},
+          {"direction", "in"},
+          {"plugin", "http"},
+          {"location", "https://data.example.com/iris.tar.gz?..."},
+          {"sandbox_path", "/home/user/data"},
+          {"files", 3},
+          {"dirs", 1},
+          {"links", 0},
+          {"bytes", 4096},
+          {"archive_bytes", 812},
+          {"sha256", status == "ok" ? Json(std::string(64, 'a')) : Json(nullptr)},
+          {"ms", 41.5},
+          {"status", status},
+          {"error", error}};
+}
+
+std::string transferEvent(Json record) {
+  record["type"] = "transfer";
+  return record.dump() + "\n";
+}
+
+TEST(SdkTransfers, TransferInStreamsProgressThenAnswersTheRecord) {
+  OneSandbox fake;
+  fake.server.on("POST", "/v1/sandboxes/0123456789abcdef/transfers",
+                 [](const RecordedRequest&, Responder& r) {
+                   r.beginChunked(200);
+                   r.chunk(R"({"type":"progress","transfer_id":"tr-1","bytes":400,"rate_bps":1600})"
+                           "\n");
+                   r.chunk(R"({"type":"progress","transfer_id":"tr-1","bytes":812,"rate_bps":1700})"
+                           "\n");
+                   r.chunk(transferEvent(transferDoc()));
+                   r.endChunked();
+                 });
+  auto sb = Sandbox::connect("web", to(fake.server));
+  ASSERT_TRUE(sb);
+  std::vector<TransferProgress> seen;
+  TransferOptions o;
+  o.on_progress = [&](const TransferProgress& p) { seen.push_back(p); };
+  auto t = sb->transferIn("https://data.example.com/iris.tar.gz?sig=x", "/home/user/data", o);
+  ASSERT_TRUE(t) << t.error().message();
+  EXPECT_EQ(fake.server.last().json(),
+            (Json{{"direction", "in"},
+                  {"source", "https://data.example.com/iris.tar.gz?sig=x"},
+                  {"path", "/home/user/data"}}));
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].transfer_id, "tr-1");
+  EXPECT_EQ(seen[0].bytes, 400u);
+  EXPECT_EQ(seen[1].rate_bps, 1700u);
+  EXPECT_EQ(t->id, "tr-1");
+  EXPECT_EQ(t->direction, "in");
+  EXPECT_EQ(t->plugin, "http");
+  EXPECT_EQ(t->sandbox_path, "/home/user/data");
+  EXPECT_EQ(t->files, 3u);
+  EXPECT_EQ(t->dirs, 1u);
+  EXPECT_EQ(t->bytes, 4096u);
+  EXPECT_EQ(t->archive_bytes, 812u);
+  EXPECT_EQ(t->sha256, std::string(64, 'a'));
+  EXPECT_DOUBLE_EQ(t->ms, 41.5);
+  EXPECT_TRUE(t->ok());
+  EXPECT_EQ(t->error, "");
+
+  // An answer that is one JSON document (not NDJSON) is read as one event as well.
+  Json out = transferDoc();
+  out["direction"] = "out";
+  out["type"] = "transfer";
+  fake.server.json("POST", "/v1/sandboxes/0123456789abcdef/transfers", 200, out);
+  auto sent = sb->transferOut("hostdir:results/run.tar.gz", "/home/user/results");
+  ASSERT_TRUE(sent) << sent.error().message();
+  EXPECT_EQ(fake.server.last().json(), (Json{{"direction", "out"},
+                                             {"dest", "hostdir:results/run.tar.gz"},
+                                             {"path", "/home/user/results"}}));
+  EXPECT_EQ(sent->direction, "out");
+}
+
+TEST(SdkTransfers, ARecordThatIsNotOkIsTransferFailedWithItsErrorText) {
+  OneSandbox fake;
+  std::string status, error;
+  fake.server.on(
+      "POST", "/v1/sandboxes/0123456789abcdef/transfers",
+      [&](const RecordedRequest&, Responder& r) {
+        r.beginChunked(200);
+        r.chunk(transferEvent(transferDoc(status, error.empty() ? Json(nullptr) : Json(error))));
+        r.endChunked();
+      });
+  auto sb = Sandbox::connect("web", to(fake.server));
+  ASSERT_TRUE(sb);
+  for (auto [s, e] : std::vector<std::pair<std::string, std::string>>{
+           {"denied", "URL 'https://evil.example/x.tgz' matches no transfer.http.allow pattern"},
+           {"error", "entry '../x': a '..' component (it would leave the target)"},
+           {"cancelled", ""}}) {
+    status = s;
+    error = e;
+    auto t = sb->transferIn("https://evil.example/x.tgz", "/home/user/x");
+    ASSERT_FALSE(t) << s;
+    EXPECT_EQ(t.error().kind(), ErrorKind::kTransferFailed);
+    EXPECT_EQ(kindName(t.error().kind()), "transfer_failed");
+    EXPECT_EQ(t.error().code(), s);
+    EXPECT_EQ(t.error().message(), "transfer in 'https://evil.example/x.tgz' into /home/user/x: " +
+                                       s + ": " + (e.empty() ? "no reason given" : e));
+  }
+}
+
+TEST(SdkTransfers, RefusalsAndAStreamWithoutItsRecord) {
+  OneSandbox fake;
+  bool refuse = true;
+  fake.server.on("POST", "/v1/sandboxes/0123456789abcdef/transfers",
+                 [&](const RecordedRequest&, Responder& r) {
+                   if (refuse)
+                     return r.error(400, "bad_request", "field 'path': must be an absolute path");
+                   r.beginChunked(200);
+                   r.chunk(R"({"type":"progress","transfer_id":"tr-1","bytes":1,"rate_bps":1})"
+                           "\n");
+                   r.endChunked();
+                 });
+  auto sb = Sandbox::connect("web", to(fake.server));
+  ASSERT_TRUE(sb);
+  auto bad = sb->transferIn("hostdir:data/x", "x");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind(), ErrorKind::kBadRequest);
+  EXPECT_EQ(bad.error().message(),
+            "transfer in 'hostdir:data/x' into x: field 'path': must be an absolute path (HTTP "
+            "400 bad_request)");
+  refuse = false;
+  auto cut = sb->transferIn("hostdir:data/x", "/home/user/x");
+  ASSERT_FALSE(cut);
+  EXPECT_EQ(cut.error().kind(), ErrorKind::kProtocol);
+  const size_t before = fake.server.requests().size();
+  auto empty = sb->transferOut("", "/home/user/x");
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(fake.server.requests().size(), before) << "refused before sending";
+}
+
+TEST(SdkTransfers, ListAndCancel) {
+  OneSandbox fake;
+  const std::string base = "/v1/sandboxes/0123456789abcdef/transfers";
+  Json running = transferDoc("running");
+  Json done = transferDoc();
+  done["id"] = "tr-2";
+  fake.server.json("GET", base, 200, {{"transfers", {running, done, "junk"}}});
+  fake.server.json("DELETE", base + "/tr-1", 204, nullptr);
+  fake.server.on("DELETE", base + "/tr-2", [](const RecordedRequest&, Responder& r) {
+    r.error(409, "conflict", "transfer 'tr-2' already ended (ok)");
+  });
+  fake.server.on("DELETE", base + "/tr-5",
+                 [](const RecordedRequest&, Responder& r) { r.error(500, "internal", "boom"); });
+  auto sb = Sandbox::connect("web", to(fake.server));
+  ASSERT_TRUE(sb);
+  auto list = sb->listTransfers();
+  ASSERT_TRUE(list) << list.error().message();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].status, "running");
+  EXPECT_EQ((*list)[1].id, "tr-2");
+  EXPECT_EQ(sb->cancelTransfer("tr-1").value_or(false), true);
+  EXPECT_EQ(fake.server.last().method, "DELETE");
+  EXPECT_EQ(sb->cancelTransfer("tr-2").value_or(true), false) << "already ended";
+  EXPECT_EQ(sb->cancelTransfer("tr-9").value_or(true), false) << "unknown (404)";
+  EXPECT_EQ(fake.server.last().target, base + "/tr-9");
+  auto broken = sb->cancelTransfer("tr-5");
+  ASSERT_FALSE(broken);
+  EXPECT_EQ(broken.error().kind(), ErrorKind::kServer);
+}
+
+TEST(SdkTransfers, ArchivesUpAndDown) {
+  OneSandbox fake;
+  const std::string base = "/v1/sandboxes/0123456789abcdef/archive";
+  std::string stored;
+  fake.server.on("PUT", base, [&](const RecordedRequest& req, Responder& r) {
+    if (req.body == "evil")
+      return r.error(400, "bad_request",
+                     "archive into /home/user/x: entry 'lnk': a symlink to '/etc/passwd', "
+                     "outside the target");
+    stored = req.body;
+    Json rec = transferDoc();
+    rec.erase("id");
+    rec["plugin"] = "upload";
+    rec["archive_bytes"] = req.body.size();
+    r.json(201, rec);
+  });
+  fake.server.on("GET", base, [&](const RecordedRequest&, Responder& r) {
+    r.send(200, stored, "application/octet-stream");
+  });
+  auto sb = Sandbox::connect("web", to(fake.server));
+  ASSERT_TRUE(sb);
+  const std::string bytes("\x1f\x8b\x00\xff tar", 8);
+  auto up = sb->uploadArchive("/home/user/a b", bytes);
+  ASSERT_TRUE(up) << up.error().message();
+  EXPECT_EQ(fake.server.last().target, base + "?path=%2Fhome%2Fuser%2Fa%20b");
+  EXPECT_EQ(fake.server.last().header("content-length"), "8");
+  EXPECT_EQ(stored, bytes);
+  EXPECT_EQ(up->plugin, "upload");
+  EXPECT_EQ(up->archive_bytes, 8u);
+  auto refused = sb->uploadArchive("/home/user/x", "evil");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind(), ErrorKind::kBadRequest);
+  EXPECT_NE(refused.error().message().find("outside the target"), std::string::npos);
+
+  testing::TempDir dir;
+  dir.write("in.tar.gz", std::string(300000, 'z'));
+  auto from_file = sb->uploadArchiveFrom(dir.file("in.tar.gz"), "/home/user/big");
+  ASSERT_TRUE(from_file) << from_file.error().message();
+  EXPECT_EQ(stored, std::string(300000, 'z'));
+  EXPECT_EQ(sb->uploadArchiveFrom(dir.file("missing"), "/home/user/x").error().kind(),
+            ErrorKind::kInvalidArgument);
+
+  auto down = sb->downloadArchive("/home/user/big", "zip");
+  ASSERT_TRUE(down) << down.error().message();
+  EXPECT_EQ(fake.server.last().target, base + "?path=%2Fhome%2Fuser%2Fbig&format=zip");
+  EXPECT_EQ(*down, stored);
+  auto to_file = sb->downloadArchiveTo("/home/user/big", dir.file("out.tar.gz"));
+  ASSERT_TRUE(to_file) << to_file.error().message();
+  EXPECT_EQ(*to_file, 300000u);
+  EXPECT_EQ(fake.server.last().target, base + "?path=%2Fhome%2Fuser%2Fbig&format=tar.gz");
+  EXPECT_EQ(dir.read("out.tar.gz"), stored);
+  const size_t before = fake.server.requests().size();
+  auto bad = sb->downloadArchive("/home/user/big", "rar");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(fake.server.requests().size(), before) << "refused before sending";
 }
 
 TEST(SdkSandbox, SetTimeoutAndKill) {

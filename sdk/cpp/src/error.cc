@@ -67,6 +67,8 @@ std::string_view kindName(ErrorKind kind) {
       return "server";
     case ErrorKind::kProtocol:
       return "protocol";
+    case ErrorKind::kTransferFailed:
+      return "transfer_failed";
   }
   return "unknown";
 }

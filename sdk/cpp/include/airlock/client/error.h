@@ -28,6 +28,7 @@ enum class ErrorKind {
   kUnavailable,      // 503: the supervisor is draining
   kServer,           // 500 and any other answer the SDK does not know
   kProtocol,         // the supervisor's answer did not have the documented shape
+  kTransferFailed,   // a transfer's record ended error, denied or cancelled (code() says which)
 };
 
 // "not_found", "denied_by_review", ...: stable names for logs and tool results.

@@ -16,12 +16,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "airlock/client/commands.h"
 #include "airlock/client/error.h"
 #include "airlock/client/execution.h"
 #include "airlock/client/files.h"
+#include "airlock/client/transfers.h"
 
 namespace airlock::sdk {
 
@@ -91,6 +93,36 @@ class Sandbox {
   Result<Execution> runCode(const std::string& code, const RunCodeOptions& options = {}) const;
   const Commands& commands() const { return commands_; }
   const Files& files() const { return files_; }
+
+  // Transfers (docs/transfer.md). A record whose status is not "ok" is an Error of kind
+  // kTransferFailed whose code() is that status (error, denied, cancelled) and whose message
+  // carries the record's error text.
+  //
+  // Fetches the archive at `source` (an https:// or http:// URL, or hostdir:NAME/path) and
+  // unpacks it into the sandbox directory `path`, inside the sandbox.
+  Result<TransferRecord> transferIn(const std::string& source, const std::string& path,
+                                    const TransferOptions& options = {}) const;
+  // Packs the sandbox directory `path` and sends it to `dest` (a URL, uploaded with PUT, or
+  // hostdir:NAME/file.tar.gz).
+  Result<TransferRecord> transferOut(const std::string& dest, const std::string& path,
+                                     const TransferOptions& options = {}) const;
+  // The sandbox's transfers, running and recently ended.
+  Result<std::vector<TransferRecord>> listTransfers() const;
+  // Cancels a running transfer (what it unpacked is removed); false when it already ended or is
+  // unknown.
+  Result<bool> cancelTransfer(const std::string& transfer_id) const;
+  // Unpacks an archive (tar, tar.gz, tar.zst, zip) into the sandbox directory `path`: bytes in
+  // memory, or a local file streamed. An entry that would leave the directory refuses the whole
+  // archive (kBadRequest).
+  Result<TransferRecord> uploadArchive(const std::string& path, std::string_view archive) const;
+  Result<TransferRecord> uploadArchiveFrom(const std::string& local_path,
+                                           const std::string& path) const;
+  // The sandbox directory `path` packed as `format` (tar, tar.gz, tar.zst or zip): its bytes, or
+  // streamed into a local file (renamed into place once complete); the number of bytes.
+  Result<std::string> downloadArchive(const std::string& path,
+                                      const std::string& format = "tar.gz") const;
+  Result<uint64_t> downloadArchiveTo(const std::string& path, const std::string& local_path,
+                                     const std::string& format = "tar.gz") const;
 
   // Resets the idle timer to `keep_alive_s` (within the profile's maximum).
   Result<> setTimeout(int keep_alive_s);
