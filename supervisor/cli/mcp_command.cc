@@ -19,9 +19,10 @@ namespace {
 constexpr const char* kUsage = R"(Usage: airlock mcp [--url URL] [--profile NAME] [--language LANG]
 
 A Model Context Protocol server on stdin/stdout (JSON-RPC, one message per line; logs on stderr).
-Its tools (run_code, run_command, write_file, read_file, list_files, create_sandbox,
-end_sandbox) run in sandboxes of a running `airlock serve`. Calls without sandbox_id share a
-default sandbox, created on first use; every sandbox of the session ends when stdin closes.
+Its tools (run_code, run_command, write_file, read_file, list_files, transfer_in, transfer_out,
+create_sandbox, end_sandbox) run in sandboxes of a running `airlock serve`. Calls without
+sandbox_id share a default sandbox, created on first use; every sandbox of the session ends when
+stdin closes.
 
   --url URL        the supervisor (default: AIRLOCK_URL, else unix:///run/airlock/airlock.sock);
                    AIRLOCK_TOKEN is sent as the bearer token when set

@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kUsage = R"(Usage: airlock tools --format openai|anthropic|mcp [--compact]
 
 Prints the definitions of airlock's agent tools (run_code, run_command, write_file, read_file,
-list_files, create_sandbox, end_sandbox) as JSON:
+list_files, transfer_in, transfer_out, create_sandbox, end_sandbox) as JSON:
   openai     [{"type": "function", "function": {name, description, parameters}}]
   anthropic  [{name, description, input_schema}]
   mcp        {"tools": [{name, title, description, inputSchema}]}, the MCP tools/list result

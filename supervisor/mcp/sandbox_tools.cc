@@ -169,6 +169,8 @@ Json SandboxTools::call(const std::string& name, const Json& arguments) {
   if (name == "write_file") return writeFile(arguments);
   if (name == "read_file") return readFile(arguments);
   if (name == "list_files") return listFiles(arguments);
+  if (name == "transfer_in") return transfer(arguments, true);
+  if (name == "transfer_out") return transfer(arguments, false);
   if (name == "create_sandbox") return createSandbox(arguments);
   return endSandbox(arguments);
 }
@@ -302,6 +304,41 @@ Json SandboxTools::listFiles(const Json& args) {
     text += e.type + "\t" + (e.type == "dir" ? std::string("-") : std::to_string(e.size)) + "\t" +
             e.name + (e.type == "dir" ? "/" : "") + "\n";
   return toolResult(Json::array({textContent(text)}), false);
+}
+
+Json SandboxTools::transfer(const Json& args, bool in) {
+  const std::string location = stringArg(args, in ? "source" : "dest");
+  const std::string path = stringArg(args, "path");
+  auto target = resolve(args);
+  if (!target) return errorResult(describeError(target.error()));
+  sdk::Sandbox& sb = target->get();
+  auto t = in ? sb.transferIn(location, path) : sb.transferOut(location, path);
+  if (!t) return errorResult(target->note + describeError(t.error()));
+  std::string text = target->note + "transfer " + (t->id.empty() ? "-" : t->id) + " " + t->status +
+                     ": " + (in ? "unpacked " : "packed ") + std::to_string(t->files) + " files, " +
+                     std::to_string(t->dirs) + " directories, " + std::to_string(t->links) +
+                     " links (" + std::to_string(t->bytes) + " bytes) " +
+                     (in ? "from " + t->location + " into " + t->sandbox_path
+                         : "from " + t->sandbox_path + " to " + t->location) +
+                     " in sandbox " + sb.id() + "\narchive: " + std::to_string(t->archive_bytes) +
+                     " bytes" + (t->sha256.empty() ? "" : ", sha256 " + t->sha256) + "\n";
+  Json record = {{"id", t->id},
+                 {"direction", t->direction},
+                 {"plugin", t->plugin},
+                 {"location", t->location},
+                 {"sandbox_path", t->sandbox_path},
+                 {"files", t->files},
+                 {"dirs", t->dirs},
+                 {"links", t->links},
+                 {"bytes", t->bytes},
+                 {"archive_bytes", t->archive_bytes},
+                 {"sha256", t->sha256.empty() ? Json(nullptr) : Json(t->sha256)},
+                 {"ms", t->ms},
+                 {"status", t->status},
+                 {"error", nullptr}};
+  Json result = toolResult(Json::array({textContent(text)}), false);
+  result["structuredContent"] = std::move(record);
+  return result;
 }
 
 Json SandboxTools::createSandbox(const Json& args) {

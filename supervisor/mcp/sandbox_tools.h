@@ -46,6 +46,7 @@ class SandboxTools {
   Json writeFile(const Json& args);
   Json readFile(const Json& args);
   Json listFiles(const Json& args);
+  Json transfer(const Json& args, bool in);
   Json createSandbox(const Json& args);
   Json endSandbox(const Json& args);
 

@@ -89,6 +89,43 @@ std::vector<ToolSpec> buildCatalog() {
                      {"sandbox_id", kSandboxId}},
                     {})});
   tools.push_back(
+      {"transfer_in", "Fetch an archive into a sandbox",
+       "Fetch an archive (tar, tar.gz, tar.zst, zip, ...) from an https:// URL or from a host "
+       "directory the operator provides (hostdir:NAME/path) and unpack it into a directory of a "
+       "sandbox: a repository, a dataset. The archive is checked and unpacked inside the "
+       "sandbox; an entry that would leave the directory refuses the whole archive, and the "
+       "sandbox's policy decides which URLs and host directories are allowed. Returns the "
+       "transfer record: files, directories, bytes, sha256.",
+       objectSchema(
+           {{"source",
+             {{"type", "string"},
+              {"description",
+               "Where the archive comes from: https://host/path/file.tar.gz or "
+               "hostdir:NAME/sub/path."}}},
+            {"path",
+             {{"type", "string"},
+              {"description",
+               "Absolute directory inside the sandbox to unpack into, e.g. /home/user/data; "
+               "created if missing."}}},
+            {"sandbox_id", kSandboxId}},
+           {"source", "path"})});
+  tools.push_back(
+      {"transfer_out", "Send a sandbox directory out",
+       "Pack a directory of a sandbox into an archive and send it out: uploaded with PUT to an "
+       "https:// URL (a presigned object-store URL, for example; the format comes from the "
+       "URL's path, else tar.gz), or written as hostdir:NAME/file.tar.gz into a host directory "
+       "the operator made writable. Returns the transfer record: files, bytes, sha256.",
+       objectSchema({{"dest",
+                      {{"type", "string"},
+                       {"description",
+                        "Where the archive goes: https://host/path/results.tar.gz or "
+                        "hostdir:NAME/results.tar.gz."}}},
+                     {"path",
+                      {{"type", "string"},
+                       {"description", "Absolute directory inside the sandbox to pack."}}},
+                     {"sandbox_id", kSandboxId}},
+                    {"dest", "path"})});
+  tools.push_back(
       {"create_sandbox", "Create a sandbox",
        "Create a new isolated sandbox and return its id, for work that must be kept apart from "
        "the default sandbox (another dataset, another language). Pass the id as sandbox_id to "

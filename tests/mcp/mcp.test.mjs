@@ -111,7 +111,7 @@ test('tools/list has every tool with an object schema', { skip }, async () => {
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name).sort(), [
     'create_sandbox', 'end_sandbox', 'list_files', 'read_file', 'run_code', 'run_command',
-    'write_file']);
+    'transfer_in', 'transfer_out', 'write_file']);
   for (const t of tools) {
     assert.equal(t.inputSchema.type, 'object', t.name);
     assert.ok(t.description.length > 40, t.name);

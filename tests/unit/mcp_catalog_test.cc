@@ -10,8 +10,9 @@
 namespace airlock::mcp {
 namespace {
 
-const std::set<std::string> kTools = {"run_code",   "run_command",    "write_file", "read_file",
-                                      "list_files", "create_sandbox", "end_sandbox"};
+const std::set<std::string> kTools = {"run_code",     "run_command",    "write_file",
+                                      "read_file",    "list_files",     "transfer_in",
+                                      "transfer_out", "create_sandbox", "end_sandbox"};
 
 TEST(McpCatalog, EveryToolHasADescriptionAndAClosedObjectSchema) {
   std::set<std::string> names;

