@@ -114,6 +114,51 @@ bool linkStaysInside(const std::vector<std::string>& entry, const std::string& t
   return true;
 }
 
+// A name on one listing line: control bytes and backslashes as \xHH, so no name can start a
+// line of its own or pass for the listing's end.
+std::string listed(const std::string& name) {
+  std::string out;
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// --listing: what the archive holds, for the review chain, before anything moves into place.
+// Lines "L TYPE SIZE NAME" (a link's NAME is "name -> target"), at most `cap` bytes of them, then
+// "L-END ENTRIES TRUNCATED(0|1)".
+class Listing {
+ public:
+  explicit Listing(uint64_t cap) : cap_(cap) {}
+  void add(const char* type, uint64_t size, const std::string& name, const char* to = nullptr) {
+    ++entries_;
+    if (truncated_) return;
+    std::string line = std::string("L ") + type + " " + std::to_string(size) + " " + listed(name);
+    if (to != nullptr) line += " -> " + listed(to);
+    line += '\n';
+    if (text_.size() + line.size() > cap_) {
+      truncated_ = true;
+      return;
+    }
+    text_ += line;
+  }
+  std::string text() const {
+    return text_ + "L-END " + std::to_string(entries_) + " " + (truncated_ ? "1" : "0") + "\n";
+  }
+
+ private:
+  uint64_t cap_;
+  uint64_t entries_ = 0;
+  bool truncated_ = false;
+  std::string text_;
+};
+
 std::string entryName(archive_entry* e) {
   const char* p = archive_entry_pathname(e);
   return p != nullptr ? p : "(no name)";
@@ -223,7 +268,17 @@ std::string moveIntoPlace(const std::string& stage, const std::string& target, b
   return "";
 }
 
-int unpack(const std::string& target, const Limits& limits, bool framed) {
+// After the listing, the supervisor's one byte: 'C' commits, anything else (or its end) refuses.
+bool reviewAllows() {
+  unsigned char answer = 0;
+  ssize_t got;
+  do {
+    got = ::read(0, &answer, 1);
+  } while (got < 0 && errno == EINTR);
+  return got == 1 && answer == 'C';
+}
+
+int unpack(const std::string& target, const Limits& limits, bool framed, uint64_t listing_cap) {
   if (target.empty() || target[0] != '/') return fail("the target must be an absolute path");
   struct stat st {};
   const bool into = ::lstat(target.c_str(), &st) == 0;
@@ -259,6 +314,8 @@ int unpack(const std::string& target, const Limits& limits, bool framed) {
                                      ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_UNLINK);
   Summary sum;
   std::string error;
+  std::unique_ptr<Listing> listing;
+  if (listing_cap > 0) listing = std::make_unique<Listing>(listing_cap);
   auto input = std::make_unique<Input>(framed);
   if (archive_read_open(in, input.get(), nullptr, &Input::read, nullptr) != ARCHIVE_OK) {
     error = input->aborted() ? "the transfer was cut off before its end"
@@ -291,6 +348,7 @@ int unpack(const std::string& target, const Limits& limits, bool framed) {
         break;
       }
       ++sum.links;
+      if (listing) listing->add("hardlink", 0, name, hard);
     } else if (type == AE_IFLNK) {
       const char* to = archive_entry_symlink(e);
       if (to == nullptr || !linkStaysInside(parts, to)) {
@@ -298,10 +356,16 @@ int unpack(const std::string& target, const Limits& limits, bool framed) {
         break;
       }
       ++sum.links;
+      if (listing) listing->add("symlink", 0, name, to);
     } else if (type == AE_IFDIR) {
       ++sum.dirs;
+      if (listing) listing->add("dir", 0, name);
     } else if (type == AE_IFREG) {
       ++sum.files;
+      // The header's size: what the reviewer is told before the bytes are read.
+      if (listing)
+        listing->add("file", static_cast<uint64_t>(std::max<la_int64_t>(archive_entry_size(e), 0)),
+                     name);
     } else {
       error = "entry '" + name + "': a " +
               (type == AE_IFCHR    ? "character device"
@@ -367,6 +431,11 @@ int unpack(const std::string& target, const Limits& limits, bool framed) {
     if (!input->complete()) error = "the transfer was cut off before its end";
   }
   (void)::chdir("/");
+  // Staged, not yet in place: the review chain sees the listing and says whether it may move.
+  if (error.empty() && listing) {
+    say(1, listing->text());
+    if (!reviewAllows()) error = "the review chain refused the archive";
+  }
   if (error.empty()) error = moveIntoPlace(stage, target, into);
   if (!error.empty()) {
     cleanup();
@@ -503,6 +572,7 @@ int transferHelperMain(int argc, char** argv) {
   std::string dir = argv[2], format;
   Limits limits;
   bool framed = false;
+  uint64_t listing_cap = 0;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     if (a != "--framed" && i + 1 >= argc) return fail("option " + a + " needs a value", 2);
@@ -519,13 +589,16 @@ int transferHelperMain(int argc, char** argv) {
     } else if (a == "--framed") {
       framed = true;
       --i;  // a flag: no value
+    } else if (a == "--listing" && parseCount(v, n) && n > 0) {
+      listing_cap = n;
     } else if (a == "--max-ratio" && parseCount(v, n) && n > 0) {
       limits.max_ratio = static_cast<double>(n);
     } else {
       return fail("bad option " + a + " " + v, 2);
     }
   }
-  if (mode == "--unpack") return unpack(dir, limits, framed);
+  if (listing_cap > 0 && !framed) return fail("--listing needs --framed", 2);
+  if (mode == "--unpack") return unpack(dir, limits, framed, listing_cap);
   if (format.empty()) return fail("--pack needs --format", 2);
   return pack(dir, format, limits);
 }

@@ -22,7 +22,9 @@ constexpr uint64_t kMaxScanBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxTimeoutMs = 600000;
 constexpr uint64_t kMaxCacheEntries = 1000000;
 constexpr uint64_t kMaxHoldS = 86400;
-constexpr std::string_view kLanguages[] = {"python", "node", "shell"};
+// What a pattern rule may apply to: code and commands by language, or "transfer" (a transfer's
+// location and an archive's listing, which rules that name no language never see).
+constexpr std::string_view kLanguages[] = {"python", "node", "shell", "transfer"};
 constexpr std::string_view kActions[] = {"deny", "allow", "hold"};
 constexpr std::string_view kShellModes[] = {"allowlist", "off"};
 

@@ -38,6 +38,9 @@ bool isTextUtf8(std::string_view text) {
 }
 
 Result<Verdict> LimitsReviewer::review(const Subject& subject) {
+  // A transfer's size, files and depth have limits of their own ([profiles.X.transfer]); its
+  // listing is not code to cap by lines.
+  if (subject.kind == SubjectKind::kTransfer) return allow();
   const std::string& text = subject.text;
   if (text.size() > limits_.max_bytes) {
     return decide(Decision::kDeny, "max_bytes",

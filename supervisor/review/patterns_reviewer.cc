@@ -44,7 +44,11 @@ Result<Verdict> PatternsReviewer::review(const Subject& subject) {
   }
   for (const Rule& r : rules_) {
     const auto& langs = r.rule.languages;
-    if (!langs.empty() && std::ranges::find(langs, subject.language) == langs.end()) continue;
+    // A transfer's listing is not code: only rules that name "transfer" look at it, so a rule
+    // written for code never refuses a dataset whose file names happen to match.
+    if (langs.empty() ? subject.kind == SubjectKind::kTransfer
+                      : std::ranges::find(langs, subject.language) == langs.end())
+      continue;
     if (!RE2::PartialMatch(subject.text, *r.re)) continue;
     std::string reason =
         r.rule.reason.empty() ? "matches pattern rule '" + r.rule.id + "'" : r.rule.reason;

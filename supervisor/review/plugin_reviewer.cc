@@ -25,6 +25,7 @@ Result<std::unique_ptr<PluginReviewer>> PluginReviewer::create(plugin::Registry&
     reviewer->ops_ = static_cast<const airlock_review_ops_v1*>(handle.descriptor().ops);
     reviewer->instance_ = std::move(*instance);
     reviewer->name_ = "plugin:" + plugin_name;
+    reviewer->sees_transfers_ = handle.descriptor().abi_minor >= 9;
     return reviewer;
   }
   std::string names;
@@ -34,19 +35,28 @@ Result<std::unique_ptr<PluginReviewer>> PluginReviewer::create(plugin::Registry&
 }
 
 Result<Verdict> PluginReviewer::review(const Subject& subject) {
+  // A plugin built before ABI 1.9 knows code and commands only: a transfer is not its to judge.
+  if (subject.kind == SubjectKind::kTransfer && !sees_transfers_) return allow();
   auto str = [](const std::string& s) { return airlock_str_v1{s.data(), s.size()}; };
   std::vector<const char*> argv;
   for (const auto& a : subject.argv) argv.push_back(a.c_str());
   argv.push_back(nullptr);
   airlock_review_subject_v1 s{};
   s.struct_size = sizeof s;
-  s.kind = subject.kind == SubjectKind::kCode ? AIRLOCK_REVIEW_CODE : AIRLOCK_REVIEW_COMMAND;
+  s.kind = subject.kind == SubjectKind::kCode      ? AIRLOCK_REVIEW_CODE
+           : subject.kind == SubjectKind::kCommand ? AIRLOCK_REVIEW_COMMAND
+                                                   : AIRLOCK_REVIEW_TRANSFER;
+  const std::string details =
+      subject.details.is_null()
+          ? ""
+          : subject.details.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   s.language = str(subject.language);
   s.text = str(subject.text);
   s.argv = subject.argv.empty() ? nullptr : argv.data();
   s.profile = str(subject.profile);
   s.tenant = str(subject.tenant);
   s.sandbox_id = str(subject.sandbox_id);
+  s.details_json = str(details);
   airlock_review_verdict_v1 out{};
   out.struct_size = sizeof out;
   airlock_error_v1 err{};

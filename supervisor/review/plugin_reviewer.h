@@ -28,6 +28,7 @@ class PluginReviewer final : public Reviewer {
   const airlock_review_ops_v1* ops_ = nullptr;
   std::mutex mu_;
   std::string name_;
+  bool sees_transfers_ = false;  // built against ABI 1.9 or later
 };
 
 }  // namespace airlock::review

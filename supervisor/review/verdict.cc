@@ -18,7 +18,15 @@ std::string_view decisionName(Decision decision) {
 }
 
 std::string_view kindName(SubjectKind kind) {
-  return kind == SubjectKind::kCode ? "code" : "command";
+  switch (kind) {
+    case SubjectKind::kCode:
+      return "code";
+    case SubjectKind::kCommand:
+      return "command";
+    case SubjectKind::kTransfer:
+      return "transfer";
+  }
+  return "code";
 }
 
 namespace {
@@ -76,14 +84,16 @@ std::string Subject::sha256() const {
 
 nlohmann::json Subject::toJson() const {
   // Text that is not UTF-8 cannot be a JSON string; reviewers get each bad byte as U+FFFD.
-  return {{"kind", kindName(kind)},
-          {"language", language},
-          {"code", sandbox::toValidUtf8(text)},
-          {"argv", argv.empty() ? nlohmann::json(nullptr) : nlohmann::json(argv)},
-          {"profile", profile},
-          {"tenant", tenant},
-          {"sandbox_id", nameOrNull(sandbox_id)},
-          {"code_sha256", sha256()}};
+  nlohmann::json j = {{"kind", kindName(kind)},
+                      {"language", language},
+                      {"code", sandbox::toValidUtf8(text)},
+                      {"argv", argv.empty() ? nlohmann::json(nullptr) : nlohmann::json(argv)},
+                      {"profile", profile},
+                      {"tenant", tenant},
+                      {"sandbox_id", nameOrNull(sandbox_id)},
+                      {"code_sha256", sha256()}};
+  if (kind == SubjectKind::kTransfer) j["transfer"] = details;
+  return j;
 }
 
 nlohmann::json Verdict::toJson() const {

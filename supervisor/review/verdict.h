@@ -14,25 +14,27 @@ enum class Decision { kAllow, kDeny, kHold };
 // "allow", "deny", "hold"
 std::string_view decisionName(Decision decision);
 
-enum class SubjectKind { kCode, kCommand };
-std::string_view kindName(SubjectKind kind);  // "code", "command"
+enum class SubjectKind { kCode, kCommand, kTransfer };
+std::string_view kindName(SubjectKind kind);  // "code", "command", "transfer"
 
-// One code run or command, as the reviewers see it.
+// One code run, command or transfer, as the reviewers see it.
 struct Subject {
   SubjectKind kind = SubjectKind::kCode;
-  std::string language;  // "python", "node", "shell"; every command is "shell"
+  // "python", "node", "shell"; every command is "shell", every transfer "transfer"
+  std::string language;
   // The text reviewed: the code; for a command its `sh -c` string, or its argv shell-quoted and
-  // joined with spaces.
+  // joined with spaces; for a transfer its lines (sandbox/transfer_review.h).
   std::string text;
   std::vector<std::string> argv;  // a command given as argv; empty for code and `sh -c` strings
   std::string profile, tenant, sandbox_id;  // who asks; "" when not known (airlock run)
+  nlohmann::json details;  // a transfer: what moves, where, and an archive's entries; else null
 
   static Subject code(std::string language, std::string code);
   static Subject commandArgv(std::vector<std::string> argv);
   static Subject commandLine(std::string cmd);  // a `/bin/sh -c` string
 
-  // {"kind", "language", "code", "argv", "profile", "tenant", "sandbox_id", "code_sha256"}:
-  // what the command and webhook reviewers receive.
+  // {"kind", "language", "code", "argv", "profile", "tenant", "sandbox_id", "code_sha256"}, and
+  // "transfer" (details) for a transfer: what the command and webhook reviewers receive.
   nlohmann::json toJson() const;
   // sha256 hex of kind, language and text: the cache key's code part and the approval id's.
   std::string sha256() const;

@@ -354,6 +354,10 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     job.sandbox_id = box.id();
     job.env = transfer_env;
     job.deadline = transfer_deadline;
+    if (req.review)
+      job.review = [&](review::Subject subject) {
+        return judge(profile.name, std::move(subject), {box.id(), req.tenant, execution_id});
+      };
     TransferOutcome t = runTransfer(registry_, profile, pol->transfer, conn, job, transfer_moved);
     transfer_moved += t.moved_bytes;
     recordTransfer({box.id(), req.tenant, ""}, t);

@@ -93,6 +93,7 @@ nlohmann::json transferJson(const TransferOutcome& t) {
   if (!t.id.empty()) o["id"] = t.id;
   o["sha256"] = t.sha256.empty() ? json(nullptr) : json(t.sha256);
   o["error"] = t.error.empty() ? json(nullptr) : json(t.error);
+  o["review"] = t.review;
   return o;
 }
 

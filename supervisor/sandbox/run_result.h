@@ -42,8 +42,10 @@ struct TransferOutcome {
   std::string sha256;        // of the archive's bytes
   double ms = 0;
   std::string error;  // empty on success
-  // "ok", "error", "denied" (a rule refused it before any byte moved) or "cancelled"
+  // "ok", "error", "denied" (a rule or the review chain refused it; nothing was left in the
+  // sandbox) or "cancelled"
   std::string status = "ok";
+  nlohmann::json review;  // the review chain's last verdict (Verdict::toJson); null: none ran
 };
 
 nlohmann::json transferJson(const TransferOutcome& t);

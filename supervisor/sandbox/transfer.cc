@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -85,6 +88,47 @@ Result<> readSummary(const std::string& line, TransferSummary& s) {
   return {};
 }
 
+// One "L TYPE SIZE NAME" line of the helper's listing.
+void readListingLine(std::string_view line, ArchiveListing& listing) {
+  line.remove_prefix(2);
+  const auto sp1 = line.find(' ');
+  if (sp1 == std::string_view::npos) return;
+  const auto sp2 = line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos) return;
+  ArchiveListing::Entry e;
+  e.type = std::string(line.substr(0, sp1));
+  e.size = std::strtoull(std::string(line.substr(sp1 + 1, sp2 - sp1 - 1)).c_str(), nullptr, 10);
+  e.name = std::string(line.substr(sp2 + 1));
+  listing.entries.push_back(std::move(e));
+}
+
+// The listing in the helper's stdout once its "L-END" line arrived; nullopt before.
+std::optional<ArchiveListing> completeListing(const std::string& out) {
+  const auto end = out.starts_with("L-END ") ? 0 : out.find("\nL-END ");
+  if (end == std::string::npos) return std::nullopt;
+  const auto end_line = out.find('\n', end == 0 ? 0 : end + 1);
+  if (end_line == std::string::npos) return std::nullopt;
+  ArchiveListing listing;
+  size_t at = 0;
+  while (at < out.size()) {
+    const auto nl = out.find('\n', at);
+    if (nl == std::string::npos) break;
+    const std::string_view line(out.data() + at, nl - at);
+    if (line.starts_with("L ")) {
+      readListingLine(line, listing);
+    } else if (line.starts_with("L-END ")) {
+      unsigned long long total = 0;
+      int truncated = 0;
+      std::sscanf(std::string(line).c_str(), "L-END %llu %d", &total, &truncated);
+      listing.total = total;
+      listing.truncated = truncated != 0;
+      break;
+    }
+    at = nl + 1;
+  }
+  return listing;
+}
+
 Result<> exitedOk(const ProgramOutcome& o, const std::string& report, const std::string& what) {
   if (!o.error.empty()) return fail(what + ": " + o.error);
   if (o.exited.timed_out) return fail(what + ": the time limit passed");
@@ -104,9 +148,14 @@ Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir
   const auto t0 = Clock::now();
   std::vector<std::string> argv = {kHelper, "--unpack", dir, "--framed"};
   for (auto& a : limitArgs(limits, true)) argv.push_back(std::move(a));
+  if (hooks.review) {
+    argv.push_back("--listing");
+    argv.push_back(std::to_string(kListingCap));
+  }
   protocol::Exec exec = helperExec(std::move(argv), env, deadline);
   exec.stdin_pipe = true;
   exec.stdout_cap = exec.stderr_cap = kReportCap;
+  if (hooks.review) exec.stdout_cap += kListingCap;
   auto run = ProgramRun::start(conn, exec);
   if (!run) return Unexpected(run.error());
 
@@ -147,17 +196,28 @@ Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir
     }
     if (hooks.progress) hooks.progress(sum.moved_bytes);
   }
-  // 'A': the helper removes what it staged, whatever it parsed so far.
-  (*run)->write(source_error.empty() ? "E" : "A", true);
+  // 'A': the helper removes what it staged, whatever it parsed so far. With a review to come,
+  // stdin stays open for its answer.
+  const bool reviewing = hooks.review && source_error.empty();
+  (*run)->write(source_error.empty() ? "E" : "A", !reviewing);
 
-  std::string out, err;
+  std::string out, err, review_error;
+  bool answered = !reviewing;
   auto outcome = (*run)->wait(
       [&](protocol::Stream s, std::string_view bytes) {
         (s == protocol::Stream::kStdout ? out : err).append(bytes);
+        if (answered || s != protocol::Stream::kStdout) return;
+        auto listing = completeListing(out);
+        if (!listing) return;
+        answered = true;
+        if (auto verdict = hooks.review(*listing); !verdict)
+          review_error = verdict.error().message();
+        (*run)->write(review_error.empty() ? "C" : "A", true);
       },
       deadline);
   if (!outcome) return Unexpected(outcome.error());
   if (!source_error.empty()) return fail(source_error);
+  if (!review_error.empty()) return fail(review_error);
   if (auto ok = exitedOk(*outcome, err, "unpacking into " + dir); !ok)
     return Unexpected(ok.error());
   if (auto r = readSummary(lastLine(out), sum); !r) return Unexpected(r.error());

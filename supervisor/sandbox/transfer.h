@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "airlock/result.h"
 #include "supervisor/sandbox/agent/connection.h"
@@ -37,6 +38,21 @@ using ChunkSource = std::function<Result<std::string>()>;
 // Takes each chunk of the packed archive; an error aborts.
 using ChunkSink = std::function<Result<>(std::string_view)>;
 
+// An archive's entries as the helper listed them once it was staged, for the review chain.
+struct ArchiveListing {
+  struct Entry {
+    std::string type;   // "file", "dir", "symlink", "hardlink"
+    uint64_t size = 0;  // a file's size from its header
+    std::string name;   // "name -> target" for a link; control bytes as \xHH
+  };
+  std::vector<Entry> entries;  // the first kListingCap bytes' worth
+  uint64_t total = 0;          // every entry, listed or not
+  bool truncated = false;
+};
+
+// How much of an archive's listing the helper sends (the rest is counted, not listed).
+inline constexpr uint64_t kListingCap = 1 << 20;
+
 // What a caller watches or decides while the bytes move; every member may be empty.
 struct TransferHooks {
   std::function<void(uint64_t moved_bytes)> progress;  // after each chunk
@@ -44,6 +60,9 @@ struct TransferHooks {
   // In: after the source's last byte and before the helper may commit; an error (a download
   // cut short) makes the helper discard everything instead.
   std::function<Result<>()> complete;
+  // In: once the whole archive is staged inside the sandbox and before it moves into place;
+  // an error refuses it (the helper removes the staged tree). Only for unpackInto.
+  std::function<Result<>(const ArchiveListing&)> review;
 };
 
 // Unpacks the archive `source` yields into `dir` (absolute, inside the sandbox). `env` is the

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "supervisor/sandbox/transfer.h"
+#include "supervisor/sandbox/transfer_review.h"
 #include "supervisor/sandbox/transfer_rules.h"
 
 namespace airlock::sandbox {
@@ -21,6 +22,16 @@ Result<> writeAll(int fd, std::string_view bytes, const std::string& what) {
 }
 
 }  // namespace
+
+void recordSummary(TransferOutcome& out, const TransferSummary& summary) {
+  out.files = summary.files;
+  out.dirs = summary.dirs;
+  out.links = summary.links;
+  out.bytes = summary.bytes;
+  out.moved_bytes = summary.moved_bytes;
+  out.sha256 = summary.sha256;
+  out.ms = summary.seconds * 1000;
+}
 
 TransferOutcome runTransfer(plugin::Registry& registry, const policy::Profile& profile,
                             const policy::TransferSettings& host, AgentConnection& conn,
@@ -67,6 +78,20 @@ TransferOutcome runTransfer(plugin::Registry& registry, const policy::Profile& p
   out.location = t.display().empty() ? job.location : t.display();
   if (control != nullptr) control->watch(t.fd());
 
+  // The review chain sees the location (credentials removed) before a byte moves, and an
+  // archive's listing once it is staged; its verdict goes into the record either way.
+  bool denied_by_review = false;
+  auto reviewed = [&](const ArchiveListing* listing) -> Result<> {
+    if (!job.review) return {};
+    auto verdict = job.review(transferSubject(out, t.size(), listing));
+    if (!verdict) return {};
+    out.review = verdict->toJson();
+    if (verdict->allowed()) return {};
+    denied_by_review = true;
+    return fail(verdict->message());
+  };
+  if (auto r = reviewed(nullptr); !r) return finish("denied", r.error().message());
+
   TransferHooks hooks;
   uint64_t seen = 0;  // what moved, for the sandbox's cap, even when the transfer fails
   hooks.progress = [&](uint64_t moved) {
@@ -84,6 +109,8 @@ TransferOutcome runTransfer(plugin::Registry& registry, const policy::Profile& p
       unwatch();
       return t.finish(true);
     };
+    if (job.review)
+      hooks.review = [&](const ArchiveListing& listing) { return reviewed(&listing); };
     moved = unpackInto(conn, job.path, fdChunks(t.fd(), out.location), limits, job.env,
                        job.deadline, hooks);
   } else {
@@ -102,15 +129,11 @@ TransferOutcome runTransfer(plugin::Registry& registry, const policy::Profile& p
   if (!moved) {
     out.moved_bytes = seen;
     const bool cancelled = control != nullptr && control->cancelled();
+    if (denied_by_review) return finish("denied", moved.error().message());
     return finish(cancelled ? "cancelled" : "error",
                   cancelled ? std::string(kTransferCancelled) : moved.error().message());
   }
-  out.files = moved->files;
-  out.dirs = moved->dirs;
-  out.links = moved->links;
-  out.bytes = moved->bytes;
-  out.moved_bytes = moved->moved_bytes;
-  out.sha256 = moved->sha256;
+  recordSummary(out, *moved);
   return finish("ok", "");
 }
 

@@ -10,13 +10,16 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "airlock/policy/policy.h"
 #include "supervisor/plugin/registry.h"
+#include "supervisor/review/verdict.h"
 #include "supervisor/sandbox/agent/connection.h"
 #include "supervisor/sandbox/run_result.h"
+#include "supervisor/sandbox/transfer.h"
 
 namespace airlock::sandbox {
 
@@ -29,6 +32,10 @@ struct TransferJob {
   std::string tenant, sandbox_id;
   std::vector<std::string> env;  // the helper's environment
   std::chrono::steady_clock::time_point deadline;
+  // The profile's review chain (Manager::judge), asked once the plugin has opened the location
+  // and, for an archive coming in, again with its listing before it moves into place. Empty, or
+  // nullopt from it: the profile reviews nothing.
+  std::function<std::optional<review::Verdict>(review::Subject)> review;
 };
 
 // Cancels a running transfer from another thread: the next chunk stops it, and a source
@@ -52,6 +59,9 @@ class TransferControl {
   std::atomic<bool> cancelled_{false};
   int fd_ = -1;
 };
+
+// Copies what moved (counts, bytes, hash, duration) into the outcome.
+void recordSummary(TransferOutcome& out, const TransferSummary& summary);
 
 // Runs `job`. Never fails as such: the outcome says what moved, or its status and error.
 // `sandbox_moved` is what the sandbox's transfers moved before (its sandbox_max_mb cap).

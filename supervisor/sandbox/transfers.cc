@@ -12,6 +12,7 @@
 #include "supervisor/sandbox/paths.h"
 #include "supervisor/sandbox/transfer.h"
 #include "supervisor/sandbox/transfer_job.h"
+#include "supervisor/sandbox/transfer_review.h"
 #include "supervisor/sandbox/transfer_rules.h"
 
 namespace airlock::sandbox {
@@ -93,6 +94,9 @@ SResult<std::unique_ptr<EventStream>> Manager::startTransfer(const Caller& calle
   job.env = executionEnvironment({}, box->profile.env, box->env);
   job.deadline = Clock::now() + std::chrono::seconds(box->profile.transfer.http.timeout_s) +
                  std::chrono::seconds(box->profile.limits.timeout_s);
+  job.review = [this, box, tenant = box->tenant, id = task->record.id](review::Subject subject) {
+    return judge(box->profile_name, std::move(subject), {box->id, tenant, id});
+  };
 
   auto queue = std::make_shared<EventQueue>();
   auto pol = currentPolicy();
@@ -199,6 +203,26 @@ SResult<Json> Manager::uploadArchive(const Caller& caller, const std::string& sb
                                                    "': transfer.plugins does not list 'archive', "
                                                    "which archive uploads go through");
   const TransferLimits limits = helperLimits(t.archive, box.transfer_moved.load());
+  // Reviewed like any archive coming in: the upload, then its listing once staged.
+  const audit::RecordIds ids{box.id, box.tenant, ""};
+  bool denied = false;
+  auto reviewed = [&](const ArchiveListing* listing) -> Result<> {
+    auto verdict = judge(box.profile_name, transferSubject(out, 0, listing), ids);
+    if (!verdict) return {};
+    out.review = verdict->toJson();
+    if (verdict->allowed()) return {};
+    denied = true;
+    return fail(verdict->message());
+  };
+  if (auto r = reviewed(nullptr); !r) {
+    out.status = "denied";
+    out.error = r.error().message();
+    recordTransfer(ids, out);
+    metrics_.reject("denied_by_review");
+    return std::unexpected(ServiceError{ErrorCode::kDeniedByReview, out.error, out.review});
+  }
+  TransferHooks hooks;
+  hooks.review = [&](const ArchiveListing& listing) { return reviewed(&listing); };
   ++box.busy;
   std::string buf(1 << 20, '\0');
   auto moved = unpackInto(
@@ -209,23 +233,21 @@ SResult<Json> Manager::uploadArchive(const Caller& caller, const std::string& sb
         return buf.substr(0, *n);
       },
       limits, executionEnvironment({}, box.profile.env, box.env),
-      Clock::now() + std::chrono::seconds(box.profile.limits.timeout_s));
+      Clock::now() + std::chrono::seconds(box.profile.limits.timeout_s), hooks);
   --box.busy;
   box.last_active_at = nowMs();
   if (moved) {
-    out.files = moved->files;
-    out.dirs = moved->dirs;
-    out.links = moved->links;
-    out.bytes = moved->bytes;
-    out.moved_bytes = moved->moved_bytes;
-    out.sha256 = moved->sha256;
-    out.ms = moved->seconds * 1000;
+    recordSummary(out, *moved);
   } else {
-    out.status = "error";
+    out.status = denied ? "denied" : "error";
     out.error = moved.error().message();
   }
   box.transfer_moved += out.moved_bytes;
-  recordTransfer({box.id, box.tenant, ""}, out);
+  recordTransfer(ids, out);
+  if (denied) {
+    metrics_.reject("denied_by_review");
+    return std::unexpected(ServiceError{ErrorCode::kDeniedByReview, out.error, out.review});
+  }
   if (!moved)
     return serviceError(ErrorCode::kBadRequest, "archive into " + *dir + ": " + out.error);
   return transferJson(out);
@@ -261,13 +283,7 @@ SResult<> Manager::downloadArchive(const Caller& caller, const std::string& sb,
   out.location = "response body";
   out.sandbox_path = *dir;
   if (moved) {
-    out.files = moved->files;
-    out.dirs = moved->dirs;
-    out.links = moved->links;
-    out.bytes = moved->bytes;
-    out.moved_bytes = moved->moved_bytes;
-    out.sha256 = moved->sha256;
-    out.ms = moved->seconds * 1000;
+    recordSummary(out, *moved);
   } else {
     out.status = "error";
     out.error = moved.error().message();

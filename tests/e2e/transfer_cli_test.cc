@@ -225,6 +225,65 @@ TEST_F(TransferCli, HostDirectoriesComeInBeneathTheirRootOnly) {
   }
 }
 
+TEST_F(TransferCli, TheReviewChainSeesTheLocationAndTheListingBeforeAnythingLands) {
+  // Rules that name "transfer" see a transfer's first line ("in LOCATION -> DIR") and, once the
+  // archive is staged inside, one "TYPE SIZE NAME" line per entry.
+  dir_.write("p.toml",
+             "schema = 1\n"
+             "[profiles.default.review]\n"
+             "chain = [\"patterns\"]\n"
+             "[[profiles.default.review.patterns.rules]]\n"
+             "id = \"no-dotenv\"\n"
+             "pattern = '(?m)^file [0-9]+ (.*/)?\\.env$'\n"
+             "action = \"deny\"\n"
+             "reason = \"archives with .env files are not taken in\"\n"
+             "languages = [\"transfer\"]\n"
+             "[[profiles.default.review.patterns.rules]]\n"
+             "id = \"no-untrusted\"\n"
+             "pattern = '^in [^ ]*untrusted'\n"
+             "action = \"deny\"\n"
+             "languages = [\"transfer\"]\n"
+             // A rule for code: it must not see the listing, whose sub/b.txt it would match.
+             "[[profiles.default.review.patterns.rules]]\n"
+             "id = \"code-only\"\n"
+             "pattern = 'b\\.txt'\n"
+             "action = \"deny\"\n");
+
+  // Positive control: a clean archive passes both looks, and the verdict is on the record.
+  auto ok = run({"--policy", dir_.file("p.toml"), "--in", dir_.file("in.tar.gz") + ":/home/user/d",
+                 "--lang", "shell", "-c", "cat d/a.txt"});
+  ASSERT_EQ(ok["airlock_exit_code"], 0) << ok.dump(2);
+  EXPECT_EQ(ok["stdout"], "alpha\n");
+  EXPECT_EQ(ok["transfers"][0]["review"]["verdict"], "allow") << ok.dump(2);
+
+  // By content: the listing names a .env two levels down; nothing reaches the program.
+  std::filesystem::create_directories(dir_.file("src4/conf"));
+  dir_.write("src4/app.py", "print(1)\n");
+  dir_.write("src4/conf/.env", "KEY=secret\n");
+  tar({"-czf", dir_.file("app.tar.gz"), "-C", dir_.file("src4"), "."});
+  auto j = run({"--policy", dir_.file("p.toml"), "--in", dir_.file("app.tar.gz") + ":/home/user/d",
+                "--lang", "shell", "-c", "echo ran"});
+  EXPECT_EQ(j["airlock_exit_code"], 123) << j.dump(2);
+  EXPECT_EQ(j["stdout"], "") << "the program ran after a denied transfer";
+  ASSERT_EQ(j["transfers"].size(), 1u) << j.dump(2);
+  EXPECT_EQ(j["transfers"][0]["status"], "denied");
+  EXPECT_EQ(j["transfers"][0]["review"]["rule"], "no-dotenv") << j.dump(2);
+  EXPECT_NE(j["transfers"][0]["error"].get<std::string>().find(
+                "archives with .env files are not taken in"),
+            std::string::npos)
+      << j.dump(2);
+  EXPECT_EQ(j["transfers"][0]["files"], 0) << "a denied archive is not counted as moved in";
+
+  // By location: denied once the source is open, before a byte is unpacked.
+  std::filesystem::copy_file(dir_.file("in.tar.gz"), dir_.file("untrusted.tar.gz"));
+  auto k =
+      run({"--policy", dir_.file("p.toml"), "--in", dir_.file("untrusted.tar.gz") + ":/home/user/d",
+           "--lang", "shell", "-c", "echo ran"});
+  EXPECT_EQ(k["airlock_exit_code"], 123) << k.dump(2);
+  EXPECT_EQ(k["transfers"][0]["review"]["rule"], "no-untrusted") << k.dump(2);
+  EXPECT_EQ(k["transfers"][0]["archive_bytes"], 0) << k.dump(2);
+}
+
 TEST_F(TransferCli, HostDirectoriesTakeArchivesOutOnlyWhenWritable) {
   std::filesystem::create_directories(dir_.file("results"));
   dir_.write("ro.toml",

@@ -8,7 +8,8 @@
 namespace {
 
 #if defined(__x86_64__)
-static_assert(sizeof(airlock_review_subject_v1) == 96);
+static_assert(sizeof(airlock_review_subject_v1) == 112);
+static_assert(offsetof(airlock_review_subject_v1, details_json) == 96);
 static_assert(offsetof(airlock_review_subject_v1, kind) == 4);
 static_assert(offsetof(airlock_review_subject_v1, language) == 8);
 static_assert(offsetof(airlock_review_subject_v1, text) == 24);
@@ -23,7 +24,8 @@ static_assert(offsetof(airlock_review_verdict_v1, reason) == 136);
 static_assert(sizeof(airlock_review_ops_v1) == 16);
 static_assert(offsetof(airlock_review_ops_v1, review) == 8);
 #endif
-static_assert(AIRLOCK_REVIEW_CODE == 1 && AIRLOCK_REVIEW_COMMAND == 2);
+static_assert(AIRLOCK_REVIEW_CODE == 1 && AIRLOCK_REVIEW_COMMAND == 2 &&
+              AIRLOCK_REVIEW_TRANSFER == 3);
 static_assert(AIRLOCK_REVIEW_ALLOW == 0 && AIRLOCK_REVIEW_DENY == 1 && AIRLOCK_REVIEW_HOLD == 2);
 
 TEST(ReviewPluginAbi, ReviewOpsArriveInMinorVersionTwo) {

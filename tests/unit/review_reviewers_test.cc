@@ -9,6 +9,7 @@
 #include "supervisor/review/python_ast_reviewer.h"
 #include "supervisor/review/shell_reviewer.h"
 #include "supervisor/review/shell_scan.h"
+#include "supervisor/sandbox/transfer_review.h"
 
 namespace airlock::review {
 namespace {
@@ -81,6 +82,71 @@ TEST(PatternsReviewer, FirstMatchingRuleDecidesPerLanguage) {
   EXPECT_EQ(must(rev.review(Subject::code("node", "require('child_process')"))).rule, "node-child");
   EXPECT_EQ(must(rev.review(Subject::commandLine("psql -c 'DROP  TABLE x'"))).decision,
             Decision::kHold);
+}
+
+// A transfer as the chain sees it: its line, then the staged archive's entries.
+Subject transferWithListing(const std::vector<std::string>& names) {
+  sandbox::TransferOutcome t;
+  t.direction = "in";
+  t.plugin = "http";
+  t.location = "https://data.example.com/set.tar.gz?…";
+  t.sandbox_path = "/home/user/set";
+  sandbox::ArchiveListing listing;
+  for (const auto& n : names) listing.entries.push_back({"file", 3, n});
+  listing.total = names.size() + 5;
+  listing.truncated = true;
+  return sandbox::transferSubject(t, 1234, &listing);
+}
+
+TEST(TransferSubject, CarriesTheLocationAndTheListingAsTextAndJson) {
+  const Subject before = sandbox::transferSubject({.direction = "out",
+                                                   .plugin = "hostdir",
+                                                   .location = "hostdir:results/r.tar.gz",
+                                                   .sandbox_path = "/home/user/r"},
+                                                  0, nullptr);
+  EXPECT_EQ(before.kind, SubjectKind::kTransfer);
+  EXPECT_EQ(before.language, "transfer");
+  EXPECT_EQ(before.text, "out /home/user/r -> hostdir:results/r.tar.gz\n");
+  EXPECT_EQ(before.details["listed"], false);
+
+  const Subject s = transferWithListing({"./a.csv", "./bad\xff.txt"});
+  EXPECT_EQ(s.text,
+            "in https://data.example.com/set.tar.gz?… -> /home/user/set\n"
+            "file 3 ./a.csv\nfile 3 ./bad\xff.txt\n");
+  const auto j = s.toJson();
+  EXPECT_EQ(j["kind"], "transfer");
+  EXPECT_EQ(j["transfer"]["plugin"], "http");
+  EXPECT_EQ(j["transfer"]["size"], 1234);
+  EXPECT_EQ(j["transfer"]["entries_total"], 7);
+  EXPECT_EQ(j["transfer"]["truncated"], true);
+  ASSERT_EQ(j["transfer"]["entries"].size(), 2u);
+  // A name that is not UTF-8 still makes valid JSON (each bad byte as U+FFFD).
+  EXPECT_EQ(j["transfer"]["entries"][1]["name"], "./bad\xef\xbf\xbd.txt");
+  EXPECT_NO_THROW((void)j.dump());
+}
+
+TEST(PatternsReviewer, OnlyRulesNamingTransferSeeTransfers) {
+  policy::ReviewPatterns p;
+  p.rules = {rule("code-csv", R"(\.csv)"),
+             rule("no-exe", R"((?m)^file [0-9]+ .*\.exe$)", "deny", {"transfer"})};
+  auto r = PatternsReviewer::create(p);
+  ASSERT_TRUE(r.has_value()) << r.error().message();
+  auto& rev = **r;
+  // A rule written for code would match the listing's a.csv, but never looks at it.
+  EXPECT_TRUE(must(rev.review(transferWithListing({"./a.csv"}))).allowed());
+  EXPECT_EQ(must(rev.review(Subject::code("python", "open('a.csv')"))).rule, "code-csv");
+  const auto denied = must(rev.review(transferWithListing({"./a.csv", "./tools/setup.exe"})));
+  EXPECT_EQ(denied.decision, Decision::kDeny);
+  EXPECT_EQ(denied.rule, "no-exe");
+  // And a transfer rule never judges code.
+  EXPECT_TRUE(must(rev.review(Subject::code("python", "x\nfile 1 y.exe"))).allowed());
+}
+
+TEST(LimitsReviewer, LeavesTransfersToTheirOwnLimits) {
+  policy::ReviewLimits l;
+  l.max_lines = 3;
+  std::vector<std::string> many(10, "./f");
+  EXPECT_TRUE(must(LimitsReviewer(l).review(transferWithListing(many))).allowed());
 }
 
 TEST(PatternsReviewer, TextAboveTheScanLimitFailsTheReviewer) {

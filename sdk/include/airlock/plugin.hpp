@@ -130,10 +130,12 @@ class ReviewPlugin : public PluginBase {
   };
   struct Subject {
     bool is_command = false;
-    std::string_view language;           // "python", "node", "shell"
-    std::string_view text;               // the code, or the command line
+    bool is_transfer = false;            // ABI 1.9: a transfer (docs/transfer.md, "Review")
+    std::string_view language;           // "python", "node", "shell"; "transfer"
+    std::string_view text;               // the code, the command line, or the transfer's lines
     std::vector<std::string_view> argv;  // a command given as argv; empty otherwise
     std::string_view profile, tenant, sandbox_id;
+    std::string_view details_json;  // a transfer as JSON; empty otherwise
   };
   struct Verdict {
     Decision decision = Decision::kAllow;
@@ -304,7 +306,7 @@ struct ReviewTrampolines {
   static int review(void* instance, const airlock_review_subject_v1* subject,
                     airlock_review_verdict_v1* out, airlock_error_v1* err) noexcept {
     if (subject == nullptr || out == nullptr ||
-        subject->struct_size < sizeof(airlock_review_subject_v1) ||
+        subject->struct_size < offsetof(airlock_review_subject_v1, details_json) ||
         out->struct_size < sizeof(airlock_review_verdict_v1)) {
       setError(err, EINVAL, "review: subject or verdict missing, or struct_size too small");
       return EINVAL;
@@ -312,6 +314,7 @@ struct ReviewTrampolines {
     return guard(err, [&] {
       ReviewPlugin::Subject s;
       s.is_command = subject->kind == AIRLOCK_REVIEW_COMMAND;
+      s.is_transfer = subject->kind == AIRLOCK_REVIEW_TRANSFER;
       s.language = view(subject->language);
       s.text = view(subject->text);
       for (const char* const* a = subject->argv; a != nullptr && *a != nullptr; ++a) {
@@ -320,6 +323,8 @@ struct ReviewTrampolines {
       s.profile = view(subject->profile);
       s.tenant = view(subject->tenant);
       s.sandbox_id = view(subject->sandbox_id);
+      if (subject->struct_size >= sizeof(airlock_review_subject_v1))
+        s.details_json = view(subject->details_json);
       ReviewPlugin::Verdict v = static_cast<P*>(instance)->review(s);
       out->decision = static_cast<int>(v.decision);
       std::snprintf(out->rule, sizeof out->rule, "%s", v.rule.c_str());

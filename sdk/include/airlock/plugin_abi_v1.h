@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AIRLOCK_PLUGIN_ABI_MAJOR 1
-#define AIRLOCK_PLUGIN_ABI_MINOR 8
+#define AIRLOCK_PLUGIN_ABI_MINOR 9
 #define AIRLOCK_PLUGIN_ENTRY_SYMBOL "airlock_plugin_entry_v1"
 
 /* A borrowed byte string; not NUL-terminated. */
@@ -307,7 +307,12 @@ typedef struct airlock_language_ops_v1 {
 
 typedef enum airlock_review_kind_v1 {
   AIRLOCK_REVIEW_CODE = 1,   /* code for a language's interpreter */
-  AIRLOCK_REVIEW_COMMAND = 2 /* a command: argv, or a `/bin/sh -c` string */
+  AIRLOCK_REVIEW_COMMAND = 2, /* a command: argv, or a `/bin/sh -c` string */
+  /* Since 1.9: a transfer (docs/transfer.md, "Review"), language "transfer". text is its first
+   * line "in LOCATION -> DIR" or "out DIR -> LOCATION" and, for an archive coming in once it is
+   * staged, one "TYPE SIZE NAME" line per entry; details_json has the same as JSON. A plugin
+   * built against an earlier minor is never asked about transfers. */
+  AIRLOCK_REVIEW_TRANSFER = 3
 } airlock_review_kind_v1;
 
 typedef enum airlock_review_decision_v1 {
@@ -328,6 +333,10 @@ typedef struct airlock_review_subject_v1 {
   airlock_str_v1 profile;
   airlock_str_v1 tenant;     /* empty under `airlock run` */
   airlock_str_v1 sandbox_id; /* empty when no sandbox exists yet */
+  /* Since 1.9 (check struct_size): for AIRLOCK_REVIEW_TRANSFER, the transfer as a JSON object
+   * (direction, plugin, location, sandbox_path, size, listed, entries, entries_total,
+   * truncated); empty for code and commands. */
+  airlock_str_v1 details_json;
 } airlock_review_subject_v1;
 
 /* The plugin's verdict, written into a host-owned struct (nothing to free). */
