@@ -55,6 +55,26 @@ class Fields {
 
 std::unexpected<sandbox::ServiceError> badRequest(std::string message);
 
+// The objects of an array field, each read by `item` with its own Fields ("files_in[0].path");
+// at most `max` of them (`noun` names them in the error).
+template <typename Item>
+void objectArray(Fields& f, const char* key, size_t max, const char* noun, Item item) {
+  const Json* v = f.raw(key);
+  if (v == nullptr) return;
+  if (!v->is_array()) return f.typeError(key, "an array of objects", *v);
+  if (v->size() > max)
+    return f.setError("field '" + f.name(key) + "': at most " + std::to_string(max) + " " + noun +
+                      ", got " + std::to_string(v->size()));
+  for (size_t i = 0; i < v->size(); ++i) {
+    const Json& obj = (*v)[i];
+    std::string at = std::string(key) + "[" + std::to_string(i) + "]";
+    if (!obj.is_object()) return f.typeError(at, "an object", obj);
+    Fields sub(obj, f.name(at) + ".");
+    item(sub);
+    if (auto err = sub.finish()) return f.setError(*err);
+  }
+}
+
 // Decodes `body` as an object and runs `fill` over its fields; the shared frame of every decoder.
 template <typename T, typename Fill>
 SResult<T> decodeObject(std::string_view body, bool empty_is_object, Fill fill) {

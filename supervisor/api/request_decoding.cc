@@ -11,6 +11,8 @@ namespace {
 // nlohmann's parser is iterative, but destroying or dumping a value recurses; bodies nested
 // deeper than any real request are refused before parsing.
 constexpr int kMaxDepth = 64;
+// Host directories per sandbox: each is a mount the backend makes at start.
+constexpr size_t kMaxMounts = 16;
 
 std::optional<std::string> checkDepth(std::string_view body) {
   int depth = 0;
@@ -76,6 +78,16 @@ SResult<sandbox::SandboxSpec> decodeCreateSandbox(std::string_view body) {
     s.lifetime_s = f.integer("lifetime_s", true);
     s.persistent = f.boolean("persistent").value_or(false);
     if (s.persistent && s.name.empty()) f.setError("field 'persistent': needs a 'name'");
+    objectArray(f, "mounts", kMaxMounts, "mounts", [&](Fields& m) {
+      sandbox::MountSpec spec;
+      auto source = m.str("source");
+      if (!source || source->empty())
+        m.setError("field '" + m.name("source") + "' is required: \"hostdir:ROOT/sub/dir\"");
+      spec.source = source.value_or("");
+      spec.path = m.str("path").value_or("");
+      spec.writable = m.boolean("writable").value_or(false);
+      s.mounts.push_back(std::move(spec));
+    });
   });
 }
 

@@ -134,6 +134,9 @@ std::string errorBody(const sandbox::ServiceError& error) {
 }
 
 Json encodeSandbox(const sandbox::SandboxInfo& s) {
+  Json mounts = Json::array();
+  for (const auto& m : s.mounts)
+    mounts.push_back({{"source", m.source}, {"path", m.path}, {"writable", m.writable}});
   return Json{{"id", s.id},
               {"name", s.name},
               {"tenant", s.tenant},
@@ -150,7 +153,8 @@ Json encodeSandbox(const sandbox::SandboxInfo& s) {
               {"lifetime_s", s.lifetime_s},
               {"ends_at", s.ends_at},
               {"commands_running", s.commands_running},
-              {"contexts", s.contexts}};
+              {"contexts", s.contexts},
+              {"mounts", std::move(mounts)}};
 }
 
 Json encodeCommand(const sandbox::CommandInfo& c) {

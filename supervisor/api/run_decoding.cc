@@ -12,25 +12,6 @@ namespace {
 constexpr size_t kMaxFilesIn = 256;
 constexpr size_t kMaxFilesOut = 64;
 
-// The objects of an array field, each read by `item` with its own Fields ("files_in[0].path").
-template <typename Item>
-void objectArray(Fields& f, const char* key, size_t max, Item item) {
-  const Json* v = f.raw(key);
-  if (v == nullptr) return;
-  if (!v->is_array()) return f.typeError(key, "an array of objects", *v);
-  if (v->size() > max)
-    return f.setError("field '" + f.name(key) + "': at most " + std::to_string(max) +
-                      " files, got " + std::to_string(v->size()));
-  for (size_t i = 0; i < v->size(); ++i) {
-    const Json& obj = (*v)[i];
-    std::string at = std::string(key) + "[" + std::to_string(i) + "]";
-    if (!obj.is_object()) return f.typeError(at, "an object", obj);
-    Fields sub(obj, f.name(at) + ".");
-    item(sub);
-    if (auto err = sub.finish()) return f.setError(*err);
-  }
-}
-
 // A sandbox path of a file: required, not empty (relative paths are under /home/user).
 std::string sandboxPath(Fields& f) {
   auto path = f.str("path");
@@ -93,7 +74,7 @@ SResult<RunRequest> decodeRun(std::string_view body) {
     }
     if (auto m = f.integer("memory_mb", true)) s.memory_mb = static_cast<uint64_t>(*m);
     s.stdin_data = textOrBase64(f, "stdin", "stdin_base64");
-    objectArray(f, "files_in", kMaxFilesIn, [&](Fields& file) {
+    objectArray(f, "files_in", kMaxFilesIn, "files", [&](Fields& file) {
       sandbox::ProgramFile in;
       in.path = sandboxPath(file);
       auto content = textOrBase64(file, "content", "content_base64");
@@ -103,7 +84,7 @@ SResult<RunRequest> decodeRun(std::string_view body) {
       in.content = content.value_or("");
       s.files_in.push_back(std::move(in));
     });
-    objectArray(f, "files_out", kMaxFilesOut,
+    objectArray(f, "files_out", kMaxFilesOut, "files",
                 [&](Fields& file) { s.files_out.push_back(sandboxPath(file)); });
     r.stream = f.boolean("stream").value_or(true);
   });

@@ -34,6 +34,7 @@ Result<> writeJournal(const std::string& state_dir, const JournalRecord& r) {
             {"metadata", r.metadata},
             {"persistent", r.persistent},
             {"workspace_image", r.workspace_image},
+            {"mounts", r.mounts},
             {"created_at", r.created_at},
             {"keep_alive_s", r.keep_alive_s},
             {"lifetime_s", r.lifetime_s},
@@ -91,6 +92,8 @@ std::vector<Result<JournalRecord>> readJournals(const std::string& state_dir) {
       r.agent_start_time = j.at("agent_start_time").get<uint64_t>();
       // Absent in journals of older supervisors: the profile's isolation and rules.
       r.isolation = j.value("isolation", std::string());
+      if (auto m = j.find("mounts"); m != j.end())
+        r.mounts = m->get<std::vector<std::tuple<std::string, std::string, bool>>>();
       if (auto rules = j.find("network_rules"); rules != j.end() && !rules->is_null())
         r.network_rules = rules->get<std::vector<std::string>>();
       if (r.id + ".json" != file) {

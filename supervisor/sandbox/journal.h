@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "airlock/result.h"
@@ -28,6 +29,8 @@ struct JournalRecord {
   std::map<std::string, std::string> metadata;
   bool persistent = false;
   std::string workspace_image;  // persistent: the image mounted at /home/user
+  // Host directories shown inside, [[source, path, writable]]: listed again after adoption.
+  std::vector<std::tuple<std::string, std::string, bool>> mounts;
   // Network rules replaced through the API (LiveSandbox::network_rules); absent: the profile's.
   std::optional<std::vector<std::string>> network_rules;
   int64_t created_at = 0;  // Unix ms

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "supervisor/sandbox/host/rootfs_view.h"
+#include "supervisor/sandbox/hostdir_mounts.h"
 #include "supervisor/sandbox/live_sandbox.h"
 
 namespace airlock::sandbox {
@@ -57,6 +58,15 @@ SResult<SandboxInfo> Manager::createSandbox(const Caller& caller, const SandboxS
   int64_t keep_alive = *keep_alive_r;
   int64_t lifetime = *lifetime_r;
   uint64_t memory = profile.limits.memory_mb;
+  // Host directories are opened now, beneath their roots: a bad one is refused before anything
+  // starts.
+  std::vector<MountSpec> mounts = spec.mounts;
+  std::vector<HostMount> host_mounts;
+  if (!mounts.empty()) {
+    auto opened = openHostdirMounts(profile, pol.transfer, mounts);
+    if (!opened) return std::unexpected(opened.error());
+    host_mounts = std::move(*opened);
+  }
 
   // Quotas and the name are checked and reserved under the lock; the slow start is outside it.
   if (auto r = reserve(caller, pol, **tenant, memory, spec.name, false); !r)
@@ -75,11 +85,12 @@ SResult<SandboxInfo> Manager::createSandbox(const Caller& caller, const SandboxS
   }
   // A warm sandbox of the profile if the pool has one (the pool runs the profile's own
   // isolation); else a new one.
+  // Host directories are bound when the sandbox starts: never from the warm pool either.
   std::shared_ptr<LiveSandbox> s =
-      spec.persistent || other_isolation ? nullptr : takeWarm(profile_name);
+      spec.persistent || other_isolation || !host_mounts.empty() ? nullptr : takeWarm(profile_name);
   bool warm = s != nullptr;
   if (!warm) {
-    auto started = startBox(profile, image, caller.tenant);
+    auto started = startBox(profile, image, caller.tenant, host_mounts);
     if (!started) {
       unreserve();
       metrics_.create_failures++;
@@ -92,6 +103,7 @@ SResult<SandboxInfo> Manager::createSandbox(const Caller& caller, const SandboxS
   s->name = spec.name;
   s->persistent = spec.persistent;
   s->workspace_image = image;
+  s->mounts = std::move(mounts);
   s->profile_name = profile_name;
   s->language = lang;
   s->env = spec.env;
@@ -108,6 +120,16 @@ SResult<SandboxInfo> Manager::createSandbox(const Caller& caller, const SandboxS
     --reserved_by_tenant_[caller.tenant];
     reserved_memory_by_tenant_[caller.tenant] -= memory;
     sandboxes_[s->id] = s;
+  }
+  // A host directory reaching a sandbox is a transfer for the audit trail: direction "mount"
+  // (read-only) or "mount-writable".
+  for (const auto& m : s->mounts) {
+    TransferOutcome t;
+    t.direction = m.writable ? "mount-writable" : "mount";
+    t.plugin = "hostdir";
+    t.location = m.source;
+    t.sandbox_path = m.path;
+    recordTransfer({s->id, s->tenant, ""}, t);
   }
   metrics_.sandboxes_created++;
   (warm ? metrics_.warm_creates : metrics_.cold_creates)++;
@@ -169,7 +191,8 @@ void Manager::unreserve(const std::string& tenant, uint64_t memory, bool run) {
 
 SResult<std::shared_ptr<LiveSandbox>> Manager::startBox(const policy::Profile& profile,
                                                         const std::string& workspace_image,
-                                                        const std::string& tenant) {
+                                                        const std::string& tenant,
+                                                        const std::vector<HostMount>& host_mounts) {
   auto s = std::make_shared<LiveSandbox>();
   s->profile = profile;
   // The sandbox sees what every language of its profile needs.
@@ -185,6 +208,7 @@ SResult<std::shared_ptr<LiveSandbox>> Manager::startBox(const policy::Profile& p
   opts.agent_path = options_.agent_path;
   opts.state_dir = options_.state_dir;
   opts.workspace_image = workspace_image;
+  opts.host_mounts = host_mounts;
   // How long it outlives this supervisor's death, waiting to be adopted (sandbox_journal.h).
   opts.reattach_grace_ms = static_cast<int>(currentPolicy()->server.reattach_grace_s) * 1000;
   opts.audit = audit_;

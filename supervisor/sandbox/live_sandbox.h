@@ -51,7 +51,8 @@ struct LiveSandbox {
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> metadata;
   bool persistent = false;
-  std::string workspace_image;  // persistent: the image at /home/user
+  std::string workspace_image;    // persistent: the image at /home/user
+  std::vector<MountSpec> mounts;  // host directories shown inside (hostdir_mounts.h)
   // Network rules set through the API (resolved), replacing the profile's; journaled so that an
   // adopted sandbox keeps them. nullopt: the profile's rules.
   std::optional<std::vector<std::string>> network_rules;

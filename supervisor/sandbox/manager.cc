@@ -215,6 +215,7 @@ SandboxInfo Manager::infoOf(const LiveSandbox& s) {
   i.isolation = s.profile.isolation;
   i.metadata = s.metadata;
   i.persistent = s.persistent;
+  i.mounts = s.mounts;
   i.created_at = s.created_at;
   i.last_active_at = s.last_active_at;
   i.keep_alive_s = s.keep_alive_s;

@@ -222,7 +222,8 @@ class Manager final : public Service {
   // tenant: for the audit records of its creation; "" for warm sandboxes (told when claimed).
   SResult<std::shared_ptr<LiveSandbox>> startBox(const policy::Profile& profile,
                                                  const std::string& workspace_image = {},
-                                                 const std::string& tenant = {});
+                                                 const std::string& tenant = {},
+                                                 const std::vector<HostMount>& host_mounts = {});
   // Checks the host's and the tenant's quotas for one more sandbox of `memory` MiB and holds
   // its place until unreserve() (a create until the sandbox is registered, a one-shot run until
   // its sandbox is gone). A `name` must not name another sandbox of the tenant. `run`: the place

@@ -35,6 +35,7 @@ void Manager::journal(const LiveSandbox& s) {
   r.metadata = s.metadata;
   r.persistent = s.persistent;
   r.workspace_image = s.workspace_image;
+  for (const auto& m : s.mounts) r.mounts.emplace_back(m.source, m.path, m.writable);
   r.created_at = s.created_at;
   r.keep_alive_s = s.keep_alive_s;
   r.lifetime_s = s.lifetime_s;
@@ -112,6 +113,8 @@ void Manager::adoptOrphans() {
     s->metadata = rec->metadata;
     s->persistent = rec->persistent;
     s->workspace_image = rec->workspace_image;
+    for (const auto& [source, path, writable] : rec->mounts)
+      s->mounts.push_back({source, path, writable});
     if (rec->network_rules) restoreNetworkRules(*s, *rec->network_rules);
     s->created_at = rec->created_at;
     s->last_active_at = nowMs();  // the downtime does not count as idleness

@@ -65,6 +65,13 @@ struct Caller {
 
 // ---- sandboxes ----
 
+// A host directory shown inside a sandbox (docs/transfer.md, "Mounts").
+struct MountSpec {
+  std::string source;     // "hostdir:ROOT" or "hostdir:ROOT/sub/dir"
+  std::string path;       // where the sandbox sees it, under /mnt; "": /mnt/ROOT[/sub/dir]
+  bool writable = false;  // only for a root in [transfer] writable_roots
+};
+
 struct SandboxSpec {
   std::string profile;   // "": the policy's default profile
   std::string language;  // "": the profile's first language
@@ -76,6 +83,7 @@ struct SandboxSpec {
   std::optional<int64_t> keep_alive_s;
   std::optional<int64_t> lifetime_s;
   bool persistent = false;
+  std::vector<MountSpec> mounts;  // never from the warm pool
 };
 
 struct SandboxInfo {
@@ -96,6 +104,7 @@ struct SandboxInfo {
   int64_t ends_at = 0;
   int commands_running = 0;
   int contexts = 0;
+  std::vector<MountSpec> mounts;  // as resolved: path filled in
 };
 
 // A persistent workspace: the files of `persistent: true` sandboxes of one name, kept on disk.

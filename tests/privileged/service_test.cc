@@ -344,6 +344,135 @@ TEST_F(ServiceTest, TransfersMoveArchivesInAndOutOfAServedSandbox) {
             std::string::npos);
 }
 
+// "mounts" in a create request: an operator's directory, opened beneath its root and bound
+// read-only, or writable only when its root is in [transfer] writable_roots; every escape is
+// refused before anything starts.
+TEST_F(ServiceTest, HostDirectoriesAreMountedReadOnlyUnlessTheirRootIsWritable) {
+  airlock::testing::TempDir host;
+  std::filesystem::create_directories(host.file("data/set"));
+  std::filesystem::create_directories(host.file("results"));
+  host.write("data/set/one.csv", "1\n");
+  host.write("secret.txt", "not for sandboxes\n");
+  std::filesystem::create_symlink(host.file("secret.txt"), host.file("data/leak"));
+  std::filesystem::create_symlink(host.file("results"), host.file("data/outside"));
+  // The sandbox user's host uid is its range's: a shared results directory is world-writable.
+  ASSERT_EQ(::chmod(host.file("results").c_str(), 0777), 0);
+  auto pol = policy::builtinDefault();
+  pol.transfer.roots["data"] = host.file("data");
+  pol.transfer.roots["results"] = host.file("results");
+  pol.transfer.writable_roots = {"results"};
+  const bool gvisor = ::access("/usr/bin/runsc", X_OK) == 0;
+  if (gvisor) pol.profiles["default"].isolation_choices = {"gvisor"};
+  start(pol);
+
+  for (const std::string isolation : {"", "gvisor"}) {
+    if (!isolation.empty() && !gvisor) {
+      if (airlock::testing::privilegeRequired()) FAIL() << "needs runsc (scripts/install-deps.sh)";
+      continue;
+    }
+    SCOPED_TRACE("isolation '" + isolation + "'");
+    SandboxSpec spec;
+    spec.isolation = isolation;
+    spec.mounts = {{"hostdir:data/set", "", false}, {"hostdir:results", "/mnt/out", true}};
+    auto sb = create(spec);
+    ASSERT_EQ(sb.mounts.size(), 2u);
+    EXPECT_EQ(sb.mounts[0].path, "/mnt/data/set");
+    EXPECT_EQ(sb.mounts[1].path, "/mnt/out");
+    EXPECT_EQ(joined(run(sb.id, "cat /mnt/data/set/one.csv"), "stdout"), "1\n");
+    // Positive control: the probe reports a write where one is possible.
+    const std::string probe = " 2>/dev/null && echo wrote || echo refused";
+    EXPECT_EQ(joined(run(sb.id, "echo x > /home/user/w" + probe), "stdout"), "wrote\n");
+    EXPECT_EQ(joined(run(sb.id, "echo x > /mnt/data/set/new.csv" + probe), "stdout"), "refused\n");
+    EXPECT_FALSE(std::filesystem::exists(host.file("data/set/new.csv")));
+    EXPECT_EQ(
+        joined(run(sb.id, "echo r" + isolation + " > /mnt/out/r" + isolation + ".txt" + probe),
+               "stdout"),
+        "wrote\n");
+    EXPECT_EQ(airlock::testing::readFile(host.file("results/r" + isolation + ".txt")),
+              "r" + isolation + "\n");
+    ASSERT_TRUE(svc_->destroySandbox({}, sb.id));
+  }
+
+  auto refused = [&](MountSpec m) {
+    SandboxSpec spec;
+    spec.mounts = {std::move(m)};
+    auto r = svc_->createSandbox({}, spec);
+    EXPECT_FALSE(r) << spec.mounts[0].source << " was mounted";
+    return r ? ServiceError{} : r.error();
+  };
+  auto e = refused({"hostdir:data/../secret.txt", "", false});
+  EXPECT_EQ(e.code, ErrorCode::kBadRequest);
+  EXPECT_NE(e.message.find("mounts[0] 'hostdir:data/../secret.txt': escapes its root"),
+            std::string::npos)
+      << e.message;
+  EXPECT_NE(refused({"hostdir:data/leak", "", false}).message.find("a symlink on the way"),
+            std::string::npos);
+  EXPECT_NE(refused({"hostdir:data/outside", "", false}).message.find("a symlink on the way"),
+            std::string::npos);
+  EXPECT_NE(refused({"hostdir:nosuch", "", false}).message.find("no root 'nosuch'"),
+            std::string::npos);
+  EXPECT_NE(refused({"hostdir:data/set", "/home/user/set", false}).message.find("under /mnt"),
+            std::string::npos);
+  EXPECT_NE(refused({"/etc", "", false}).message.find("not a hostdir: source"), std::string::npos);
+  auto w = refused({"hostdir:data/set", "", true});
+  EXPECT_EQ(w.code, ErrorCode::kForbidden);
+  EXPECT_NE(w.message.find("not in [transfer] writable_roots"), std::string::npos) << w.message;
+}
+
+// An archive uploaded through the API is reviewed like any transfer in: by its listing, once it
+// is staged inside and before anything moves into place.
+TEST_F(ServiceTest, ArchiveUploadsAreReviewedByTheirListing) {
+  auto pol = policy::parse(R"(schema = 1
+[profiles.default.review]
+chain = ["patterns"]
+[[profiles.default.review.patterns.rules]]
+id = "no-keys"
+pattern = '(?m)^file [0-9]+ .*\.pem$'
+action = "deny"
+reason = "private keys stay out"
+languages = ["transfer"]
+)",
+                           "review.toml");
+  ASSERT_TRUE(pol) << pol.error().message();
+  start(std::move(*pol));
+  auto sb = create();
+  airlock::testing::TempDir host;
+  std::filesystem::create_directories(host.file("clean"));
+  std::filesystem::create_directories(host.file("keys"));
+  host.write("clean/readme.txt", "hello\n");
+  host.write("keys/readme.txt", "hello\n");
+  host.write("keys/server.pem", "-----BEGIN PRIVATE KEY-----\n");
+  auto upload = [&](const std::string& dir, const std::string& to) {
+    auto t = airlock::testing::runCommand(
+        {"/usr/bin/tar", "-cf", host.file(dir + ".tar"), "-C", host.file(dir), "."});
+    EXPECT_EQ(t.exit_code, 0) << t.err;
+    const std::string bytes = airlock::testing::readFile(host.file(dir + ".tar"));
+    size_t at = 0;
+    ByteSource src = [&](char* buf, size_t cap) -> SResult<size_t> {
+      const size_t n = std::min(cap, bytes.size() - at);
+      std::memcpy(buf, bytes.data() + at, n);
+      at += n;
+      return n;
+    };
+    return svc_->uploadArchive({}, sb.id, to, src);
+  };
+  // Positive control: the same probe finds a clean upload in place.
+  auto ok = upload("clean", "/home/user/clean");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ((*ok)["review"]["verdict"], "allow") << ok->dump();
+  const std::string probe = "ls -A /home/user";
+  EXPECT_EQ(joined(run(sb.id, probe), "stdout"), "clean\n");
+
+  auto denied = upload("keys", "/home/user/keys");
+  ASSERT_FALSE(denied);
+  EXPECT_EQ(denied.error().code, ErrorCode::kDeniedByReview);
+  EXPECT_NE(denied.error().message.find("private keys stay out"), std::string::npos)
+      << denied.error().message;
+  EXPECT_EQ(denied.error().review["rule"], "no-keys");
+  // Nothing of it landed, and no staging directory is left.
+  EXPECT_EQ(joined(run(sb.id, probe), "stdout"), "clean\n");
+}
+
 TEST_F(ServiceTest, FilesRoundTripAndStayInsideTheSandbox) {
   auto sb = create();
   std::string payload(3 * 256 * 1024 + 17, 'x');  // several chunks

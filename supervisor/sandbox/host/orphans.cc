@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 
+#include "supervisor/sandbox/host/host_mounts.h"
 #include "supervisor/sandbox/host/sandbox.h"
 #include "supervisor/sandbox/host/workspace_mount.h"
 #include "supervisor/sys/cgroup.h"
@@ -103,6 +104,8 @@ Result<int> reclaimOrphans(const std::string& state_dir, Reclaim which) {
     // Its processes are gone: a persistent workspace it had mounted can go too (the image on
     // disk is kept; only the host mount and its loop device are released).
     unmountWorkspace(dir + "/" + id + ".home");
+    // Host directories it was being given when its supervisor died mid-create.
+    releaseStagedMounts(state_dir, id);
     // And so can its backend's files (plugin ABI 1.5: <scratch_dir>/<id>, plain files only).
     std::error_code ec;
     std::filesystem::remove_all(backendScratchDir(state_dir) + "/" + id, ec);

@@ -24,6 +24,7 @@
 
 #include "supervisor/net/link_filter.h"
 #include "supervisor/sandbox/host/backend_events.h"
+#include "supervisor/sandbox/host/host_mounts.h"
 #include "supervisor/sandbox/host/orphans.h"
 #include "supervisor/sandbox/host/workspace_mount.h"
 #include "supervisor/sys/seccomp_filter.h"
@@ -271,6 +272,12 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
     lap("persistent_workspace");
   }
 
+  // Operators' directories, bound through their fds onto staging points for the backend; the
+  // points go once it has started (host_mounts.h), on every path out of here.
+  auto staged = StagedMounts::stage(options.state_dir, sb->id_, options.host_mounts);
+  if (!staged) return Unexpected(std::move(staged.error()).wrap(ctx("host directories")));
+  for (const auto& m : staged->entries()) view.push_back(m);
+
   sys::CgroupLimits limits;
   limits.memory_bytes = sb->backend_->hostMemoryLimit(profile.limits.memory_mb << 20);
   limits.pids = static_cast<uint32_t>(
@@ -296,6 +303,10 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   auto configure = configureFor(profile, sb->backend_->extraSyscalls());
   if (!configure) return Unexpected(std::move(configure.error()).wrap(ctx("configure")));
   sb->configure_ = std::move(*configure);
+  // A writable host directory is the one place besides the sandbox's own that Landlock lets it
+  // write.
+  for (const auto& m : options.host_mounts)
+    if (m.writable) sb->configure_.writable_paths.push_back(m.target);
   lap("seccomp_and_config");
 
   int pair[2];
@@ -357,6 +368,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   spec.netns_fd = link_first ? netns.get() : -1;
 
   auto started = sb->backend_->start(spec);
+  staged->release();
   if (!started) return Unexpected(std::move(started.error()).wrap(ctx("start")));
   sb->sandbox_ = *started;
   sb->started_ = true;

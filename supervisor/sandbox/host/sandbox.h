@@ -59,8 +59,9 @@ net::NetworkOptions networkOptionsFor(const policy::Policy& policy);
 struct SandboxOptions {
   std::string id;  // [a-z0-9-]{1,63}; generated when empty
   const policy::Profile* profile = nullptr;
-  std::vector<MountEntry> mounts;  // read-only view (see rootfs_view.h)
-  std::string agent_path;          // the static airlock-agent
+  std::vector<MountEntry> mounts;      // read-only view (see rootfs_view.h)
+  std::vector<HostMount> host_mounts;  // operators' directories (docs/transfer.md, "Mounts")
+  std::string agent_path;              // the static airlock-agent
   std::string state_dir = "/run/airlock";
   // A persistent workspace: this ext4 image is loop-mounted and bound at /home/user instead of a
   // fresh tmpfs (workspace_mount.h). It is flock()ed while in use, so two sandboxes, even of two
