@@ -17,7 +17,8 @@ using client::percentEncode;
 
 constexpr const char* kSandboxUsage = R"(Usage:
   airlock sandbox create [--profile P] [--language L] [--name N] [--env K=V]... [--meta K=V]...
-                         [--keep-alive S] [--lifetime S] [--persistent] [--json]
+                         [--keep-alive S] [--lifetime S] [--persistent]
+                         [--mount SOURCE[:PATH][:rw]]... [--json]
   airlock sandbox ls [--meta K=V]... [--json]
   airlock sandbox get SB [--json]
   airlock sandbox rm SB...
@@ -27,9 +28,54 @@ Manages sandboxes of a running `airlock serve`. SB is a sandbox id or name. The 
 found from AIRLOCK_URL (unix:///path/to.sock or http://127.0.0.1:PORT; default
 unix:///run/airlock/airlock.sock) and AIRLOCK_TOKEN (sent as a bearer token).
 
+--mount shows a host directory the operator declared ([transfer] roots) inside the sandbox:
+SOURCE is hostdir:ROOT or hostdir:ROOT/sub/dir, PATH where it appears (under /mnt; default
+/mnt/ROOT[/sub/dir]), rw makes it writable (only roots in [transfer] writable_roots; read-only
+otherwise). E.g. --mount hostdir:datasets/imagenet:/mnt/imagenet:rw, --mount hostdir:datasets.
+
 Exit code: 0 on success; 125 when the request failed (bad flags, supervisor not reachable, or
 an error answer such as an unknown sandbox).
 )";
+
+// --mount SOURCE[:PATH][:rw] as a Mount of the API. SOURCE (hostdir:ROOT[/sub/dir]) holds a
+// colon itself: what follows "hostdir:" splits on ':' into the root's path, then an absolute PATH
+// and/or "rw".
+Result<Json> parseMount(const std::string& spec) {
+  constexpr std::string_view kScheme = "hostdir:";
+  auto bad = [&] {
+    return fail("--mount '" + spec + "': expected hostdir:ROOT[/sub/dir][:PATH][:rw]");
+  };
+  if (!spec.starts_with(kScheme)) return bad();
+  std::vector<std::string> parts;
+  std::string_view rest = std::string_view(spec).substr(kScheme.size());
+  for (size_t at = 0;;) {
+    size_t colon = rest.find(':', at);
+    parts.emplace_back(rest.substr(at, colon == std::string_view::npos ? colon : colon - at));
+    if (colon == std::string_view::npos) break;
+    at = colon + 1;
+  }
+  if (parts[0].empty()) return bad();
+  Json mount = Json::object();
+  mount["source"] = std::string(kScheme) + parts[0];
+  size_t i = 1;
+  if (i < parts.size() && parts[i].starts_with('/')) mount["path"] = parts[i++];
+  if (i < parts.size() && parts[i] == "rw") {
+    mount["writable"] = true;
+    ++i;
+  }
+  if (i != parts.size()) return bad();
+  return mount;
+}
+
+// A sandbox's mounts, one a line: "hostdir:ROOT/sub at /mnt/x (read-only)".
+std::vector<std::string> mountLines(const Json& sb) {
+  std::vector<std::string> out;
+  if (!sb.contains("mounts") || !sb["mounts"].is_array()) return out;
+  for (const auto& m : sb["mounts"])
+    out.push_back(str(m, "source") + " at " + str(m, "path") +
+                  (flag(m, "writable") ? " (read-write)" : " (read-only)"));
+  return out;
+}
 
 std::string metadataText(const Json& sb) {
   std::string out;
@@ -63,12 +109,15 @@ void printSandbox(const Json& sb) {
       {"commands running:", std::to_string(num(sb, "commands_running"))},
       {"contexts:", std::to_string(num(sb, "contexts"))},
   };
+  auto mounts = mountLines(sb);
+  if (mounts.empty()) mounts.push_back("-");
+  for (size_t i = 0; i < mounts.size(); ++i) rows.push_back({i == 0 ? "mounts:" : "", mounts[i]});
   printTable(rows);
 }
 
 int sandboxCreate(const std::vector<std::string>& args) {
   std::string profile, language, name;
-  std::vector<std::string> env, meta, positional;
+  std::vector<std::string> env, meta, mounts, positional;
   int64_t keep_alive = 0, lifetime = 0;
   bool persistent = false, json = false;
   po::options_description opts("Usage: airlock sandbox create [options]\n\nOptions");
@@ -81,6 +130,8 @@ int sandboxCreate(const std::vector<std::string>& args) {
       "lifetime", po::value(&lifetime), "seconds until it is destroyed, whatever the activity")(
       "persistent", po::bool_switch(&persistent),
       "keep /home/user on disk for the next sandbox of the same --name")(
+      "mount", po::value(&mounts)->composing(),
+      "SOURCE[:PATH][:rw]: a host directory inside, read-only unless rw (repeatable)")(
       "json", po::bool_switch(&json), "print the sandbox as JSON instead of its id");
   po::variables_map vm;
   if (auto exit = parseArgs("sandbox create", args, opts, vm, positional)) return *exit;
@@ -103,6 +154,11 @@ int sandboxCreate(const std::vector<std::string>& args) {
   if (vm.count("keep-alive")) body["keep_alive_s"] = keep_alive;
   if (vm.count("lifetime")) body["lifetime_s"] = lifetime;
   if (persistent) body["persistent"] = true;
+  for (const auto& spec : mounts) {
+    auto mount = parseMount(spec);
+    if (!mount) return report("sandbox create: " + mount.error().message()), kExitFailed;
+    body["mounts"].push_back(std::move(*mount));
+  }
   auto c = connectClient();
   if (!c) return report(c.error().message()), kExitFailed;
   return orFail(c->call("POST", "/v1/sandboxes", body), [&](const Json& sb) {

@@ -334,6 +334,34 @@ TEST(ClientCli, SandboxCreateSendsOnlyTheGivenFieldsAndPrintsTheId) {
   EXPECT_EQ(server.last().json(), json::object());
 }
 
+TEST(ClientCli, SandboxCreateMountsSplitSourcePathAndRw) {
+  FakeServer server;
+  server.json("POST", "/v1/sandboxes", 201, {{"id", "3f2a9c0d1e4b5a67"}});
+  auto r = runCli(
+      sandboxCommand,
+      {"create", "--mount", "hostdir:datasets/imagenet:/mnt/imagenet:rw", "--mount",
+       "hostdir:datasets", "--mount", "hostdir:out:rw", "--mount", "hostdir:models/v2:/mnt/m"},
+      server);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(
+      server.last().json(),
+      (json{{"mounts", json::array({json{{"source", "hostdir:datasets/imagenet"},
+                                         {"path", "/mnt/imagenet"},
+                                         {"writable", true}},
+                                    json{{"source", "hostdir:datasets"}},
+                                    json{{"source", "hostdir:out"}, {"writable", true}},
+                                    json{{"source", "hostdir:models/v2"}, {"path", "/mnt/m"}}})}}));
+  size_t sent = server.requests().size();
+  for (std::string bad : {"datasets", "s3:bucket", "hostdir:", "hostdir:data:rw:/mnt/x",
+                          "hostdir:data:ro", "hostdir:data::rw", "hostdir:data:mnt/x"}) {
+    auto refused = runCli(sandboxCommand, {"create", "--mount", bad}, server);
+    EXPECT_EQ(refused.exit_code, 125) << bad;
+    EXPECT_NE(refused.err.find("--mount '" + bad + "': expected hostdir:ROOT"), std::string::npos)
+        << refused.err;
+  }
+  EXPECT_EQ(server.requests().size(), sent) << "a bad --mount is refused before sending";
+}
+
 TEST(ClientCli, SandboxLsFiltersByMetadataAndPrintsATable) {
   FakeServer server;
   int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -378,11 +406,30 @@ TEST(ClientCli, SandboxGetAndKeepAlive) {
   EXPECT_EQ(get.exit_code, 0) << get.err;
   EXPECT_NE(get.out.find("id:"), std::string::npos);
   EXPECT_NE(get.out.find("3f2a9c0d1e4b5a67"), std::string::npos);
+  EXPECT_NE(get.out.find("\nmounts:            -\n"), std::string::npos) << get.out;
   auto get_json = runCli(sandboxCommand, {"get", "n", "--json"}, server);
   EXPECT_EQ(json::parse(get_json.out), sb);
   auto ka = runCli(sandboxCommand, {"keepalive", "n", "--lifetime", "7200"}, server);
   EXPECT_EQ(ka.exit_code, 0) << ka.err;
   EXPECT_EQ(server.last().json(), (json{{"lifetime_s", 7200}}));
+}
+
+TEST(ClientCli, SandboxGetShowsItsMounts) {
+  FakeServer server;
+  server.json(
+      "GET", "/v1/sandboxes/n", 200,
+      {{"id", "3f2a9c0d1e4b5a67"},
+       {"mounts",
+        json::array(
+            {json{{"source", "hostdir:datasets"}, {"path", "/mnt/datasets"}, {"writable", false}},
+             json{
+                 {"source", "hostdir:out/run1"}, {"path", "/mnt/results"}, {"writable", true}}})}});
+  auto get = runCli(sandboxCommand, {"get", "n"}, server);
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_NE(get.out.find("\nmounts:            hostdir:datasets at /mnt/datasets (read-only)\n"
+                         "                   hostdir:out/run1 at /mnt/results (read-write)\n"),
+            std::string::npos)
+      << get.out;
 }
 
 // ---- files ----

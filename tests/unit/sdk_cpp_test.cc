@@ -97,6 +97,68 @@ TEST(SdkSandbox, ListFiltersByMetadata) {
   EXPECT_EQ(server.last().target, "/v1/sandboxes?metadata.user=u%201");
 }
 
+// POST /v1/sandboxes as the supervisor answers it: the requested mounts echoed with their
+// defaults filled (path /mnt/ROOT[/sub/dir], writable false); a path outside /mnt is a 400.
+void answerCreateWithMounts(const RecordedRequest& req, Responder& r) {
+  Json body = req.json();
+  Json mounts = Json::array();
+  if (body.is_object() && body.contains("mounts"))
+    for (const auto& m : body["mounts"]) {
+      std::string source = m.value("source", std::string());
+      std::string path = m.value("path", "/mnt/" + source.substr(source.find(':') + 1));
+      if (!path.starts_with("/mnt/"))
+        return r.error(400, "bad_request", "mounts: path '" + path + "' is not under /mnt");
+      mounts.push_back(
+          Json{{"source", source}, {"path", path}, {"writable", m.value("writable", false)}});
+    }
+  Json doc = sandboxDoc("0123456789abcdef", "web");
+  doc["mounts"] = mounts;
+  r.json(201, doc);
+}
+
+TEST(SdkSandbox, CreateSendsMountsAndReadsThemBack) {
+  FakeServer server;
+  server.on("POST", "/v1/sandboxes", answerCreateWithMounts);
+  server.on("DELETE", "/v1/sandboxes/0123456789abcdef",
+            [](const RecordedRequest&, Responder& r) { r.send(204, ""); });
+  SandboxOptions o;
+  o.name = "web";
+  o.persistent = true;
+  o.mounts = {{.source = "hostdir:datasets/imagenet", .path = "/mnt/imagenet", .writable = true},
+              {.source = "hostdir:models"}};
+  o.connection = to(server);
+  auto sb = Sandbox::create(o);
+  ASSERT_TRUE(sb) << sb.error().message();
+  EXPECT_EQ(server.last().json(),
+            (Json{{"name", "web"},
+                  {"persistent", true},
+                  {"mounts", Json::array({Json{{"source", "hostdir:datasets/imagenet"},
+                                               {"path", "/mnt/imagenet"},
+                                               {"writable", true}},
+                                          Json{{"source", "hostdir:models"}}})}}));
+  const auto& mounts = sb->info().mounts;
+  ASSERT_EQ(mounts.size(), 2u);
+  EXPECT_EQ(mounts[0].source, "hostdir:datasets/imagenet");
+  EXPECT_EQ(mounts[0].path, "/mnt/imagenet");
+  EXPECT_TRUE(mounts[0].writable);
+  EXPECT_EQ(mounts[1].source, "hostdir:models");
+  EXPECT_EQ(mounts[1].path, "/mnt/models") << "the default path, as the supervisor filled it";
+  EXPECT_FALSE(mounts[1].writable);
+
+  auto bare = Sandbox::create({.connection = to(server)});
+  ASSERT_TRUE(bare) << bare.error().message();
+  EXPECT_EQ(server.last().json(), Json::object()) << "no mounts field without mounts";
+  EXPECT_TRUE(bare->info().mounts.empty());
+
+  SandboxOptions bad;
+  bad.mounts = {{.source = "hostdir:data", .path = "/etc/data"}};
+  bad.connection = to(server);
+  auto refused = Sandbox::create(bad);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind(), ErrorKind::kBadRequest);
+  EXPECT_NE(refused.error().message().find("not under /mnt"), std::string::npos);
+}
+
 TEST(SdkErrors, KindsFollowTheApiCodes) {
   FakeServer server;
   server.on("GET", "/v1/sandboxes/gone", [](const RecordedRequest&, Responder& r) {

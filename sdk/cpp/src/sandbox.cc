@@ -37,6 +37,11 @@ Result<SandboxInfo> infoFrom(const Json& doc) {
     for (const auto& [k, v] : it->items())
       i.metadata[k] = v.is_string() ? v.get<std::string>() : v.dump();
   i.persistent = fields::boolean(doc, "persistent");
+  if (auto it = doc.find("mounts"); it != doc.end() && it->is_array())
+    for (const auto& m : *it)
+      if (m.is_object())
+        i.mounts.push_back(
+            {fields::str(m, "source"), fields::str(m, "path"), fields::boolean(m, "writable")});
   i.created_at = fields::integer(doc, "created_at");
   i.last_active_at = fields::integer(doc, "last_active_at");
   i.keep_alive_s = static_cast<int>(fields::integer(doc, "keep_alive_s"));
@@ -133,6 +138,16 @@ Result<Sandbox> Sandbox::create(const SandboxOptions& o) {
   if (o.keep_alive_s) body["keep_alive_s"] = *o.keep_alive_s;
   if (o.lifetime_s) body["lifetime_s"] = *o.lifetime_s;
   if (o.persistent) body["persistent"] = true;
+  if (!o.mounts.empty()) {
+    Json mounts = Json::array();
+    for (const auto& m : o.mounts) {
+      Json mount = {{"source", m.source}};
+      if (!m.path.empty()) mount["path"] = m.path;
+      if (m.writable) mount["writable"] = true;
+      mounts.push_back(std::move(mount));
+    }
+    body["mounts"] = std::move(mounts);
+  }
   if (!o.isolation.empty()) body["isolation"] = o.isolation;
   auto doc = (*http)->call("POST", "/v1/sandboxes", body);
   if (!doc) return Unexpected(std::move(doc.error()).wrap("create sandbox"));

@@ -186,6 +186,23 @@ SANDBOX = {
     "language": "python", "state": "running", "metadata": {"user": "u1"}, "persistent": False,
     "created_at": 1795000000000, "last_active_at": 1795000004000, "keep_alive_s": 300,
     "idle_expires_at": 1795000304000, "lifetime_s": 3600, "ends_at": 1795003600000,
-    "commands_running": 0, "contexts": 1,
+    "commands_running": 0, "contexts": 1, "mounts": [],
 }
 SB_PATH = "/v1/sandboxes/3f2a9c0d1e4b5a67"
+
+
+def create_sandbox(request: Request) -> Answer:
+    """POST /v1/sandboxes as the supervisor answers it: SANDBOX, with the requested mounts
+    echoed and their defaults filled (path /mnt/ROOT[/sub/dir], writable false); a source that
+    is not hostdir:, or a path outside /mnt, is a 400 as from the real one."""
+    body = request.json() if request.body else {}
+    mounts = []
+    for m in body.get("mounts", []):
+        source = m.get("source", "")
+        if not source.startswith("hostdir:") or not source[len("hostdir:"):]:
+            return error_answer(400, "bad_request", f"mounts: bad source '{source}'")
+        path = m.get("path", "/mnt/" + source[len("hostdir:"):])
+        if not path.startswith("/mnt/"):
+            return error_answer(400, "bad_request", f"mounts: path '{path}' is not under /mnt")
+        mounts.append({"source": source, "path": path, "writable": m.get("writable", False)})
+    return json_answer(dict(SANDBOX, mounts=mounts), 201)

@@ -22,6 +22,7 @@ from fake_supervisor import (
     Answer,
     FakeSupervisor,
     Request,
+    create_sandbox,
     error_answer,
     frames,
     json_answer,
@@ -47,7 +48,7 @@ class FakeTestCase(unittest.TestCase):
     def setUp(self) -> None:
         self.fake = FakeSupervisor()
         self.addCleanup(self.fake.stop)
-        self.fake.route("POST", "/v1/sandboxes", json_answer(SANDBOX, 201))
+        self.fake.route("POST", "/v1/sandboxes", create_sandbox)
         self.fake.route("GET", SB_PATH, json_answer(SANDBOX))
         self.fake.route("DELETE", SB_PATH, Answer(204))
 
@@ -194,6 +195,60 @@ class SandboxTest(FakeTestCase):
         info = sbx.info()
         self.assertEqual((info.state, info.metadata, info.keep_alive_s), ("running", {"user": "u1"}, 300))
         self.assertEqual(info.created_at.year, 2026)  # type: ignore[union-attr]
+        self.assertEqual(info.mounts, [])
+
+    def test_create_sends_mounts_and_reads_them_back_with_defaults(self) -> None:
+        sbx = Sandbox.create(name="m", persistent=True, mounts=[
+            airlock.Mount("hostdir:datasets/imagenet", "/mnt/imagenet", writable=True),
+            airlock.Mount("hostdir:models"),
+            "hostdir:scratch",
+            {"source": "hostdir:logs/today", "writable": False},
+        ], url=self.fake.url)
+        self.assertEqual(self.fake.last("POST").json(), {
+            "name": "m", "persistent": True, "mounts": [
+                {"source": "hostdir:datasets/imagenet", "path": "/mnt/imagenet",
+                 "writable": True},
+                {"source": "hostdir:models"},
+                {"source": "hostdir:scratch"},
+                {"source": "hostdir:logs/today", "writable": False}]})
+        # get answers the sandbox as create did: mounts with their paths filled in.
+        create = self.fake.last("POST")
+        self.fake.route("GET", SB_PATH, lambda _r: create_sandbox(create))
+        self.assertEqual(sbx.info().mounts, [
+            airlock.Mount("hostdir:datasets/imagenet", "/mnt/imagenet", True),
+            airlock.Mount("hostdir:models", "/mnt/models", False),
+            airlock.Mount("hostdir:scratch", "/mnt/scratch", False),
+            airlock.Mount("hostdir:logs/today", "/mnt/logs/today", False),
+        ])
+        self.assertEqual(sbx.info().raw["mounts"][1],
+                         {"source": "hostdir:models", "path": "/mnt/models", "writable": False})
+        # No mounts (or an empty list) sends no field.
+        Sandbox.create(mounts=[], url=self.fake.url)
+        self.assertEqual(self.fake.last("POST").json(), {})
+        before = len(self.fake.requests)
+        with self.assertRaises(TypeError):
+            Sandbox.create(mounts=[42], url=self.fake.url)  # type: ignore[list-item]
+        self.assertEqual(len(self.fake.requests), before, "refused before sending")
+
+    def test_a_bad_mount_is_an_invalid_request(self) -> None:
+        with self.assertRaises(airlock.InvalidRequestError) as cm:
+            Sandbox.create(mounts=[airlock.Mount("hostdir:data", "/etc/data")],
+                           url=self.fake.url)
+        self.assertIn("/mnt", cm.exception.message)
+        self.fake.route("POST", "/v1/sandboxes", error_answer(
+            403, "forbidden", "profile 'default' may not mount 'data' writable"))
+        with self.assertRaises(airlock.ForbiddenError):
+            Sandbox.create(mounts=[airlock.Mount("hostdir:data", writable=True)],
+                           url=self.fake.url)
+
+    def test_mounts_in_a_listed_sandbox(self) -> None:
+        listed = dict(SANDBOX, mounts=[
+            {"source": "hostdir:datasets", "path": "/mnt/datasets", "writable": False},
+            {"source": "hostdir:out", "path": "/mnt/results", "writable": True}, "junk"])
+        self.fake.route("GET", "/v1/sandboxes", json_answer({"sandboxes": [listed]}))
+        [info] = Sandbox.list(url=self.fake.url)
+        self.assertEqual(info.mounts, [airlock.Mount("hostdir:datasets", "/mnt/datasets"),
+                                       airlock.Mount("hostdir:out", "/mnt/results", True)])
 
     def test_unknown_and_missing_fields_are_tolerated(self) -> None:
         bare = json_answer({"id": "00000000000000aa", "audit": {"events": 3}, "state": "running"})

@@ -8,7 +8,7 @@
 // The supervisor is found through AIRLOCK_URL (unix:///path.sock or http://127.0.0.1:PORT) and
 // AIRLOCK_TOKEN, or the `url` / `token` options; the default is unix:///run/airlock/airlock.sock.
 
-export { Sandbox, type ListOptions, type SandboxOptions } from './sandbox.js';
+export { Sandbox, type ListOptions, type MountSpec, type SandboxOptions } from './sandbox.js';
 export {
   type CodeRunner,
   type CreateContextOptions,
@@ -54,6 +54,7 @@ export {
   type EntryInfo,
   type FileType,
   type Logs,
+  type Mount,
   type SandboxInfo,
   type TransferProgress,
   type TransferRecord,

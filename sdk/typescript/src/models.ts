@@ -16,6 +16,23 @@ import { optReview, type Review } from './review.js';
 
 // ---- sandboxes ----
 
+/**
+ * A host directory the operator declared ([transfer] roots), shown inside a sandbox
+ * (docs/transfer.md, Mounts), as `SandboxInfo.mounts` lists it.
+ */
+export interface Mount {
+  /** "hostdir:ROOT" or "hostdir:ROOT/sub/dir". */
+  source: string;
+  /** Where the sandbox sees it, under /mnt (default /mnt/ROOT[/sub/dir]). */
+  path: string;
+  /** False: read-only. */
+  writable: boolean;
+}
+
+export function parseMount(o: JsonObject): Mount {
+  return { source: str(o, 'source'), path: str(o, 'path'), writable: o['writable'] === true };
+}
+
 /** A sandbox as `GET /v1/sandboxes/{sb}` answers it. Durations in seconds. */
 export interface SandboxInfo {
   id: string;
@@ -31,6 +48,8 @@ export interface SandboxInfo {
   state: string;
   metadata: Record<string, string>;
   persistent: boolean;
+  /** Host directories shown inside, each with its path filled in. */
+  mounts: Mount[];
   createdAt: Date | null;
   lastActiveAt: Date | null;
   /** Idle seconds allowed before the sandbox is destroyed. */
@@ -59,6 +78,7 @@ export function parseSandboxInfo(o: JsonObject): SandboxInfo {
     state: str(o, 'state'),
     metadata,
     persistent: o['persistent'] === true,
+    mounts: objects(o, 'mounts').map(parseMount),
     createdAt: time(o, 'created_at'),
     lastActiveAt: time(o, 'last_active_at'),
     keepAlive: optNum(o, 'keep_alive_s'),

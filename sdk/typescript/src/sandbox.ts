@@ -15,6 +15,16 @@ import { parseSandboxInfo, type Context, type Execution, type SandboxInfo, type 
 import { Transfers, type ArchiveSource, type DownloadArchiveOptions, type TransferOptions } from './transfers.js';
 import { Transport, quote } from './transport.js';
 
+/** A host directory to show inside a new sandbox (docs/transfer.md, Mounts). */
+export interface MountSpec {
+  /** "hostdir:ROOT" or "hostdir:ROOT/sub/dir": a root the operator declared in [transfer] roots. */
+  source: string;
+  /** Where the sandbox sees it; must be under /mnt. Default /mnt/ROOT[/sub/dir]. */
+  path?: string;
+  /** Read-write; allowed only for a root in the operator's [transfer] writable_roots. Default false. */
+  writable?: boolean;
+}
+
 export interface SandboxOptions extends ConnectionOptions {
   /** Policy profile (limits, languages, review); default: the policy's default profile. */
   profile?: string;
@@ -32,6 +42,12 @@ export interface SandboxOptions extends ConnectionOptions {
   lifetime?: number;
   /** Keep /home/user on disk under `name` across sandboxes of that name. */
   persistent?: boolean;
+  /**
+   * Host directories to show inside (at most 16): a MountSpec, or its source alone
+   * ("hostdir:datasets", read-only at /mnt/datasets). A bad source or path is an
+   * InvalidRequestError, a root or write the profile forbids a ForbiddenError.
+   */
+  mounts?: (MountSpec | string)[];
   /** Another isolation backend ("gvisor"), where the profile's isolation_choices allow it. */
   isolation?: string;
 }
@@ -43,6 +59,15 @@ export interface ListOptions extends ConnectionOptions {
 
 // A cold start (no warm sandbox left) takes longer than an ordinary call.
 const CREATE_TIMEOUT_S = 120;
+
+/** A `mounts` entry of the create body: only the fields given, under the API's names. */
+function mountJson(mount: MountSpec | string): JsonObject {
+  if (typeof mount === 'string') return { source: mount };
+  const o: JsonObject = { source: mount.source };
+  if (mount.path !== undefined) o['path'] = mount.path;
+  if (mount.writable !== undefined) o['writable'] = mount.writable;
+  return o;
+}
 
 /**
  * A sandbox. Make one with `Sandbox.create()` or attach with `Sandbox.connect()`; with
@@ -77,6 +102,7 @@ export class Sandbox {
     if (options.keepAlive !== undefined) body['keep_alive_s'] = options.keepAlive;
     if (options.lifetime !== undefined) body['lifetime_s'] = options.lifetime;
     if (options.persistent) body['persistent'] = true;
+    if (options.mounts !== undefined && options.mounts.length > 0) body['mounts'] = options.mounts.map(mountJson);
     if (options.isolation !== undefined) body['isolation'] = options.isolation;
     try {
       const answer = await transport.json('POST', '/v1/sandboxes', body, {

@@ -71,6 +71,32 @@ def event_bytes(event: dict[str, Any], text_key: str = "data") -> bytes:
 
 
 @dataclass
+class Mount:
+    """A host directory the operator declared ([transfer] roots), shown inside the sandbox
+    (docs/transfer.md, Mounts). `source` is "hostdir:ROOT" or "hostdir:ROOT/sub/dir"; `path` is
+    where the sandbox sees it, under /mnt (None at create: the supervisor's default
+    /mnt/ROOT[/sub/dir]; a sandbox's mounts always have it); `writable` is allowed only for a
+    root in [transfer] writable_roots (read-only otherwise)."""
+
+    source: str
+    path: str | None = None
+    writable: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"source": self.source}
+        if self.path is not None:
+            d["path"] = self.path
+        if self.writable:
+            d["writable"] = True
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Mount:
+        return Mount(source=_str(d, "source"), path=_opt_str(d, "path"),
+                     writable=d.get("writable") is True)
+
+
+@dataclass
 class SandboxInfo:
     """A sandbox as `GET /v1/sandboxes/{sb}` answers it."""
 
@@ -83,6 +109,7 @@ class SandboxInfo:
     state: str
     metadata: dict[str, str]
     persistent: bool
+    mounts: list[Mount]  # host directories shown inside, each with its path
     created_at: datetime.datetime | None
     last_active_at: datetime.datetime | None
     keep_alive_s: float | None
@@ -99,12 +126,16 @@ class SandboxInfo:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> SandboxInfo:
+        mounts = d.get("mounts")
         return SandboxInfo(
             id=_str(d, "id"), name=_opt_str(d, "name") or None, tenant=_str(d, "tenant"),
             profile=_str(d, "profile"), language=_opt_str(d, "language"),
             isolation=_opt_str(d, "isolation"), state=_str(d, "state"),
             metadata={k: v for k, v in _dict(d, "metadata").items() if isinstance(v, str)},
-            persistent=d.get("persistent") is True, created_at=_time(d, "created_at"),
+            persistent=d.get("persistent") is True,
+            mounts=[Mount.from_json(m) for m in mounts if isinstance(m, dict)]
+            if isinstance(mounts, list) else [],
+            created_at=_time(d, "created_at"),
             last_active_at=_time(d, "last_active_at"), keep_alive_s=_float(d, "keep_alive_s"),
             idle_expires_at=_time(d, "idle_expires_at"), lifetime_s=_float(d, "lifetime_s"),
             ends_at=_time(d, "ends_at"), commands_running=_int(d, "commands_running"),

@@ -5,7 +5,7 @@ import (see sdk/python/README.md for the mapping)."""
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import IO, Any
 
@@ -13,7 +13,7 @@ from airlock.code import CodeRunner, ErrorHandler, OutputHandler, ResultHandler
 from airlock.commands import Commands
 from airlock.errors import NotFoundError
 from airlock.files import Files
-from airlock.models import Context, Execution, SandboxInfo, TransferRecord
+from airlock.models import Context, Execution, Mount, SandboxInfo, TransferRecord
 from airlock.transfers import ProgressHandler, Transfers
 from airlock.transport import Transport, quote
 
@@ -38,6 +38,7 @@ class Sandbox:
                name: str | None = None, envs: Mapping[str, str] | None = None,
                metadata: Mapping[str, str] | None = None, keep_alive: float | None = None,
                lifetime: float | None = None, persistent: bool = False, *,
+               mounts: Iterable[Mount | str | Mapping[str, Any]] | None = None,
                isolation: str | None = None, url: str | None = None, token: str | None = None,
                request_timeout: float | None = None) -> Sandbox:
         """Creates a sandbox and returns once it can run code (milliseconds from the warm pool).
@@ -47,10 +48,14 @@ class Sandbox:
         tenant's sandboxes and can stand in for the id; `envs` are environment variables of
         everything run inside; `keep_alive` is the idle time in seconds before the sandbox is
         destroyed, `lifetime` its hard end; `persistent=True` (with a name) keeps /home/user on
-        disk across sandboxes of that name; `isolation` picks another backend ("gvisor") where
-        the profile's `isolation_choices` allow it. `url`/`token` override
-        AIRLOCK_URL/AIRLOCK_TOKEN."""
-        transport = Transport(url, token, request_timeout)
+        disk across sandboxes of that name; `mounts` shows host directories the operator
+        declared inside (at most 16): each a `Mount(source, path=None, writable=False)`, a
+        source string ("hostdir:ROOT[/sub/dir]", read-only at /mnt/ROOT[/sub/dir]) or a dict of
+        the API's fields; `path` must be under /mnt, `writable=True` needs a root in the
+        operator's writable_roots (InvalidRequestError for a bad source or path,
+        ForbiddenError when the profile forbids the root or writes); `isolation` picks another
+        backend ("gvisor") where the profile's `isolation_choices` allow it. `url`/`token`
+        override AIRLOCK_URL/AIRLOCK_TOKEN."""
         body: dict[str, Any] = {}
         for key, value in (("profile", profile), ("language", language), ("name", name),
                            ("keep_alive_s", keep_alive), ("lifetime_s", lifetime),
@@ -63,6 +68,11 @@ class Sandbox:
             body["metadata"] = dict(metadata)
         if persistent:
             body["persistent"] = True
+        if mounts is not None:
+            wanted = [_mount_json(m) for m in mounts]
+            if wanted:
+                body["mounts"] = wanted
+        transport = Transport(url, token, request_timeout)
         # A cold start (no warm sandbox left) takes longer than an ordinary call.
         answer = transport.json("POST", "/v1/sandboxes", body,
                                 timeout=max(transport.request_timeout, 120.0))
@@ -223,3 +233,14 @@ class Sandbox:
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, name={self.name!r}, profile={self._info.profile!r})"
+
+
+def _mount_json(mount: Mount | str | Mapping[str, Any]) -> dict[str, Any]:
+    """A `mounts` entry of the create body: a Mount, a bare source, or the API's fields."""
+    if isinstance(mount, Mount):
+        return mount.to_json()
+    if isinstance(mount, str):
+        return {"source": mount}
+    if isinstance(mount, Mapping):
+        return dict(mount)
+    raise TypeError(f"a mount is a Mount, a source string or a dict, not {type(mount).__name__}")

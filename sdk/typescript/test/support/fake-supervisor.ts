@@ -140,6 +140,31 @@ export function sandboxDoc(extra: Record<string, unknown> = {}): Record<string, 
     ends_at: 1795003600000,
     commands_running: 0,
     contexts: 1,
+    mounts: [],
     ...extra,
   };
+}
+
+/**
+ * POST /v1/sandboxes as the supervisor answers it: sandboxDoc(extra) with the requested mounts
+ * echoed and their defaults filled (path /mnt/ROOT[/sub/dir], writable false); a source that is
+ * not hostdir:, or a path outside /mnt, is a 400 as from the real one.
+ */
+export function sendCreated(req: RecordedRequest, res: http.ServerResponse, extra: Record<string, unknown> = {}): void {
+  const mounts: Record<string, unknown>[] = [];
+  for (const m of (req.json?.mounts ?? []) as { source?: string; path?: string; writable?: boolean }[]) {
+    const source = m.source ?? '';
+    const root = source.startsWith('hostdir:') ? source.slice('hostdir:'.length) : '';
+    if (!root) {
+      sendJson(res, 400, { error: { code: 'bad_request', message: `mounts: bad source '${source}'` } });
+      return;
+    }
+    const path = m.path ?? `/mnt/${root}`;
+    if (!path.startsWith('/mnt/')) {
+      sendJson(res, 400, { error: { code: 'bad_request', message: `mounts: path '${path}' is not under /mnt` } });
+      return;
+    }
+    mounts.push({ source, path, writable: m.writable ?? false });
+  }
+  sendJson(res, 201, sandboxDoc({ ...extra, mounts }));
 }

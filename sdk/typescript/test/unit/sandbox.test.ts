@@ -4,14 +4,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
-import { Sandbox } from '../../src/index.js';
-import { FakeSupervisor, sandboxDoc, sendJson } from '../support/fake-supervisor.js';
+import { ForbiddenError, InvalidRequestError, Sandbox } from '../../src/index.js';
+import { FakeSupervisor, sandboxDoc, sendCreated, sendJson } from '../support/fake-supervisor.js';
 
 describe('Sandbox', () => {
   let fake: FakeSupervisor;
   before(async () => {
     fake = await FakeSupervisor.start();
-    fake.on('POST', '/v1/sandboxes', (req, res) => sendJson(res, 201, sandboxDoc({ id: 'aaaa000000000001', name: req.json?.name ?? null })));
+    fake.on('POST', '/v1/sandboxes', (req, res) => sendCreated(req, res, { id: 'aaaa000000000001', name: req.json?.name ?? null }));
     fake.on('DELETE', '/v1/sandboxes/aaaa000000000001', (_req, res) => sendJson(res, 204));
   });
   after(() => fake.close());
@@ -46,6 +46,67 @@ describe('Sandbox', () => {
     const sbx = await Sandbox.create({ url: fake.url });
     assert.deepEqual(fake.last('POST', '/v1/sandboxes').json, {});
     await sbx.kill();
+    await (await Sandbox.create({ url: fake.url, mounts: [] })).kill();
+    assert.deepEqual(fake.last('POST', '/v1/sandboxes').json, {}, 'no mounts field for an empty list');
+  });
+
+  it('sends mounts with only the fields given and reads them back with their defaults', async () => {
+    const sbx = await Sandbox.create({
+      url: fake.url,
+      name: 'm',
+      persistent: true,
+      mounts: [
+        { source: 'hostdir:datasets/imagenet', path: '/mnt/imagenet', writable: true },
+        { source: 'hostdir:models' },
+        'hostdir:scratch',
+        { source: 'hostdir:logs/today', writable: false },
+      ],
+    });
+    assert.deepEqual(fake.last('POST', '/v1/sandboxes').json, {
+      name: 'm',
+      persistent: true,
+      mounts: [
+        { source: 'hostdir:datasets/imagenet', path: '/mnt/imagenet', writable: true },
+        { source: 'hostdir:models' },
+        { source: 'hostdir:scratch' },
+        { source: 'hostdir:logs/today', writable: false },
+      ],
+    });
+    // get answers the sandbox as create did.
+    const create = fake.last('POST', '/v1/sandboxes');
+    fake.on('GET', '/v1/sandboxes/aaaa000000000001', (_req, res) => sendCreated(create, res, { id: 'aaaa000000000001' }));
+    const info = await sbx.getInfo();
+    assert.deepEqual(info.mounts, [
+      { source: 'hostdir:datasets/imagenet', path: '/mnt/imagenet', writable: true },
+      { source: 'hostdir:models', path: '/mnt/models', writable: false },
+      { source: 'hostdir:scratch', path: '/mnt/scratch', writable: false },
+      { source: 'hostdir:logs/today', path: '/mnt/logs/today', writable: false },
+    ]);
+    await sbx.kill();
+  });
+
+  it('maps a bad mount to InvalidRequestError and a forbidden one to ForbiddenError', async () => {
+    await assert.rejects(Sandbox.create({ url: fake.url, mounts: [{ source: 'hostdir:data', path: '/etc/data' }] }), (err: unknown) => {
+      assert.ok(err instanceof InvalidRequestError);
+      assert.match(err.message, /not under \/mnt/);
+      return true;
+    });
+    const other = await FakeSupervisor.start();
+    try {
+      other.on('POST', '/v1/sandboxes', (_req, res) =>
+        sendJson(res, 403, { error: { code: 'forbidden', message: "profile 'default' may not mount 'data' writable" } }),
+      );
+      await assert.rejects(Sandbox.create({ url: other.url, mounts: [{ source: 'hostdir:data', writable: true }] }), ForbiddenError);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('lists sandboxes with their mounts, skipping entries that are not objects', async () => {
+    const mounts = [{ source: 'hostdir:out', path: '/mnt/results', writable: true }, 'junk'];
+    fake.on('GET', '/v1/sandboxes', (_req, res) => sendJson(res, 200, { sandboxes: [sandboxDoc({ mounts })] }));
+    const [info] = await Sandbox.list({ url: fake.url });
+    assert.deepEqual(info!.mounts, [{ source: 'hostdir:out', path: '/mnt/results', writable: true }]);
   });
 
   it('connects by name, quoting it into the path', async () => {

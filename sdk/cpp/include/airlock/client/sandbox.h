@@ -35,6 +35,14 @@ struct ConnectionOptions {
   std::string token;
 };
 
+// A host directory the operator declared ([transfer] roots), shown inside the sandbox
+// (docs/transfer.md, Mounts).
+struct Mount {
+  std::string source;     // hostdir:ROOT or hostdir:ROOT/sub/dir
+  std::string path;       // under /mnt; "" at create = /mnt/ROOT[/sub/dir]
+  bool writable = false;  // only for a root in [transfer] writable_roots
+};
+
 struct SandboxOptions {
   std::string profile;   // "" = the policy's default profile
   std::string language;  // default language for runCode
@@ -44,6 +52,9 @@ struct SandboxOptions {
   std::optional<int> keep_alive_s;  // idle time before it is destroyed
   std::optional<int> lifetime_s;    // hard end
   bool persistent = false;          // keep /home/user under `name` (docs/api.md)
+  // Host directories to show inside, at most 16: a bad source or path is kBadRequest, a root or
+  // write the profile forbids kForbidden.
+  std::vector<Mount> mounts;
   std::string isolation;  // "" = the profile's; else one of its isolation_choices ("gvisor")
   ConnectionOptions connection;
 };
@@ -58,7 +69,8 @@ struct SandboxInfo {
   std::string state;      // running, stopping, stopped
   std::map<std::string, std::string> metadata;
   bool persistent = false;
-  int64_t created_at = 0;  // Unix ms
+  std::vector<Mount> mounts;  // each with its path filled in
+  int64_t created_at = 0;     // Unix ms
   int64_t last_active_at = 0;
   int keep_alive_s = 0;
   int64_t idle_expires_at = 0;
