@@ -11,6 +11,7 @@ namespace {
 // host before it is sent back, so there are fewer of those.
 constexpr size_t kMaxFilesIn = 256;
 constexpr size_t kMaxFilesOut = 64;
+constexpr size_t kMaxTransfers = 16;  // each way
 
 // A sandbox path of a file: required, not empty (relative paths are under /home/user).
 std::string sandboxPath(Fields& f) {
@@ -86,6 +87,21 @@ SResult<RunRequest> decodeRun(std::string_view body) {
     });
     objectArray(f, "files_out", kMaxFilesOut, "files",
                 [&](Fields& file) { s.files_out.push_back(sandboxPath(file)); });
+    // Transfers: a location a transfer plugin takes, and a sandbox directory.
+    auto transfers = [&](const char* key, const char* where,
+                         std::vector<sandbox::ProgramTransfer>& to) {
+      objectArray(f, key, kMaxTransfers, "transfers", [&](Fields& t) {
+        sandbox::ProgramTransfer x;
+        x.path = sandboxPath(t);
+        auto location = t.str(where);
+        if (!location || location->empty())
+          t.setError("field '" + t.name(where) + "' is required: a URL or hostdir:ROOT/path");
+        x.location = location.value_or("");
+        to.push_back(std::move(x));
+      });
+    };
+    transfers("transfers_in", "source", s.transfers_in);
+    transfers("transfers_out", "dest", s.transfers_out);
     r.stream = f.boolean("stream").value_or(true);
   });
 }

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <boost/program_options.hpp>
@@ -135,8 +136,9 @@ int runCommand(const std::vector<std::string>& args) {
       "in", po::value(&ins)->composing(),
       "SOURCE:SANDBOX_DIR: an archive unpacked inside the sandbox before the run, SOURCE a local "
       ".tar, .tar.gz, .tar.zst or .zip, an https:// URL or hostdir:ROOT/path (repeatable; "
-      "--local only for now)")("json", po::bool_switch(&json),
-                               "print one JSON result record instead of the program's output")(
+      "URLs and hostdir: go through a running supervisor's plugins, local archives run here)")(
+      "json", po::bool_switch(&json),
+      "print one JSON result record instead of the program's output")(
       "no-stdin", po::bool_switch(&no_stdin), "give the program an empty stdin")(
       "local", po::bool_switch(&local),
       "run in this process (as root) even when `airlock serve` is reachable");
@@ -217,8 +219,19 @@ int runCommand(const std::vector<std::string>& args) {
   }
   const bool pass_stdin = !code_from_stdin && !no_stdin && !isatty(STDIN_FILENO);
   std::string unreachable;  // what was tried when no supervisor was reachable
-  // Transfers travel over the API in a later step: until then --in runs in this process.
-  if (!local && policy_file.empty() && !req.isolation && req.transfers_in.empty()) {
+  // A local archive in, or a local archive out (a directory packed, or a file of that name,
+  // which only the sandbox can tell apart), is this host's file: only a run here reaches it.
+  // URLs and hostdir: locations are the supervisor's plugins' either way.
+  auto localPath = [](const std::string& location) {
+    return !sandbox::namesTransfer(location) || location.starts_with("file:");
+  };
+  const bool local_transfers =
+      std::any_of(req.transfers_in.begin(), req.transfers_in.end(),
+                  [&](const auto& t) { return localPath(t.local); }) ||
+      std::any_of(req.files_out.begin(), req.files_out.end(), [&](const auto& f) {
+        return localPath(f.local) && !sandbox::archiveFormatOf(f.local).empty();
+      });
+  if (!local && policy_file.empty() && !req.isolation && !local_transfers) {
     auto supervisor = reachableSupervisor(unreachable);
     if (!supervisor) {
       printError("run: " + supervisor.error().message() + " (or pass --local)");

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <vector>
 
 #include "airlock/client/http.h"
 #include "airlock/unique_fd.h"
@@ -33,6 +34,20 @@ constexpr const char* kTooLargeHint =
     "; the program, --file contents and stdin travel inside the request to airlock serve, "
     "within its policy's server.max_json_body_kb (use --local to run in this process, or a "
     "sandbox and `airlock files put`)";
+
+// An --out whose destination a transfer plugin of the supervisor takes (a URL, hostdir:...):
+// sent as a transfer out, not carried back as a file.
+bool transferOut(const sandbox::FileCopy& f) {
+  return sandbox::namesTransfer(f.local) && !f.local.starts_with("file:");
+}
+
+// The --out files carried back in the answer, in the order the record lists them.
+std::vector<const sandbox::FileCopy*> filesOut(const sandbox::RunRequest& req) {
+  std::vector<const sandbox::FileCopy*> out;
+  for (const auto& f : req.files_out)
+    if (!transferOut(f)) out.push_back(&f);
+  return out;
+}
 
 // 0 when a connection to `ep` is accepted, else the errno of the attempt.
 int probe(const sdk::Endpoint& ep) {
@@ -170,9 +185,20 @@ Result<Json> buildRequest(const sandbox::RunRequest& req, bool pass_stdin) {
     body["files_in"].push_back(std::move(file));
   }
   body["files_out"] = Json::array();
+  body["transfers_out"] = Json::array();
   for (const auto& f : req.files_out) {
-    if (auto t = requireText(f.sandbox, "--out " + f.sandbox); !t) return Unexpected(t.error());
-    body["files_out"].push_back({{"path", f.sandbox}});
+    if (auto t = requireText(f.sandbox + f.local, "--out " + f.sandbox); !t)
+      return Unexpected(t.error());
+    if (transferOut(f))
+      body["transfers_out"].push_back({{"path", f.sandbox}, {"dest", f.local}});
+    else
+      body["files_out"].push_back({{"path", f.sandbox}});
+  }
+  body["transfers_in"] = Json::array();
+  for (const auto& t : req.transfers_in) {
+    if (auto ok = requireText(t.local + t.sandbox, "--in " + t.local); !ok)
+      return Unexpected(ok.error());
+    body["transfers_in"].push_back({{"source", t.local}, {"path", t.sandbox}});
   }
   if (pass_stdin) {
     auto data = readAll(STDIN_FILENO, "standard input", carried);
@@ -203,16 +229,17 @@ int report(Json result, const sandbox::RunRequest& req, const RemoteRun& options
       (*it)[i]["local_path"] = req.files_in[i].local;
   bool out_failed = false;
   const Json carried = result.value("files_out", Json::array());
+  const auto files_out = filesOut(req);
   if (auto it = record.find("files_out"); it != record.end() && it->is_array()) {
-    for (size_t i = 0; i < it->size() && i < req.files_out.size(); ++i) {
+    for (size_t i = 0; i < it->size() && i < files_out.size(); ++i) {
       Json& f = (*it)[i];
-      f["local_path"] = req.files_out[i].local;
+      f["local_path"] = files_out[i]->local;
       if (f.value("error", Json()).is_null()) {
         std::optional<std::string> bytes;
         if (i < carried.size() && carried[i].is_object() &&
             carried[i].value("content_base64", Json()).is_string())
           bytes = encoding::base64Decode(carried[i]["content_base64"].get<std::string>());
-        auto w = bytes ? writeLocal(req.files_out[i].local, *bytes)
+        auto w = bytes ? writeLocal(files_out[i]->local, *bytes)
                        : Result<>(fail("the supervisor sent no content for it"));
         if (!w) {
           f["error"] = w.error().message();

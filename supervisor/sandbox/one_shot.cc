@@ -25,10 +25,6 @@
 
 namespace airlock::sandbox {
 
-namespace {
-
-// The archive format a local file's name asks for: "tar", "tar.gz", "tar.zst", "zip"; "" when
-// it names none.
 std::string archiveFormatOf(const std::string& name) {
   for (const auto& [ext, format] :
        std::initializer_list<std::pair<const char*, const char*>>{{".tar.gz", "tar.gz"},
@@ -41,13 +37,13 @@ std::string archiveFormatOf(const std::string& name) {
   return "";
 }
 
-// Whether an --out destination names a transfer rather than a local file: a scheme a
-// transfer plugin takes ("https://", "hostdir:"), as opposed to a plain local path.
 bool namesTransfer(const std::string& dest) {
   const size_t colon = dest.find(':');
   return colon != std::string::npos && colon > 0 &&
          dest.substr(0, colon).find('/') == std::string::npos;
 }
+
+namespace {
 
 double msSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();

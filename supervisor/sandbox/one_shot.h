@@ -21,6 +21,13 @@ struct FileCopy {
   std::string sandbox;  // sandbox path; relative paths are under /home/user
 };
 
+// The archive format a local file's name asks for: "tar", "tar.gz", "tar.zst", "zip"; "" when
+// it names none.
+std::string archiveFormatOf(const std::string& name);
+// Whether a location names a transfer rather than a local file: a scheme a transfer plugin
+// takes ("https://", "hostdir:"), as opposed to a plain local path.
+bool namesTransfer(const std::string& location);
+
 struct RunRequest {
   std::string language;  // name or alias; empty: chosen by the script's extension
   bool inline_code = true;

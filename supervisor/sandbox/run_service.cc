@@ -238,6 +238,24 @@ SResult<std::unique_ptr<EventStream>> Manager::runOneShot(const Caller& caller,
             normalizePath(spec.files_out[i], fieldName("files_out", i), Relative::kInWorkspace);
         !p)
       return serviceError(ErrorCode::kBadRequest, p.error().message());
+  for (size_t i = 0; i < spec.transfers_in.size(); ++i)
+    if (auto p = normalizePath(spec.transfers_in[i].path, fieldName("transfers_in", i),
+                               Relative::kInWorkspace);
+        !p)
+      return serviceError(ErrorCode::kBadRequest, p.error().message());
+  for (size_t i = 0; i < spec.transfers_out.size(); ++i) {
+    if (auto p = normalizePath(spec.transfers_out[i].path, fieldName("transfers_out", i),
+                               Relative::kInWorkspace);
+        !p)
+      return serviceError(ErrorCode::kBadRequest, p.error().message());
+    // Out, the destination must name a plugin: a plain name would be a file of the supervisor.
+    if (!namesTransfer(spec.transfers_out[i].location))
+      return serviceError(ErrorCode::kBadRequest,
+                          fieldName("transfers_out", i) + ".dest '" +
+                              spec.transfers_out[i].location +
+                              "': a URL or hostdir:ROOT/name.tar.gz (files of the sandbox come "
+                              "back with files_out)");
+  }
 
   // Quotas as for a sandbox create; the reservation holds until the sandbox is gone.
   const uint64_t memory = spec.memory_mb.value_or(limits.memory_mb);
@@ -280,6 +298,11 @@ SResult<std::unique_ptr<EventStream>> Manager::runOneShot(const Caller& caller,
   }
   for (size_t i = 0; i < spec.files_out.size(); ++i)
     req.files_out.push_back({scratch->out(i), spec.files_out[i]});
+  // Transfers name no file of the supervisor's (a local path is refused: remote_caller); those
+  // out follow the files out, so the files keep their indexes in the result.
+  req.remote_caller = true;
+  for (const auto& t : spec.transfers_in) req.transfers_in.push_back({t.location, t.path});
+  for (const auto& t : spec.transfers_out) req.files_out.push_back({t.location, t.path});
 
   int notices[2];
   if (pipe2(notices, O_CLOEXEC | O_NONBLOCK) != 0) return internal(sysError("pipe2").error());

@@ -192,6 +192,13 @@ struct ProgramFile {
 };
 
 // What `airlock run` asks, as a request: one program in a sandbox of its own.
+// A run's transfer (docs/transfer.md): a URL or hostdir: location, and the sandbox directory
+// unpacked into before the program (in) or packed after it (out).
+struct ProgramTransfer {
+  std::string location;
+  std::string path;
+};
+
 struct ProgramSpec {
   std::string profile;      // "": the policy's default profile
   std::string language;     // "": from script_name's extension (required for inline code)
@@ -204,6 +211,7 @@ struct ProgramSpec {
   std::optional<std::string> stdin_data;  // nullopt: the program's stdin is empty (/dev/null)
   std::vector<ProgramFile> files_in;
   std::vector<std::string> files_out;  // sandbox paths, carried back in the result event
+  std::vector<ProgramTransfer> transfers_in, transfers_out;
 };
 
 // ---- transfers ----

@@ -244,6 +244,56 @@ TEST_F(RunRemote, FilesGoInAndComeBack) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// URL and hostdir: transfers are the supervisor's plugins' either way, so they go through it
+// (POST /v1/runs transfers_in/transfers_out); a local archive is this host's file, so a run with
+// one happens here.
+TEST_F(RunRemote, TransfersGoThroughTheSupervisorUnlessTheyNameLocalArchives) {
+  std::filesystem::create_directories(dir_.file("data/set"));
+  std::filesystem::create_directories(dir_.file("data/results"));
+  dir_.write("data/set/a.csv", "1,2\n");
+  serve_.reset();
+  serve_ = std::make_unique<Supervisor>(dir_,
+                                        "[transfer]\nwritable_roots = [\"data\"]\n"
+                                        "[transfer.roots]\ndata = \"" +
+                                            dir_.file("data") + "\"\n");
+  ASSERT_TRUE(serve_->up()) << "airlock serve did not come up";
+  const std::string before = runs();
+  auto r = remote({"--json", "--in", "hostdir:data/set:/home/user/set", "--out",
+                   "/home/user/set:hostdir:data/results/set.tar.gz", "--lang", "shell", "-c",
+                   "cat set/a.csv; echo 3 > set/b.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(runs(), before) << "the run did not go through the supervisor";
+  auto record = Json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(record.is_discarded()) << r.out;
+  EXPECT_EQ(record["stdout"], "1,2\n");
+  ASSERT_EQ(record["transfers"].size(), 2u) << r.out;
+  EXPECT_EQ(record["transfers"][0]["plugin"], "hostdir");
+  EXPECT_EQ(record["transfers"][0]["status"], "ok");
+  EXPECT_EQ(record["transfers"][1]["direction"], "out");
+  EXPECT_EQ(record["transfers"][1]["status"], "ok") << r.out;
+  EXPECT_EQ(record["files_out"].size(), 0u);
+  auto listed = runCommand({"/usr/bin/tar", "-tzf", dir_.file("data/results/set.tar.gz")});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find("b.csv"), std::string::npos) << listed.out;
+
+  // A refused transfer in is refused there too, before the program runs.
+  auto bad = remote(
+      {"--json", "--in", "hostdir:data/../x:/home/user/x", "--lang", "shell", "-c", "echo ran"});
+  EXPECT_EQ(bad.exit_code, 123) << bad.err << bad.out;
+  EXPECT_EQ(Json::parse(bad.out, nullptr, false)["stdout"], "") << bad.out;
+
+  // A local archive: run here, so the supervisor's run count stays.
+  auto tar = runCommand(
+      {"/usr/bin/tar", "-czf", dir_.file("local.tar.gz"), "-C", dir_.file("data/set"), "."});
+  ASSERT_EQ(tar.exit_code, 0) << tar.err;
+  const std::string after = runs();
+  auto l = remote({"--in", dir_.file("local.tar.gz") + ":/home/user/l", "--lang", "shell", "-c",
+                   "cat l/a.csv"});
+  EXPECT_EQ(l.exit_code, 0) << l.err;
+  EXPECT_EQ(l.out, "1,2\n");
+  EXPECT_EQ(runs(), after) << "a local archive went to the supervisor";
+}
+
 TEST_F(RunRemote, StdinIsPassedThrough) {
   expectSame({"--lang", "python", "-c", "import sys; print(sys.stdin.read().upper())"}, "shout\n");
   EXPECT_EQ(Json::parse(last_remote_.out)["stdout"], "SHOUT\n\n");

@@ -127,6 +127,22 @@ TEST(ApiRunDecoding, ErrorsNameTheField) {
   EXPECT_EQ(errorOf(many_out + "]}"), "field 'files_out': at most 64 files, got 65");
 }
 
+TEST(ApiRunDecoding, TransfersNameTheirLocationAndDirectory) {
+  auto r = api::decodeRun(R"({"language": "shell", "code": "true",
+      "transfers_in": [{"source": "hostdir:data/set", "path": "set"}],
+      "transfers_out": [{"path": "set", "dest": "https://bucket.example.com/set.tar.gz"}]})");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->spec.transfers_in.size(), 1u);
+  EXPECT_EQ(r->spec.transfers_in[0].location, "hostdir:data/set");
+  EXPECT_EQ(r->spec.transfers_in[0].path, "set");
+  ASSERT_EQ(r->spec.transfers_out.size(), 1u);
+  EXPECT_EQ(r->spec.transfers_out[0].location, "https://bucket.example.com/set.tar.gz");
+  EXPECT_EQ(errorOf(R"({"language": "shell", "code": "1", "transfers_in": [{"path": "a"}]})"),
+            "field 'transfers_in[0].source' is required: a URL or hostdir:ROOT/path");
+  EXPECT_EQ(errorOf(R"({"language": "shell", "code": "1", "transfers_out": [{"dest": "x:y"}]})"),
+            "field 'transfers_out[0].path' is required");
+}
+
 TEST(ApiRunDecoding, TheRouteIsPostOnly) {
   auto m = api::matchRoute("POST", "/v1/runs");
   ASSERT_EQ(m.status, api::RouteMatch::Status::kFound);
