@@ -347,6 +347,9 @@ Json SandboxTools::createSandbox(const Json& args) {
   o.language = stringArg(args, "language");
   o.name = stringArg(args, "name");
   o.isolation = stringArg(args, "isolation");
+  if (auto m = args.find("mounts"); m != args.end() && m->is_array())
+    for (const auto& source : *m)
+      if (source.is_string()) o.mounts.push_back({source.get<std::string>(), "", false});
   o.metadata = {{"created_by", "airlock-mcp"}};
   o.connection = options_.connection;
   auto sb = sdk::Sandbox::create(o);

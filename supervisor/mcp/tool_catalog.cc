@@ -145,7 +145,13 @@ std::vector<ToolSpec> buildCatalog() {
              {{"type", "string"},
               {"description",
                "Isolation backend, e.g. gvisor or microvm (a virtual machine) for code "
-               "you trust less; only what the profile offers (its default if omitted)."}}}},
+               "you trust less; only what the profile offers (its default if omitted)."}}},
+            {"mounts",
+             {{"type", "array"},
+              {"items", {{"type", "string"}}},
+              {"description",
+               "Operator directories to see read-only under /mnt, e.g. [\"hostdir:datasets/iris\"] "
+               "(shown at /mnt/datasets/iris); only roots the operator declared."}}}},
            {})});
   tools.push_back(
       {"end_sandbox", "End a sandbox",

@@ -285,10 +285,15 @@ TEST(McpTools, CreatedSandboxesAreAddressableAndEndWithTheSession) {
   {
     SandboxTools tools(fake.options());
     tools.call("list_files", Json::object());  // the default sandbox: kId
-    auto made = tools.call("create_sandbox",
-                           {{"name", "etl"}, {"language", "python"}, {"isolation", "gvisor"}});
+    auto made = tools.call("create_sandbox", {{"name", "etl"},
+                                              {"language", "python"},
+                                              {"isolation", "gvisor"},
+                                              {"mounts", {"hostdir:datasets/iris"}}});
     EXPECT_EQ(made["isError"], false);
-    EXPECT_EQ(Json::parse(fake.server.last().body)["isolation"], "gvisor");
+    const Json sent = Json::parse(fake.server.last().body);
+    EXPECT_EQ(sent["isolation"], "gvisor");
+    ASSERT_EQ(sent["mounts"].size(), 1u) << sent.dump();
+    EXPECT_EQ(sent["mounts"][0]["source"], "hostdir:datasets/iris");
     EXPECT_EQ(made["structuredContent"]["sandbox_id"], "00000000000000e2");
     EXPECT_EQ(textOf(made).rfind("sandbox_id: 00000000000000e2\n", 0), 0u) << textOf(made);
     auto by_name = tools.call("list_files", {{"sandbox_id", "etl"}});
