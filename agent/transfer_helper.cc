@@ -198,6 +198,12 @@ class Input {
   }
   la_ssize_t next(const void** out) {
     *out = buf_;
+    // Credit for the supervisor, which keeps at most a few MiB unacknowledged: the agent holds
+    // only so much stdin the helper has not read yet.
+    if (framed_ && consumed_ - credited_ >= kCreditEvery) {
+      say(1, "C " + std::to_string(consumed_) + "\n");
+      credited_ = consumed_;
+    }
     if (!framed_) {
       ssize_t got;
       do {
@@ -229,12 +235,15 @@ class Input {
       return 0;
     }
     left_ -= static_cast<uint32_t>(want);
+    consumed_ += want;
     return static_cast<la_ssize_t>(want);
   }
 
+  static constexpr uint64_t kCreditEvery = 512 << 10;
   bool framed_;
   bool ended_ok_ = false, aborted_ = false;
   uint32_t left_ = 0;
+  uint64_t consumed_ = 0, credited_ = 0;  // archive bytes read, and last said so
   char buf_[1 << 16];
 };
 

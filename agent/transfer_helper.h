@@ -14,7 +14,9 @@
 //       Prints {"files":..,"dirs":..,"links":..,"bytes":..,"compressed_bytes":..} on stdout.
 //       --framed: stdin is chunks ('D', 4-byte little-endian length, bytes) ended by 'E'; an
 //       'A' or a stream that stops without 'E' aborts, so a source that failed midway never
-//       commits an archive that happened to parse up to where it stopped.
+//       commits an archive that happened to parse up to where it stopped. Every 512 KiB read it
+//       prints "C BYTES" on stdout (the archive bytes read so far): the supervisor's credit, so
+//       it never sends more than the agent may hold for a process that has not read it yet.
 //       --listing N (with --framed): once the archive is staged, prints its entries on stdout,
 //       "L TYPE SIZE NAME" lines (file, dir, symlink, hardlink; at most N bytes of them) and
 //       "L-END ENTRIES TRUNCATED", then reads one more byte: 'C' moves the tree into place,

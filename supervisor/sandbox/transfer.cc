@@ -5,6 +5,7 @@
 #include <openssl/sha.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -21,8 +22,14 @@ using Clock = std::chrono::steady_clock;
 
 // The helper is the agent's own binary: /proc/self/exe in the execution's child names it.
 constexpr const char* kHelper = "/proc/self/exe";
-// Its stdin frames (agent/transfer_helper.h, --framed): chunks under 1 MiB, then 'E' or 'A'.
-constexpr size_t kFrameChunk = 256 * 1024;
+// Its stdin frames (agent/transfer_helper.h, --framed): 'D', a 4-byte length and the bytes, each
+// frame fitting one Stdin message of the agent protocol; then 'E' or 'A'.
+constexpr size_t kFrameChunk = protocol::kMaxChunk - 5;
+// Archive bytes sent but not yet read by the helper (its "C BYTES" credit lines): the agent
+// holds at most 4 MiB of stdin a process has not taken, and refuses the rest.
+constexpr uint64_t kWindow = 2 << 20;  // plus one chunk in flight: under the 4 MiB
+// The helper's credit lines: one per 512 KiB read, ~16 bytes each.
+constexpr uint64_t kCreditBytesPerMiB = 2 * 24;
 // What the helper says besides the archive: a summary line, or an error line.
 constexpr uint64_t kReportCap = 16 * 1024;
 
@@ -155,6 +162,7 @@ Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir
   protocol::Exec exec = helperExec(std::move(argv), env, deadline);
   exec.stdin_pipe = true;
   exec.stdout_cap = exec.stderr_cap = kReportCap;
+  exec.stdout_cap += (limits.max_bytes >> 20) * kCreditBytesPerMiB;
   if (hooks.review) exec.stdout_cap += kListingCap;
   auto run = ProgramRun::start(conn, exec);
   if (!run) return Unexpected(run.error());
@@ -162,9 +170,37 @@ Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir
   TransferSummary sum;
   Sha256 sha;
   std::string source_error;
+  // What the helper says: credit lines while it reads, then the listing (when reviewed) and
+  // the summary. The review runs here, on this thread, once the listing is complete.
+  std::string out, err, review_error;
+  bool answered = false;
+  uint64_t credited = 0;
+  size_t scanned = 0;  // of `out`, for credit lines
+  const OutputFn on_output = [&](protocol::Stream s, std::string_view bytes) {
+    if (s != protocol::Stream::kStdout) {
+      err.append(bytes);
+      return;
+    }
+    out.append(bytes);
+    for (size_t nl; (nl = out.find('\n', scanned)) != std::string::npos; scanned = nl + 1)
+      if (out.compare(scanned, 2, "C ") == 0)
+        credited =
+            std::max<uint64_t>(credited, std::strtoull(out.c_str() + scanned + 2, nullptr, 10));
+    if (answered || !hooks.review) return;
+    auto listing = completeListing(out);
+    if (!listing) return;
+    answered = true;
+    if (auto verdict = hooks.review(*listing); !verdict) review_error = verdict.error().message();
+    (*run)->write(review_error.empty() ? "C" : "A", true);
+  };
+  bool helper_ended = false;
   for (;;) {
     if (hooks.cancelled && hooks.cancelled()) {
       source_error = kTransferCancelled;
+      break;
+    }
+    if (Clock::now() >= deadline) {
+      source_error = "the time limit passed";
       break;
     }
     auto chunk = source();
@@ -195,26 +231,21 @@ Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir
       (*run)->write(std::move(frame), false);
     }
     if (hooks.progress) hooks.progress(sum.moved_bytes);
+    // Flow control: wait for the helper to read what it has before sending more.
+    while (sum.moved_bytes > credited + kWindow && source_error.empty()) {
+      auto more = (*run)->pump(on_output, deadline);
+      if (!more) source_error = more.error().message();
+      if (more && !*more) helper_ended = true;  // it failed: wait() below says why
+      if (!more || !*more) break;
+    }
+    if (!source_error.empty() || helper_ended) break;
   }
   // 'A': the helper removes what it staged, whatever it parsed so far. With a review to come,
   // stdin stays open for its answer.
-  const bool reviewing = hooks.review && source_error.empty();
-  (*run)->write(source_error.empty() ? "E" : "A", !reviewing);
-
-  std::string out, err, review_error;
-  bool answered = !reviewing;
-  auto outcome = (*run)->wait(
-      [&](protocol::Stream s, std::string_view bytes) {
-        (s == protocol::Stream::kStdout ? out : err).append(bytes);
-        if (answered || s != protocol::Stream::kStdout) return;
-        auto listing = completeListing(out);
-        if (!listing) return;
-        answered = true;
-        if (auto verdict = hooks.review(*listing); !verdict)
-          review_error = verdict.error().message();
-        (*run)->write(review_error.empty() ? "C" : "A", true);
-      },
-      deadline);
+  const bool reviewing = hooks.review && source_error.empty() && !helper_ended;
+  if (!helper_ended) (*run)->write(source_error.empty() ? "E" : "A", !reviewing);
+  answered = answered || !reviewing;
+  auto outcome = (*run)->wait(on_output, deadline);
   if (!outcome) return Unexpected(outcome.error());
   if (!source_error.empty()) return fail(source_error);
   if (!review_error.empty()) return fail(review_error);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -193,11 +194,33 @@ TEST_F(TransferCli, AQuotaHitMidTransferLeavesNothingBehind) {
                 "--lang", "shell", "-c", "mkdir d; head -c 2000000 /dev/urandom > d/big.bin"});
   ASSERT_EQ(k["transfers"].size(), 1u) << k.dump(2);
   EXPECT_EQ(k["transfers"][0]["status"], "error") << k.dump(2);
+  // The program succeeded, but what it made did not get out: the run did not do its job.
+  EXPECT_EQ(k["airlock_exit_code"], 125) << k.dump(2);
   // The helper names the entry that passed the cap as it packed.
   EXPECT_NE(k["transfers"][0]["error"].get<std::string>().find("'big.bin': more than 1048576"),
             std::string::npos)
       << k.dump(2);
   EXPECT_FALSE(std::filesystem::exists(dir_.file("o.tar"))) << "a partial archive was left";
+}
+
+TEST_F(TransferCli, AHelperSlowerThanItsSourceStillGetsEveryByte) {
+  // The agent holds at most 4 MiB of input its helper has not read, and the supervisor sends on
+  // the helper's credit only. bzip2 unpacks at a few tens of MB/s of input while a local file
+  // reads at hundreds, so without that credit 12 MiB of compressed input would overflow it.
+  std::string text(24 << 20, '\0');
+  uint64_t x = 88172645463325252ull;
+  for (char& c : text) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>('a' + (x & 15));  // 4 bits of entropy a byte: bzip2 halves it
+  }
+  dir_.write("slow/text.txt", text);
+  tar({"-cjf", dir_.file("slow.tar.bz2"), "-C", dir_.file("slow"), "."});
+  ASSERT_GT(std::filesystem::file_size(dir_.file("slow.tar.bz2")), 8u << 20);
+  auto j = run({"--in", dir_.file("slow.tar.bz2") + ":/home/user/d", "--lang", "shell", "-c",
+                "wc -c < d/text.txt"});
+  ASSERT_EQ(j["airlock_exit_code"], 0) << j.dump(2);
+  EXPECT_EQ(j["stdout"], std::to_string(24 << 20) + "\n");
+  EXPECT_EQ(j["transfers"][0]["sha256"], sha256Of(readFile(dir_.file("slow.tar.bz2"))));
 }
 
 TEST_F(TransferCli, HostDirectoriesComeInBeneathTheirRootOnly) {

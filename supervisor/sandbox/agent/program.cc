@@ -153,6 +153,14 @@ bool ProgramRun::drain() {
   return false;
 }
 
+Result<bool> ProgramRun::pump(const OutputFn& on_output, Clock::time_point deadline) {
+  if (exited_) return false;
+  auto f = box_->pop(deadline);
+  if (!f) return fail("timed out waiting for the sandbox agent");
+  if (auto r = apply(*f, &on_output); !r) return Unexpected(r.error());
+  return !exited_;
+}
+
 Result<ProgramOutcome> ProgramRun::wait(const OutputFn& on_output, Clock::time_point deadline,
                                         std::optional<Clock::time_point> kill_at) {
   while (!exited_) {

@@ -50,6 +50,9 @@ class ProgramRun {
   // Consumes what has arrived so far without waiting, dropping output: false when the
   // execution has already ended (a pre-started interpreter that died in the pool).
   bool drain();
+  // Handles the next frame, waiting for it until `deadline` (a writer waiting for the program
+  // to take its input). false once the execution has ended.
+  Result<bool> pump(const OutputFn& on_output, Clock::time_point deadline);
   // Waits for the Exited frame, handing output to on_output as it arrives. At `kill_at` the
   // execution is killed (SIGKILL) and waiting goes on. Fails when `deadline` passes first, the
   // channel closes (a cancelled run closes it), or the agent breaks the protocol.
