@@ -297,12 +297,12 @@ int runCommand(const std::vector<std::string>& args) {
                  std::to_string(result->stderr_bytes) + " bytes (limits.output_bytes)");
     for (const auto& f : result->files_out)
       if (!f.error.empty()) printError("--out " + f.sandbox_path + ": " + f.error);
+    for (const auto& t : result->transfers)
+      if (t.direction == "out" && !t.error.empty())
+        printError("--out " + t.sandbox_path + ":" + t.location + ": " + t.error);
   }
   // A program that succeeded but whose output could not be copied out did not do its job.
-  for (const auto& f : result->files_out)
-    if (!f.error.empty() && result->status == sandbox::Status::kExited && result->exit_code == 0)
-      return sandbox::kExitAirlockError;
-  return result->processExitCode();
+  return result->airlockExitCode();
 }
 
 }  // namespace airlock::cli

@@ -336,8 +336,10 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   }
 
   // Transfers in: unpacked inside by the agent's helper (transfer_job.h), before the program.
-  const auto transfer_deadline =
-      Clock::now() + std::chrono::seconds(profile.limits.timeout_s) + kAgentGrace;
+  // Each transfer has its own time: the program's time limit (what a helper may take), plus an
+  // http transfer's own (a download may take that long), counted from its start.
+  const auto transfer_time = std::chrono::seconds(profile.limits.timeout_s) +
+                             std::chrono::seconds(profile.transfer.http.timeout_s) + kAgentGrace;
   const auto transfer_env = executionEnvironment({}, profile.env, req.env);
   uint64_t transfer_moved = 0;
   auto transfer = [&](bool in, const std::string& location, const std::string& path) {
@@ -349,7 +351,7 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     job.tenant = req.tenant;
     job.sandbox_id = box.id();
     job.env = transfer_env;
-    job.deadline = transfer_deadline;
+    job.deadline = Clock::now() + transfer_time;
     if (req.review)
       job.review = [&](review::Subject subject) {
         return judge(profile.name, std::move(subject), {box.id(), req.tenant, execution_id});

@@ -1,5 +1,7 @@
 #include "supervisor/sandbox/run_result.h"
 
+#include <algorithm>
+
 namespace airlock::sandbox {
 
 const char* statusName(Status s) {
@@ -36,6 +38,17 @@ int RunResult::processExitCode() const {
       return kExitAirlockError;
   }
   return kExitAirlockError;
+}
+
+int RunResult::airlockExitCode() const {
+  const int code = processExitCode();
+  if (code != 0) return code;
+  const bool out_failed = std::any_of(files_out.begin(), files_out.end(),
+                                      [](const auto& f) { return !f.error.empty(); }) ||
+                          std::any_of(transfers.begin(), transfers.end(), [](const auto& t) {
+                            return t.direction == "out" && !t.error.empty();
+                          });
+  return out_failed ? kExitAirlockError : 0;
 }
 
 nlohmann::json errorRecord(const std::string& message) {
@@ -123,7 +136,7 @@ nlohmann::json RunResult::toJson() const {
       {"status", statusName(status)},
       {"exit_code", status == Status::kExited ? json(exit_code) : json(nullptr)},
       {"signal", signal != 0 ? json(signal) : json(nullptr)},
-      {"airlock_exit_code", processExitCode()},
+      {"airlock_exit_code", airlockExitCode()},
       {"message", message.empty() ? json(nullptr) : json(message)},
       {"sandbox_id", sandbox_id},
       {"language", language},

@@ -79,6 +79,9 @@ struct RunResult {
 
   // What `airlock run` exits with: the program's code, 128+signal, or one of kExit*.
   int processExitCode() const;
+  // What `airlock run` exits with: processExitCode(), but 125 when the program succeeded and a
+  // file or a transfer out failed (the run did not do its job).
+  int airlockExitCode() const;
   nlohmann::json toJson() const;
 };
 
