@@ -513,6 +513,13 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     res.status = Status::kExited;
     if (!outcome->error.empty()) res.message = outcome->error;
   }
+  // The agent holds at most 4 MiB of stdin the program has not read, and drops the rest: a
+  // program that then succeeded worked on part of its input, which must not pass for a success.
+  if (outcome->error.starts_with("stdin: ") && res.status == Status::kExited) {
+    res.status = Status::kError;
+    res.message = "the program's standard input was cut short (" + outcome->error +
+                  "); give large inputs as files (--file) or archives (--in)";
+  }
   if (summary && summary->failed()) {
     // Fail closed: the record of what ran is incomplete, so the run does not count as done.
     res.status = Status::kError;

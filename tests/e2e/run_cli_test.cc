@@ -106,6 +106,24 @@ TEST_F(RunCli, StdinIsPassedToTheProgram) {
   EXPECT_EQ(r.out, "SHOUT\n\n");
 }
 
+TEST_F(RunCli, StdinCutShortIsAnErrorNotASuccess) {
+  // Positive control: an input the agent can hold arrives whole.
+  const std::string small(1 << 20, 'x');
+  auto ok = runAirlock({"run", "--lang", "shell", "-c", "sleep 1; wc -c"}, small);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.out, std::to_string(small.size()) + "\n");
+  // 16 MiB that the program does not read for a second: past the 4 MiB the agent holds, the rest
+  // is dropped, and a run that then "succeeds" on part of its input must say so.
+  const std::string big(16 << 20, 'x');
+  auto cut = runAirlock({"run", "--lang", "shell", "-c", "sleep 1; wc -c"}, big);
+  if (cut.exit_code == 0) {
+    EXPECT_EQ(cut.out, std::to_string(big.size()) + "\n") << "a short input passed for a success";
+  } else {
+    EXPECT_EQ(cut.exit_code, 125) << cut.err;
+    EXPECT_NE(cut.err.find("standard input was cut short"), std::string::npos) << cut.err;
+  }
+}
+
 TEST_F(RunCli, LargeInlineProgramRuns) {
   std::string code = "x = 0\n";
   while (code.size() < 300 * 1024) code += "x += 1\n";
