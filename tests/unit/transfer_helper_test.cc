@@ -192,6 +192,41 @@ TEST(TransferHelper, CapsStopWhileStreaming) {
   EXPECT_TRUE(treeOf(dir.path()).empty()) << "partial output left behind";
 }
 
+TEST(TransferHelper, AMillionFileArchiveStopsAtTheFileCap) {
+  ::signal(SIGPIPE, SIG_IGN);  // the helper stops reading at the cap
+  // 10^6 empty files: 512 MB of tar headers, a few MB gzipped.
+  std::string gz;
+  archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  archive_write_add_filter_gzip(a);
+  archive_write_open(
+      a, &gz, nullptr,
+      [](archive*, void* ctx, const void* buf, size_t n) -> la_ssize_t {
+        static_cast<std::string*>(ctx)->append(static_cast<const char*>(buf), n);
+        return static_cast<la_ssize_t>(n);
+      },
+      nullptr);
+  archive_entry* ae = archive_entry_new();
+  for (int i = 0; i < 1000000; ++i) {
+    archive_entry_clear(ae);
+    archive_entry_set_pathname(ae, ("f" + std::to_string(i)).c_str());
+    archive_entry_set_filetype(ae, AE_IFREG);
+    archive_entry_set_perm(ae, 0644);
+    archive_entry_set_size(ae, 0);
+    ASSERT_EQ(archive_write_header(a, ae), ARCHIVE_OK);
+  }
+  archive_entry_free(ae);
+  archive_write_close(a);
+  archive_write_free(a);
+  TempDir dir;
+  // The policy's default cap (transfer.*.max_files): the 100001st entry stops it, and the
+  // 100000 files staged before it are removed.
+  auto r = unpack(gz, dir.path() + "/out", {"--max-files", "100000"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("entry 'f100000': more than 100000 files"), std::string::npos) << r.err;
+  EXPECT_TRUE(treeOf(dir.path()).empty()) << "left behind: " << treeOf(dir.path()).size();
+}
+
 TEST(TransferHelper, ATruncatedArchiveLeavesNothing) {
   TempDir dir;
   std::string good = makeArchive({{.name = "big", .data = std::string(1 << 20, 'x')}}, "tar.gz");
