@@ -80,16 +80,7 @@ TransferOutcome runTransfer(plugin::Registry& registry, const policy::Profile& p
 
   // The review chain sees the location (credentials removed) before a byte moves, and an
   // archive's listing once it is staged; its verdict goes into the record either way.
-  bool denied_by_review = false;
-  auto reviewed = [&](const ArchiveListing* listing) -> Result<> {
-    if (!job.review) return {};
-    auto verdict = job.review(transferSubject(out, t.size(), listing));
-    if (!verdict) return {};
-    out.review = verdict->toJson();
-    if (verdict->allowed()) return {};
-    denied_by_review = true;
-    return fail(verdict->message());
-  };
+  TransferReview reviewed(job.review, out, t.size());
   if (auto r = reviewed(nullptr); !r) return finish("denied", r.error().message());
 
   TransferHooks hooks;
@@ -129,7 +120,7 @@ TransferOutcome runTransfer(plugin::Registry& registry, const policy::Profile& p
   if (!moved) {
     out.moved_bytes = seen;
     const bool cancelled = control != nullptr && control->cancelled();
-    if (denied_by_review) return finish("denied", moved.error().message());
+    if (reviewed.denied()) return finish("denied", moved.error().message());
     return finish(cancelled ? "cancelled" : "error",
                   cancelled ? std::string(kTransferCancelled) : moved.error().message());
   }

@@ -29,4 +29,14 @@ review::Subject transferSubject(const TransferOutcome& t, uint64_t size,
   return s;
 }
 
+Result<> TransferReview::operator()(const ArchiveListing* listing) {
+  if (!judge_) return {};
+  auto verdict = judge_(transferSubject(t_, size_, listing));
+  if (!verdict) return {};
+  t_.review = verdict->toJson();
+  if (verdict->allowed()) return {};
+  denied_ = true;
+  return fail(verdict->message());
+}
+
 }  // namespace airlock::sandbox

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 
 #include "supervisor/review/verdict.h"
 #include "supervisor/sandbox/run_result.h"
@@ -19,5 +21,23 @@ namespace airlock::sandbox {
 //         then "file 1234 src/main.py", "dir 0 src", "symlink 0 l -> src", ... per entry
 review::Subject transferSubject(const TransferOutcome& t, uint64_t size,
                                 const ArchiveListing* listing);
+
+// The chain's looks at one transfer (Manager::judge, or empty: nothing reviews), each verdict
+// kept on the record `t`; an error is a refusal, and denied() then says so.
+class TransferReview {
+ public:
+  using Judge = std::function<std::optional<review::Verdict>(review::Subject)>;
+  TransferReview(Judge judge, TransferOutcome& t, uint64_t size)
+      : judge_(std::move(judge)), t_(t), size_(size) {}
+  // Before a byte moves (listing null), or with the staged archive's listing.
+  Result<> operator()(const ArchiveListing* listing);
+  bool denied() const { return denied_; }
+
+ private:
+  Judge judge_;
+  TransferOutcome& t_;
+  uint64_t size_;
+  bool denied_ = false;
+};
 
 }  // namespace airlock::sandbox

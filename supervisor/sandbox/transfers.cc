@@ -205,15 +205,9 @@ SResult<Json> Manager::uploadArchive(const Caller& caller, const std::string& sb
   const TransferLimits limits = helperLimits(t.archive, box.transfer_moved.load());
   // Reviewed like any archive coming in: the upload, then its listing once staged.
   const audit::RecordIds ids{box.id, box.tenant, ""};
-  bool denied = false;
-  auto reviewed = [&](const ArchiveListing* listing) -> Result<> {
-    auto verdict = judge(box.profile_name, transferSubject(out, 0, listing), ids);
-    if (!verdict) return {};
-    out.review = verdict->toJson();
-    if (verdict->allowed()) return {};
-    denied = true;
-    return fail(verdict->message());
-  };
+  TransferReview reviewed(
+      [&](review::Subject subject) { return judge(box.profile_name, std::move(subject), ids); },
+      out, 0);
   if (auto r = reviewed(nullptr); !r) {
     out.status = "denied";
     out.error = r.error().message();
@@ -239,12 +233,12 @@ SResult<Json> Manager::uploadArchive(const Caller& caller, const std::string& sb
   if (moved) {
     recordSummary(out, *moved);
   } else {
-    out.status = denied ? "denied" : "error";
+    out.status = reviewed.denied() ? "denied" : "error";
     out.error = moved.error().message();
   }
   box.transfer_moved += out.moved_bytes;
   recordTransfer(ids, out);
-  if (denied) {
+  if (reviewed.denied()) {
     metrics_.reject("denied_by_review");
     return std::unexpected(ServiceError{ErrorCode::kDeniedByReview, out.error, out.review});
   }
