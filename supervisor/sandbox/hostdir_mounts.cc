@@ -71,12 +71,6 @@ SResult<std::vector<HostMount>> openHostdirMounts(const policy::Profile& profile
       return bad("not a hostdir: source (hostdir:ROOT or hostdir:ROOT/sub/dir)");
     if (!may_use)
       return forbidden("profile '" + profile.name + "': transfer.plugins does not list 'hostdir'");
-    // The backends that share host directories by path (namespaces, gVisor); a VM's disk images
-    // are built once per path, so a live directory cannot be shown in one.
-    if (profile.isolation == "microvm")
-      return bad(
-          "the microvm backend cannot show host directories; move the files in with a "
-          "transfer (POST /v1/sandboxes/{id}/transfers) instead");
     const std::string rest = m.source.substr(kPrefix.size());
     const size_t slash = rest.find('/');
     const std::string root = rest.substr(0, slash);

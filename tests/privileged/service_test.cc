@@ -362,12 +362,15 @@ TEST_F(ServiceTest, HostDirectoriesAreMountedReadOnlyUnlessTheirRootIsWritable) 
   pol.transfer.roots["results"] = host.file("results");
   pol.transfer.writable_roots = {"results"};
   const bool gvisor = ::access("/usr/bin/runsc", X_OK) == 0;
-  if (gvisor) pol.profiles["default"].isolation_choices = {"gvisor"};
+  const bool microvm = ::access("/usr/bin/qemu-system-x86_64", X_OK) == 0;
+  if (gvisor) pol.profiles["default"].isolation_choices.push_back("gvisor");
+  if (microvm) pol.profiles["default"].isolation_choices.push_back("microvm");
   start(pol);
 
-  for (const std::string isolation : {"", "gvisor"}) {
-    if (!isolation.empty() && !gvisor) {
-      if (airlock::testing::privilegeRequired()) FAIL() << "needs runsc (scripts/install-deps.sh)";
+  for (const std::string isolation : {"", "gvisor", "microvm"}) {
+    if ((isolation == "gvisor" && !gvisor) || (isolation == "microvm" && !microvm)) {
+      if (airlock::testing::privilegeRequired())
+        FAIL() << "needs " << isolation << " (scripts/install-deps.sh)";
       continue;
     }
     SCOPED_TRACE("isolation '" + isolation + "'");
@@ -390,6 +393,20 @@ TEST_F(ServiceTest, HostDirectoriesAreMountedReadOnlyUnlessTheirRootIsWritable) 
         "wrote\n");
     EXPECT_EQ(airlock::testing::readFile(host.file("results/r" + isolation + ".txt")),
               "r" + isolation + "\n");
+    // What the sandbox writes is its user's, seen from inside.
+    EXPECT_EQ(joined(run(sb.id, "[ $(stat -c %u /mnt/out/r" + isolation +
+                                    ".txt) = $(id -u) ] && echo mine"),
+                     "stdout"),
+              "mine\n");
+    // Live, not a copy: what the host adds after the start is there.
+    host.write("data/set/later" + isolation + ".csv", "2\n");
+    EXPECT_EQ(joined(run(sb.id, "cat /mnt/data/set/later" + isolation + ".csv"), "stdout"), "2\n");
+    // A symlink the host puts in the directory resolves inside the sandbox, never to the host's
+    // file; the control reads that file through it on the host.
+    const std::string link = "data/set/escape" + isolation;
+    std::filesystem::create_symlink(host.file("secret.txt"), host.file(link));
+    ASSERT_EQ(airlock::testing::readFile(host.file(link)), "not for sandboxes\n");
+    EXPECT_EQ(joined(run(sb.id, "cat /mnt/" + link + " 2>/dev/null; echo end"), "stdout"), "end\n");
     ASSERT_TRUE(svc_->destroySandbox({}, sb.id));
   }
 

@@ -68,6 +68,7 @@ TEST(IsolationConfig, MicrovmGetsItsTableWithTheLimitsResolved) {
   p.limits.cpu_percent = 150;
   p.limits.memory_mb = 2048;
   p.microvm.kernel = "/srv/vm/vmlinuz";
+  p.limits.file_size_mb = 64;
   EXPECT_EQ(nlohmann::json::parse(isolationConfigJson(p)),
             (nlohmann::json{{"qemu", "/usr/bin/qemu-system-x86_64"},
                             {"accel", "auto"},
@@ -76,7 +77,8 @@ TEST(IsolationConfig, MicrovmGetsItsTableWithTheLimitsResolved) {
                             {"kernel", "/srv/vm/vmlinuz"},
                             {"cache_dir", "/var/cache/airlock/microvm"},
                             {"boot_timeout_s", 60},
-                            {"snapshots", true}}));
+                            {"snapshots", true},
+                            {"file_size_mb", 64}}));
   // Set explicitly, and under the dotted name: the table's values win over the limits.
   p.isolation = "airlock.isolation.microvm";
   p.microvm.vcpus = 4;

@@ -33,9 +33,12 @@ constexpr const char* kGuestModules[] = {"virtio_mmio",    "virtio_console", "vi
                                          "crc32c_generic", "erofs",          "virtio_net"};
 // Loaded only when the command line has the flag (each module costs boot time under TCG):
 // overlay puts an operator's image (filesystem.image) beneath the sandbox's own root; ext4 is
-// a persistent workspace's filesystem.
-constexpr std::pair<const char*, const char*> kOptionalModules[] = {{"overlay", "airlock.image"},
-                                                                    {"ext4", "airlock.workspace"}};
+// a persistent workspace's filesystem; 9p over virtio shares an operator's live directory.
+constexpr std::pair<const char*, const char*> kOptionalModules[] = {
+    {"overlay", "airlock.image"},
+    {"ext4", "airlock.workspace"},
+    {"9pnet_virtio", "airlock.shares"},
+    {"9p", "airlock.shares"}};
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 

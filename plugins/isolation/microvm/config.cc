@@ -40,6 +40,10 @@ Result<Config> parseConfig(std::string_view json) {
       r = number(c.memory_mb, 0, 1u << 20);
     } else if (key == "boot_timeout_s") {
       r = number(c.boot_timeout_s, 5, 600);
+    } else if (key == "file_size_mb") {
+      uint64_t mb = 0;
+      r = number(mb, 1, 1u << 30);
+      c.file_size_bytes = mb << 20;
     } else if (key == "snapshots") {
       if (value.is_boolean())
         c.snapshots = value.get<bool>();
@@ -48,7 +52,7 @@ Result<Config> parseConfig(std::string_view json) {
     } else {
       r = fail("microvm." + key +
                ": unknown key (known: qemu, accel, vcpus, memory_mb, kernel, cache_dir, "
-               "boot_timeout_s, snapshots)");
+               "boot_timeout_s, snapshots, file_size_mb)");
     }
     if (!r) return Unexpected(r.error());
   }

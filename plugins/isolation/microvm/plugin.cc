@@ -104,8 +104,11 @@ Result<> readExecRecords(Sandbox& sb,
   }
 }
 
-// What the guest's root holds, from the spec: big host directories become their own images
-// (mounted where the spec says), the rest is copied into the root image.
+// What the guest's root holds, from the spec. Host paths at their own place (the system view:
+// /usr, /etc entries) are the host's software: snapshots of them, big directories their own
+// images built once per path, the rest copied into the root image. A directory shown anywhere
+// else, or writable (an operator's `hostdir` mount, from its staging point), is live data: it is
+// shared with the guest over virtio-9p instead, so both sides see each other's changes.
 struct View {
   RootSpec root;
   std::vector<std::string> directory_images;  // host directories, each mounted at its own path
@@ -115,7 +118,11 @@ struct View {
   std::string image;
   // A persistent workspace: its ext4 image (AIRLOCK_MOUNT_IMAGE), the guest's /home/user disk.
   std::string workspace;
+  std::vector<Share> shares;
 };
+
+// QEMU's 9p server takes one device per share; the API allows 16 host directories.
+constexpr size_t kMaxShares = 16;
 
 Result<View> viewOf(const airlock_sandbox_spec_v1& spec) {
   View v;
@@ -136,17 +143,24 @@ Result<View> viewOf(const airlock_sandbox_spec_v1& spec) {
       v.workspace = source;
       continue;
     }
-    if ((m.flags & AIRLOCK_MOUNT_READONLY) == 0)
-      return fail("a writable host directory (" + source + " at " + target +
-                  ") is not supported by the microvm backend: only a persistent workspace's "
-                  "image at /home/user");
-    if (source != target)
-      return fail("host path " + source + " shown at " + target +
-                  ": the microvm backend shows host paths at their own place only");
+    const bool writable = (m.flags & AIRLOCK_MOUNT_READONLY) == 0;
     struct stat st {};
     if (::stat(source.c_str(), &st) != 0) {
       if ((m.flags & AIRLOCK_MOUNT_OPTIONAL) != 0) continue;
       return sysError("stat", source);
+    }
+    if (writable || source != target) {
+      if (!S_ISDIR(st.st_mode))
+        return fail("host path " + source + " shown at " + target +
+                    ": the microvm backend shares directories only");
+      if (target.empty() || target[0] != '/' || target == "/")
+        return fail("host directory " + source + ": its place in the guest (" + target +
+                    ") is not an absolute path below /");
+      if (v.shares.size() == kMaxShares)
+        return fail("more than " + std::to_string(kMaxShares) +
+                    " host directories shared with one microVM");
+      v.shares.push_back({source, target, writable});
+      continue;
     }
     // /etc's entries are small and read at every start: copies in the root. Other
     // directories (/usr) can be gigabytes: an image each, built once.
@@ -156,7 +170,8 @@ Result<View> viewOf(const airlock_sandbox_spec_v1& spec) {
       v.root.copied.push_back(source);
   }
   v.root.etc_files = sandboxEtcFiles(spec);
-  v.root.mount_points = {"/home/user", "/tmp", "/dev", "/proc", "/sys", "/run"};
+  // /mnt: where shares go (a small tmpfs holds their mount points, made after the go line).
+  v.root.mount_points = {"/home/user", "/tmp", "/dev", "/proc", "/sys", "/run", "/mnt"};
   for (const auto& d : v.directory_images) v.root.mount_points.push_back(d);
   return v;
 }
@@ -206,6 +221,8 @@ class Microvm final : public sdk::IsolationPlugin {
     boot.gid = spec.user_gid;
     boot.home_bytes = spec.workspace_bytes;
     boot.workspace_image = view->workspace;
+    boot.shares = view->shares;
+    boot.share_file_bytes = config_.file_size_bytes;
     boot.tmp_bytes = spec.tmp_bytes;
     boot.console_log = *dir + "/console.log";
     boot.qemu_log = *dir + "/qemu.log";

@@ -38,6 +38,7 @@ std::string snapshotPath(const std::string& cache_dir, const Boot& boot) {
   b.console_log = "console";  // per sandbox: host files and ids, not the guest's state
   b.qemu_log.clear();
   b.runas_uid = b.runas_gid = -1;
+  for (auto& s : b.shares) s.path = "share";  // a staging point per sandbox; the device is kept
   std::vector<std::string> parts = {"snapshot-v1", fileIdentity(b.qemu)};
   for (auto& a : qemuArgv(b)) parts.push_back(std::move(a));
   return cache_dir + "/snapshot-" + cacheKey(parts) + ".vmstate";

@@ -55,6 +55,16 @@ std::string oneLine(std::string text) {
   return out;
 }
 
+// A value in QEMU's option syntax, where a comma is written twice.
+std::string qemuOptionValue(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    out += c;
+    if (c == ',') out += ',';
+  }
+  return out;
+}
+
 }  // namespace
 
 unsigned long hostTscKhz() {
@@ -102,6 +112,7 @@ std::vector<std::string> qemuArgv(const Boot& b) {
     if (b.network) append += " airlock.net";
     if (!b.image_layer.empty()) append += " airlock.image";
     if (!b.workspace_image.empty()) append += " airlock.workspace";
+    if (!b.shares.empty()) append += " airlock.shares=" + std::to_string(b.shares.size());
     append += " airlock.user=" + std::to_string(b.uid) + ":" + std::to_string(b.gid) +
               " airlock.home=" + std::to_string(b.home_bytes) +
               " airlock.tmp=" + std::to_string(b.tmp_bytes);
@@ -149,6 +160,21 @@ std::vector<std::string> qemuArgv(const Boot& b) {
                          "id=home,file=" + b.workspace_image +
                              ",format=raw,if=none,cache=writeback,discard=unmap",
                          "-device", "virtio-blk-device,drive=home"});
+    }
+  }
+  if (!b.marker) {
+    // QEMU's 9p server ("local"): it opens the directory at start, before -runas, and then
+    // walks every path beneath that fd one component at a time without following symlinks, as
+    // the sandbox's host id. mapped-xattr keeps the guest's owners and modes in user.virtfs.*
+    // xattrs of what the guest creates (owned on the host by that id, 0644 and 0755), so the
+    // guest's user owns its files whatever its id is on the host.
+    for (size_t i = 0; i < b.shares.size(); ++i) {
+      const std::string id = "share" + std::to_string(i);
+      a.insert(a.end(), {"-fsdev",
+                         "local,id=" + id + ",path=" + qemuOptionValue(b.shares[i].path) +
+                             ",security_model=mapped-xattr,fmode=0644,dmode=0755" +
+                             (b.shares[i].writable ? "" : ",readonly=on"),
+                         "-device", "virtio-9p-device,fsdev=" + id + ",mount_tag=" + id});
     }
   }
   if (b.network && !b.marker) {
@@ -216,6 +242,12 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
       return sysError("stat", boot.workspace_image);
     m.file_size_limit = std::max<rlim_t>(kConsoleCapBytes, static_cast<rlim_t>(st.st_size));
   }
+  // QEMU writes the guest's files into a writable share: each up to the sandbox's own file
+  // size limit, and the logs may then grow as large (as with a workspace's disk).
+  if (std::any_of(boot.shares.begin(), boot.shares.end(),
+                  [](const Share& s) { return s.writable; }))
+    m.file_size_limit =
+        std::max<rlim_t>(m.file_size_limit, static_cast<rlim_t>(boot.share_file_bytes));
   m.name = "microvm";
   auto spawned = spawnMonitor(m);
   if (!spawned) return Unexpected(spawned.error());
@@ -250,8 +282,19 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
       return sysError("getrandom", "the guest's entropy");
     char hex[2 * sizeof seed + 1];
     for (size_t i = 0; i < sizeof seed; ++i) std::snprintf(hex + 2 * i, 3, "%02x", seed[i]);
-    const std::string line = "go " + std::to_string(now.tv_sec) + " " +
-                             std::to_string(now.tv_nsec) + " " + boot.hostname + " " + hex + "\n";
+    std::string line = "go " + std::to_string(now.tv_sec) + " " + std::to_string(now.tv_nsec) +
+                       " " + boot.hostname + " " + hex;
+    // Then each share's place, in device order: 'r' or 'w' and the path, in hex (a path may
+    // hold any byte but NUL).
+    for (const auto& s : boot.shares) {
+      line += s.writable ? " w" : " r";
+      for (unsigned char c : s.as) {
+        char two[3];
+        std::snprintf(two, sizeof two, "%02x", c);
+        line += two;
+      }
+    }
+    line += "\n";
     if (::send(status_ours.get(), line.data(), line.size(), MSG_NOSIGNAL) !=
         static_cast<ssize_t>(line.size()))
       return sysError("send", "the go line");

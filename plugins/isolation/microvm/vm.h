@@ -4,9 +4,9 @@
 // QEMU (`-M microvm`, no firmware tables beyond ACPI, no PCI) gets the agent's channel, a
 // status port and the exec records' port as virtio-serial ports on pre-connected sockets, a
 // monitor (QMP) for snapshots, the read-only images as
-// virtio-blk disks, and the guest console and its own output in size-capped files. The guest's
-// /init reports its progress and errors on the status port, then the agent writes its ready line
-// there.
+// virtio-blk disks, operators' live directories as virtio-9p devices, and the guest console and its
+// own output in size-capped files. The guest's /init reports its progress and errors on the status
+// port, then the agent writes its ready line there.
 #pragma once
 
 #include <sys/types.h>
@@ -23,6 +23,14 @@
 
 namespace airlock::isolation::microvm {
 
+// An operator's directory the guest sees live, over virtio-9p: QEMU's own 9p server opens
+// `path` (the supervisor's staging point) at start and serves it as `as` in the guest.
+struct Share {
+  std::string path;
+  std::string as;
+  bool writable = false;
+};
+
 struct Boot {
   std::string qemu;
   std::string accel;  // "kvm" or "tcg": resolved
@@ -33,6 +41,9 @@ struct Boot {
   std::string image_layer;      // filesystem.image's erofs, beneath the root (vdb); "": none
   std::string workspace_image;  // a persistent workspace's ext4, read-write, the last disk
   std::vector<std::pair<std::string, std::string>> images;  // (image, mount point): vdb, ...
+  // Devices share0, share1, ... in the command line; where each goes is in the go line (per
+  // sandbox, after any snapshot), so sandboxes of one configuration share one snapshot.
+  std::vector<Share> shares;
   std::string hostname = "sandbox";  // in the go line, not on the command line: per sandbox
   uint32_t uid = 1000, gid = 1000;
   uint64_t home_bytes = 256ull << 20, tmp_bytes = 256ull << 20;
@@ -43,6 +54,8 @@ struct Boot {
   bool network = false;  // eth0 on QEMU's user-mode network, in QEMU's network namespace
   bool marker = false;   // boot to the init's first instruction and power off (B7's floor)
   int runas_uid = -1, runas_gid = -1;  // QEMU drops to these after opening its files
+  // The largest file the guest may write into a writable share (limits.file_size_mb).
+  uint64_t share_file_bytes = 256ull << 20;
 };
 
 // The fds QEMU is started with: the ports' sockets, its monitor (QMP), and the snapshot it

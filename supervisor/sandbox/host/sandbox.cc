@@ -116,7 +116,8 @@ std::string isolationConfigJson(const policy::Profile& profile) {
                           {"kernel", m.kernel},
                           {"cache_dir", m.cache_dir},
                           {"boot_timeout_s", m.boot_timeout_s},
-                          {"snapshots", m.snapshots}}
+                          {"snapshots", m.snapshots},
+                          {"file_size_mb", profile.limits.file_size_mb}}
         .dump();
   }
   if (profile.isolation != "gvisor" && profile.isolation != "airlock.isolation.gvisor") return "{}";

@@ -7,6 +7,7 @@
 //   airlock.home=BYTES airlock.tmp=BYTES airlock.user=UID:GID
 //   airlock.image   vdb is filesystem.image, beneath the root on vda (an overlay); images from vdc
 //   airlock.workspace  the last disk is a persistent workspace (ext4) for /home/user
+//   airlock.shares=N   N virtio-9p devices, share0..; the go line says where each goes
 //   airlock.net     configure eth0 on QEMU's user-mode network (network.mode allowlist, open)
 //   airlock.debug   report each step on the status port
 //   airlock.marker  print a marker on the console and power off (the bare-boot floor)
@@ -15,7 +16,8 @@
 // same for every sandbox of one boot configuration, so the host may snapshot the guest here and
 // restore that snapshot for later sandboxes (docs/microvm.md, "Snapshots"). /init says "paused" on
 // the status port and waits for the host's go line with what is each sandbox's own: the time, fresh
-// entropy and the hostname. Then it opens the agent's virtio-serial port as fd 3 and execs the
+// entropy, the hostname and where the operator's shared directories go (mounted then). Then it
+// opens the agent's virtio-serial port as fd 3 and execs the
 // agent. A step that fails is reported on the status port (or the console before it exists) and the
 // VM powers off, so the host sees the reason instead of a timeout.
 #include <arpa/inet.h>
@@ -294,11 +296,21 @@ void ethernetUp() {
 // A guest restored from a snapshot shares the snapshot's clock and random state with every
 // other guest restored from it: the time is set, and the entropy is mixed into the kernel's
 // pool and the CRNG reseeded at once, before the agent or any program of the sandbox runs.
-void awaitGo() {
+// An operator's directory on a 9p device (shareN, in order): where it goes, and whether the
+// guest may write.
+struct Share {
+  std::string at;
+  bool writable = false;
+};
+
+// Waits for the host's go line, "go SEC NSEC HOSTNAME SEED [SHARE...]": each share is 'r' or
+// 'w' and its place in hex. Sets the clock, entropy and hostname; returns the shares.
+std::vector<Share> awaitGo() {
   say("paused");
   std::string line;
   char c;
-  while (line.size() < 256) {
+  // 16 shares of a 4 KiB path each, in hex, and the rest.
+  while (line.size() < 160 * 1024) {
     ssize_t n = ::read(status_fd, &c, 1);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) die("the status port closed before the host's go line");
@@ -307,7 +319,7 @@ void awaitGo() {
   }
   const std::vector<std::string> f = split(line, ' ');
   errno = 0;
-  if (f.size() != 5 || f[0] != "go" || f[4].size() != 64 ||
+  if (f.size() < 5 || f[0] != "go" || f[4].size() != 64 ||
       f[4].find_first_not_of("0123456789abcdef") != std::string::npos || f[3].empty() ||
       f[3].size() > 63 ||
       f[3].find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
@@ -332,6 +344,50 @@ void awaitGo() {
   if (::ioctl(random, RNDRESEEDCRNG) != 0) die("RNDRESEEDCRNG");
   ::close(random);
   if (::sethostname(f[3].data(), f[3].size()) != 0) die("sethostname");
+  std::vector<Share> shares;
+  for (size_t i = 5; i < f.size(); ++i) {
+    const std::string& hex = f[i];
+    if (hex.size() < 3 || hex.size() % 2 != 1 || (hex[0] != 'r' && hex[0] != 'w') ||
+        hex.find_first_not_of("0123456789abcdef", 1) != std::string::npos)
+      die("bad share in the go line: " + hex.substr(0, 120));
+    Share s{.at = "", .writable = hex[0] == 'w'};
+    for (size_t j = 1; j < hex.size(); j += 2)
+      s.at.push_back(static_cast<char>(std::stoul(hex.substr(j, 2), nullptr, 16)));
+    if (s.at[0] != '/' || s.at.find('\0') != std::string::npos) die("bad share path " + s.at);
+    shares.push_back(std::move(s));
+  }
+  if (shares.size() != std::strtoul(param("airlock.shares", "0").c_str(), nullptr, 10))
+    die("the go line names " + std::to_string(shares.size()) + " shares, the command line " +
+        param("airlock.shares", "0"));
+  return shares;
+}
+
+// mkdir -p, as root, for a share's mount point.
+void makeDirs(const std::string& path) {
+  for (size_t at = 1; at <= path.size(); ++at) {
+    if (at != path.size() && path[at] != '/') continue;
+    const std::string prefix = path.substr(0, at);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) die("mkdir " + prefix);
+  }
+}
+
+// The shares, after the go line (a 9p mount blocks QEMU's migration, so none exists when the
+// host snapshots the guest): a small tmpfs on /mnt holds their mount points, and each device is
+// mounted where the host said, parents before children, never with set-id or device files.
+void mountShares(std::vector<std::pair<size_t, Share>> shares) {
+  if (shares.empty()) return;
+  mountOrDie("tmpfs", "/mnt", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+             "size=1048576,nr_inodes=1024,mode=0755");
+  std::sort(shares.begin(), shares.end(),
+            [](const auto& a, const auto& b) { return a.second.at < b.second.at; });
+  for (const auto& [device, share] : shares) {
+    makeDirs(share.at);
+    // msize: 9p's largest message, at virtio's limit in this kernel (125 pages). access=user: each
+    // guest user attaches as itself, so the server records who created what.
+    mountOrDie(("share" + std::to_string(device)).c_str(), share.at, "9p",
+               MS_NOSUID | MS_NODEV | (share.writable ? 0 : MS_RDONLY),
+               "trans=virtio,version=9p2000.L,msize=512000,access=user");
+  }
 }
 
 }  // namespace
@@ -442,7 +498,9 @@ int main() {
   if (!airlock::isolation::microvm::startExecWatch(events)) die("process events connector");
   ::close(events);
 
-  awaitGo();
+  std::vector<std::pair<size_t, Share>> shares;
+  for (auto& s : awaitGo()) shares.emplace_back(shares.size(), std::move(s));
+  mountShares(std::move(shares));
 
   // The agent's channel becomes fd 3.
   const std::string reopen = "/proc/self/fd/" + std::to_string(agent_port);
