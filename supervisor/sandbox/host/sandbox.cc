@@ -27,6 +27,7 @@
 #include "supervisor/sandbox/host/host_mounts.h"
 #include "supervisor/sandbox/host/orphans.h"
 #include "supervisor/sandbox/host/workspace_mount.h"
+#include "supervisor/sys/process_end.h"
 #include "supervisor/sys/seccomp_filter.h"
 
 namespace airlock::sandbox {
@@ -537,21 +538,15 @@ Result<> Sandbox::destroy() {
     events_.reset();
   }
   if (started_) {
-    if (sandbox_.pidfd >= 0 && adopted_) {
-      // PID 1 belongs to the host's init since its first supervisor died: wait for it to die
-      // (the pidfd turns readable); init reaps it.
-      pollfd p{sandbox_.pidfd, POLLIN, 0};
-      while (poll(&p, 1, 5000) < 0 && errno == EINTR) {
-      }
-      close(sandbox_.pidfd);
-      sandbox_.pidfd = -1;
-    } else if (sandbox_.pidfd >= 0) {
-      // PID 1 is our child: reap it so no zombie outlives the sandbox.
-      siginfo_t info{};
-      while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sandbox_.pidfd), &info,
-                    WEXITED) != 0 &&
-             errno == EINTR) {
-      }
+    if (sandbox_.pidfd >= 0) {
+      // The cgroup's kill has ended PID 1 with the rest, unless it failed: then PID 1 is
+      // killed through its pidfd, and the wait is bounded either way. Our child is reaped here
+      // so no zombie outlives the sandbox; an adopted one belongs to the host's init, which
+      // reaps it. One that never exits keeps the sandbox's lock, so the next run reclaims it.
+      note(sys::killAndAwaitExit(
+               sandbox_.pidfd, !adopted_,
+               std::chrono::duration_cast<std::chrono::milliseconds>(kCgroupDrainTimeout)),
+           "end PID 1");
       close(sandbox_.pidfd);
       sandbox_.pidfd = -1;
     }
