@@ -118,20 +118,40 @@ Result<> validatePluginName(std::string_view name, uint32_t kind) {
   return {};
 }
 
+PluginHandle::State::~State() {
+  library.reset();
+  // glibc keeps a library mapped after dlclose when it cannot be unloaded (C++ unique symbols
+  // make most plugins so), under the name it was loaded as, and finds a library by that name
+  // before it opens anything: with fd N closed and its number reused for another plugin,
+  // loading "/proc/self/fd/N" would give the old library. So the fd lives as long as the
+  // library does.
+  if (!file) return;
+  const std::string name = "/proc/self/fd/" + std::to_string(file.get());
+  if (void* still = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_NOLOAD); still != nullptr) {
+    ::dlclose(still);
+    (void)file.release();
+  }
+}
+
 std::string PluginHandle::version() const {
   return state_->descriptor->version != nullptr ? state_->descriptor->version : "";
 }
 
 Result<PluginHandle> loadPlugin(const std::string& path, const LoadOptions& options) {
-  auto real = checkTrustedFile(path, options.required_owner);
-  if (!real) return Unexpected(std::move(real.error()));
+  auto file = checkTrustedFile(path, options.required_owner);
+  if (!file) return Unexpected(std::move(file.error()));
+  return loadTrustedPlugin(path, std::move(*file));
+}
 
+Result<PluginHandle> loadTrustedPlugin(const std::string& path, TrustedFile file) {
   // Everything below runs code from the file; it passed the ownership checks, so it is trusted
-  // not to be malicious, only possibly built against another ABI.
+  // not to be malicious, only possibly built against another ABI. dlopen reopens the checked
+  // inode through its fd: a path would be looked up again, and could name another file by now.
   auto library = std::make_shared<boost::dll::shared_library>();
   boost::dll::fs::error_code ec;
   ::dlerror();  // clear a stale message so the one read below is about this file
-  library->load(*real, ec, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  library->load("/proc/self/fd/" + std::to_string(file.fd.get()), ec,
+                boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   if (ec || !library->is_loaded()) {
     const char* why = ::dlerror();
     return fail(std::string("dlopen failed: ") + (why != nullptr ? why : ec.message().c_str()));
@@ -165,10 +185,11 @@ Result<PluginHandle> loadPlugin(const std::string& path, const LoadOptions& opti
   if (auto ok = validateOps(*d); !ok) return Unexpected(std::move(ok.error()));
 
   auto state = std::make_shared<PluginHandle::State>();
+  state->file = std::move(file.fd);
   state->library = std::move(library);
   state->descriptor = d;
   state->path = path;
-  state->real_path = *real;
+  state->real_path = std::move(file.real_path);
   state->name = *name;
   state->short_name = name->substr(name->rfind('.') + 1);
   return PluginHandle(std::move(state));

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "airlock/result.h"
+#include "supervisor/plugin/trusted_file.h"
 
 namespace airlock::plugin {
 
@@ -39,8 +40,14 @@ class PluginHandle {
   std::string version() const;
 
  private:
-  friend Result<PluginHandle> loadPlugin(const std::string& path, const LoadOptions& options);
+  friend Result<PluginHandle> loadTrustedPlugin(const std::string& path, TrustedFile file);
   struct State {
+    // Unloads the library; its file stays open while the library stays mapped (below).
+    ~State();
+    // The checked file, open while the library is mapped: the library's name is
+    // /proc/self/fd/N, which a plugin resolves (realpath) to find files beside it, and which
+    // must not name another file while that library is loaded.
+    UniqueFd file;
     std::shared_ptr<void> library;  // the boost::dll::shared_library; unloads when released
     const airlock_plugin_v1* descriptor = nullptr;  // static in the library
     std::string path, real_path, name, short_name;
@@ -49,8 +56,12 @@ class PluginHandle {
   std::shared_ptr<const State> state_;
 };
 
-// Loads one plugin file. On failure the error is the reason only; callers add
-// "plugin '<path>' rejected" (Registry does).
+// Loads one plugin file: checkTrustedFile, then loadTrustedPlugin. On failure the error is the
+// reason only; callers add "plugin '<path>' rejected" (Registry does).
 Result<PluginHandle> loadPlugin(const std::string& path, const LoadOptions& options = {});
+
+// Loads a file checkTrustedFile passed, through its fd (/proc/self/fd/N): the library mapped is
+// the inode that was checked, whatever was renamed over `path` since.
+Result<PluginHandle> loadTrustedPlugin(const std::string& path, TrustedFile file);
 
 }  // namespace airlock::plugin

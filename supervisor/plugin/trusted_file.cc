@@ -36,7 +36,8 @@ Result<> checkDirectory(const struct stat& st, const std::string& dir, uid_t own
   return {};
 }
 
-Result<> checkResolved(const std::string& real, uid_t owner) {
+// The file's O_PATH fd once every check passed.
+Result<UniqueFd> checkResolved(const std::string& real, uid_t owner) {
   // O_PATH: we only fstat; O_NOFOLLOW on every step: a component swapped for a symlink after
   // realpath() fails the walk instead of redirecting it.
   UniqueFd dir(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -49,7 +50,8 @@ Result<> checkResolved(const std::string& real, uid_t owner) {
     std::string component = real.substr(pos, last ? std::string::npos : slash - pos);
     struct stat st {};
     if (::fstat(dir.get(), &st) != 0) return sysError("fstat", walked.empty() ? "/" : walked);
-    if (auto ok = checkDirectory(st, walked.empty() ? "/" : walked, owner, last); !ok) return ok;
+    if (auto ok = checkDirectory(st, walked.empty() ? "/" : walked, owner, last); !ok)
+      return Unexpected(std::move(ok.error()));
     walked += "/" + component;
     int flags = O_PATH | O_NOFOLLOW | O_CLOEXEC | (last ? 0 : O_DIRECTORY);
     UniqueFd next(::openat(dir.get(), component.c_str(), flags));
@@ -62,7 +64,7 @@ Result<> checkResolved(const std::string& real, uid_t owner) {
                     mustBeOwnedBy(owner, false));
       if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
         return fail("writable by group or others (mode " + octalMode(st.st_mode) + ")");
-      return {};
+      return next;
     }
     dir = std::move(next);
     pos = slash + 1;
@@ -71,17 +73,18 @@ Result<> checkResolved(const std::string& real, uid_t owner) {
 
 }  // namespace
 
-Result<std::string> checkTrustedFile(const std::string& path, uid_t owner) {
+Result<TrustedFile> checkTrustedFile(const std::string& path, uid_t owner) {
   std::unique_ptr<char, decltype(&std::free)> resolved(::realpath(path.c_str(), nullptr),
                                                        &std::free);
   if (!resolved) return sysError("realpath", path);
   std::string real = resolved.get();
   if (real == "/") return fail("not a regular file");
-  if (auto ok = checkResolved(real, owner); !ok) {
-    if (real != path) return Unexpected(std::move(ok.error()).wrap("resolves to '" + real + "'"));
-    return Unexpected(std::move(ok.error()));
+  auto file = checkResolved(real, owner);
+  if (!file) {
+    if (real != path) return Unexpected(std::move(file.error()).wrap("resolves to '" + real + "'"));
+    return Unexpected(std::move(file.error()));
   }
-  return real;
+  return TrustedFile{std::move(real), std::move(*file)};
 }
 
 }  // namespace airlock::plugin

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "airlock/result.h"
+#include "airlock/unique_fd.h"
 
 namespace airlock::plugin {
 
@@ -15,8 +16,13 @@ namespace airlock::plugin {
 //     others unless it is sticky (/tmp);
 //   - the file's own directory is owned by root or `owner` and not writable by group or others;
 //   - the file is a regular file owned by `owner` and not writable by group or others.
-// Returns the resolved path. The error says which object failed and why; when `path` is a
-// symlink it starts with "resolves to '<real path>'".
-Result<std::string> checkTrustedFile(const std::string& path, uid_t owner);
+// Returns the resolved path and the checked file itself (O_PATH): load through that fd, not the
+// path, and what runs is what was checked. The error says which object failed and why; when
+// `path` is a symlink it starts with "resolves to '<real path>'".
+struct TrustedFile {
+  std::string real_path;
+  UniqueFd fd;
+};
+Result<TrustedFile> checkTrustedFile(const std::string& path, uid_t owner);
 
 }  // namespace airlock::plugin

@@ -223,5 +223,24 @@ TEST(PluginTrust, ChecksTheFileASymlinkPointsTo) {
                                    "' is writable by group or others (mode 0777)");
 }
 
+// The file loaded is the file checked: a plugin renamed over the checked path in between (by
+// whoever may write its directory) is not what runs. The control loads the new file by its
+// path, showing the swap really happened.
+TEST(PluginTrust, LoadsTheCheckedFileNotWhatWasRenamedOverItsPath) {
+  testing::TempDir dir;
+  auto path = copyFixture("language-echo", dir.path(), "language-echo.so");
+  auto checked = checkTrustedFile(path, geteuid());
+  ASSERT_TRUE(checked) << checked.error().message();
+  auto other = copyFixture("isolation-fake", dir.path(), "swap.so");
+  ASSERT_EQ(::rename(other.c_str(), path.c_str()), 0);
+
+  auto loaded = loadTrustedPlugin(path, std::move(*checked));
+  ASSERT_TRUE(loaded) << loaded.error().message();
+  EXPECT_EQ(loaded->name(), "test.language.echo");
+  auto swapped = loadPlugin(path, ownedByMe());
+  ASSERT_TRUE(swapped) << swapped.error().message();
+  EXPECT_EQ(swapped->name(), "test.isolation.fake");
+}
+
 }  // namespace
 }  // namespace airlock::plugin::test

@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,7 +67,11 @@ std::string statxCompatPath() {
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(&statxCompatPath), &info) == 0 || info.dli_fname == nullptr)
     return "";
-  std::string self = info.dli_fname;
+  // The supervisor maps a plugin through the fd it checked (/proc/self/fd/N): the real path
+  // is what that names.
+  std::unique_ptr<char, decltype(&std::free)> real(::realpath(info.dli_fname, nullptr), &std::free);
+  if (!real) return "";
+  std::string self = real.get();
   std::string path = self.substr(0, self.rfind('/') + 1) + "gvisor/libairlock-statx-compat.so";
   return ::access(path.c_str(), R_OK) == 0 ? path : "";
 }
