@@ -82,6 +82,13 @@ IsolationBackend::IsolationBackend(std::unique_ptr<Instance> instance)
     read_events_ = ops().read_events;
   // A backend that says it reports events but cannot: the host would record nothing.
   if (read_events_ == nullptr) flags_ &= ~AIRLOCK_ISOLATION_OWN_AUDIT;
+  // Operators never get a looser sandbox silently (the ABI promises this line).
+  if (!extra_syscalls_.empty()) {
+    std::string names;
+    for (const auto& s : extra_syscalls_) names += (names.empty() ? "" : ", ") + s;
+    instance_->log(2, "policy relaxation: this backend adds " + names +
+                          " to every sandbox's seccomp allow list");
+  }
 }
 
 Result<> IsolationBackend::readEvents(

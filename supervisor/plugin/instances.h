@@ -28,6 +28,10 @@ class Instance {
 
   void* get() const { return instance_; }
   const PluginHandle& plugin() const { return plugin_; }
+  // A line in the plugin's log, as if the plugin had said it (tagged with its name).
+  void log(int level, const std::string& message) const {
+    host_.log(host_.ctx, level, message.c_str());
+  }
 
  private:
   explicit Instance(PluginHandle plugin) : plugin_(std::move(plugin)) {}

@@ -202,8 +202,15 @@ TEST(PluginRegistry, AThrowingCreateBecomesAnError) {
 
 TEST(PluginRegistry, RunsAnIsolationBackend) {
   auto registry = Registry::loadDirectory(fixtureDir(), ownedByMe());
+  // The syscalls a backend adds to every sandbox's seccomp allow list loosen the policy: said
+  // as a relaxation when the backend is set up, never added silently.
+  ::testing::internal::CaptureStderr();
   auto backend = registry.isolation("test.isolation.fake");
+  const std::string said = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(backend) << backend.error().message();
+  EXPECT_EQ(said,
+            "[test.isolation.fake] warning: policy relaxation: this backend adds ptrace, "
+            "process_vm_readv to every sandbox's seccomp allow list\n");
   EXPECT_EQ((*backend)->name(), "fake");
   EXPECT_THAT((*backend)->extraSyscalls(), ElementsAre("ptrace", "process_vm_readv"));
   EXPECT_EQ(registry.isolation("fake")->get(), backend->get());
