@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "airlock/unique_fd.h"
+#include "supervisor/sys/seccomp_arg_checks.h"
 
 namespace airlock::sys {
 
@@ -41,57 +42,6 @@ struct Effective {
 
 constexpr uint64_t kCloneNsFlags[] = {CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
                                       CLONE_NEWUSER, CLONE_NEWPID,    CLONE_NEWNET};
-
-// A check on the low 32 bits of one argument, written as raw BPF in front of libseccomp's program:
-// libseccomp drops conditional rules on a syscall that also has an unconditional one, so "allow
-// ioctl except TIOCSTI" cannot be said there. The kernel truncates these arguments to 32 bits
-// (unsigned int cmd), so only the low half may be compared, or high bits would slip past.
-struct ArgValueCheck {
-  int nr;
-  unsigned arg;
-  std::vector<uint32_t> values;
-  bool allow_only;  // true: values allowed, others EPERM; false: values EPERM, others go on
-};
-
-uint32_t argLowOffset(unsigned arg) {
-  uint32_t off = offsetof(struct seccomp_data, args) + 8 * arg;
-  if constexpr (std::endian::native == std::endian::big) off += 4;
-  return off;
-}
-
-std::vector<sock_filter> buildPrefix(uint32_t audit_arch,
-                                     const std::vector<ArgValueCheck>& checks) {
-  std::vector<sock_filter> p;
-  if (checks.empty()) return p;
-  // Lengths first, so forward jumps can be computed: group = jeq nr, ld arg, values, 2 returns.
-  size_t total = 3;
-  for (const auto& c : checks) total += 2 + c.values.size() + 2;
-  auto ret = [](uint32_t action) { return sock_filter BPF_STMT(BPF_RET | BPF_K, action); };
-  p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
-  p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, audit_arch, 0, static_cast<uint8_t>(total - 2)));
-  p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
-  const uint32_t eperm = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
-  for (const auto& c : checks) {
-    size_t n = c.values.size();
-    p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(c.nr), 0,
-                         static_cast<uint8_t>(1 + n + 2)));
-    p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, argLowOffset(c.arg)));
-    for (size_t i = 0; i < n; ++i) {
-      // Match → the last instruction of the group (n - i - 1 values, then one return, ahead).
-      p.push_back(
-          BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, c.values[i], static_cast<uint8_t>(n - i - 1 + 1), 0));
-    }
-    if (c.allow_only) {
-      p.push_back(ret(eperm));
-      p.push_back(ret(SECCOMP_RET_ALLOW));
-    } else {
-      size_t after = p.size() + 1;  // the jump's own pc + 1
-      p.push_back(BPF_STMT(BPF_JMP | BPF_JA, static_cast<uint32_t>(total - after)));
-      p.push_back(ret(eperm));
-    }
-  }
-  return p;
-}
 
 // The plain part of the profile (allow, or a fixed errno, no argument checks) as a binary search
 // over ranges of syscall numbers with the same outcome, in front of libseccomp's program.
@@ -359,7 +309,7 @@ Result<std::string> buildSeccompFilter(const SeccompOptions& opts, SeccompCodege
                     "compile seccomp filter");
     head = std::move(tree);
   }
-  std::vector<sock_filter> checks = buildPrefix(arch, prefix);
+  AIRLOCK_TRY_CTX(checks, buildArgValueChecks(arch, prefix), "compile seccomp filter");
   head.insert(head.end(), checks.begin(), checks.end());
   std::string out(reinterpret_cast<const char*>(head.data()), head.size() * sizeof(sock_filter));
   out += body;

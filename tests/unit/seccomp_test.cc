@@ -30,6 +30,7 @@
 #include <string>
 #include <thread>
 
+#include "supervisor/sys/seccomp_arg_checks.h"
 #include "supervisor/sys/seccomp_filter.h"
 #include "test_support.h"
 
@@ -643,6 +644,44 @@ TEST_F(SeccompPrograms, ShellAndCoreutils) {
       env());
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out, "six\nok\n");
+}
+
+// Argument checks are raw BPF whose conditional jumps reach 255 instructions ahead at most. At
+// the limit the program decides right (every listed value refused, others fall through to what
+// follows); one value more is refused with an error, never emitted with jumps that wrapped.
+TEST(SeccompArgChecks, ChecksPastAJumpsReachAreAnErrorNotAWrappedProgram) {
+  auto decide = [](const std::vector<sock_filter>& checks, uint32_t value) {
+    std::vector<sock_filter> p = checks;
+    p.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));  // what follows the checks
+    seccomp_data d{};
+    d.arch = AUDIT_ARCH_X86_64;
+    d.nr = SYS_ioctl;
+    d.args[1] = value;
+    return runBpf(std::string(reinterpret_cast<const char*>(p.data()), p.size() * sizeof p[0]), d);
+  };
+  auto check = [](size_t n) {
+    ArgValueCheck c{.nr = SYS_ioctl, .arg = 1, .values = {}, .allow_only = false};
+    for (uint32_t v = 0; v < n; ++v) c.values.push_back(1000 + v);
+    return std::vector<ArgValueCheck>{c};
+  };
+  // 3 + (2 + 250 + 2) instructions: the architecture check jumps exactly 255 ahead.
+  auto at_limit = buildArgValueChecks(AUDIT_ARCH_X86_64, check(250));
+  ASSERT_TRUE(at_limit) << at_limit.error().message();
+  for (uint32_t v : {1000u, 1125u, 1249u}) {
+    auto r = decide(*at_limit, v);
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.action, SECCOMP_RET_ERRNO | EPERM) << v;
+  }
+  for (uint32_t v : {999u, 1250u}) {
+    auto r = decide(*at_limit, v);
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.action, SECCOMP_RET_ALLOW) << v;
+  }
+  auto past = buildArgValueChecks(AUDIT_ARCH_X86_64, check(251));
+  ASSERT_FALSE(past) << "a program whose jumps cannot reach was emitted";
+  EXPECT_NE(past.error().message().find("more than a BPF conditional jump (255 ahead)"),
+            std::string::npos)
+      << past.error().message();
 }
 
 }  // namespace
