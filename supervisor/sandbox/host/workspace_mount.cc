@@ -1,9 +1,15 @@
 #include "supervisor/sandbox/host/workspace_mount.h"
 
-#include <ftw.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <memory>
+#include <vector>
+
+#include "airlock/unique_fd.h"
 
 #include "supervisor/sandbox/host/id_range.h"
 #include "supervisor/sandbox/host/sandbox.h"
@@ -15,60 +21,115 @@ namespace {
 
 constexpr uint64_t kRangesEnd = uint64_t{kIdRangeBase} + uint64_t{kIdRangeSlots} * kIdRangeSize;
 
-// nftw has no context argument; one walk runs at a time per thread.
-thread_local uint32_t walk_base = 0;
-thread_local int walk_errno = 0;
+// One open directory per level: deeper trees are refused rather than allowed to use up the
+// supervisor's fds (the sandbox chose the depth).
+constexpr size_t kMaxDepth = 512;
 
-uint32_t remap(uint32_t id) {
+uint32_t remap(uint32_t id, uint32_t host_base) {
   if (id < kIdRangeBase || id >= kRangesEnd) return id;  // root, or not a sandbox's id: kept
-  return walk_base + (id - kIdRangeBase) % kIdRangeSize;
+  return host_base + (id - kIdRangeBase) % kIdRangeSize;
 }
 
-int reownEntry(const char* path, const struct stat* st, int type, FTW*) {
-  if (type == FTW_NS || type == FTW_DNR) {
-    walk_errno = EACCES;
-    return 1;
-  }
-  uid_t uid = remap(st->st_uid);
-  gid_t gid = remap(st->st_gid);
-  if (uid == st->st_uid && gid == st->st_gid) return 0;
-  // FTW_PHYS: symlinks are entries of their own, never followed; lchown changes the link only.
-  if (lchown(path, uid, gid) != 0) {
-    walk_errno = errno;
-    return 1;
-  }
-  return 0;
-}
+struct DirCloser {
+  void operator()(DIR* d) const { ::closedir(d); }
+};
+using OpenDir = std::unique_ptr<DIR, DirCloser>;
 
 }  // namespace
+
+Result<> reownTree(int dir, uint32_t host_base,
+                   const std::function<void(const std::string&)>& descended) {
+  struct stat top {};
+  if (::fstat(dir, &top) != 0) return sysError("fstat", "the workspace's root");
+  struct Level {
+    OpenDir d;
+    std::string path;  // for errors: relative to the root
+  };
+  std::vector<Level> stack;
+  auto enter = [&](int fd, std::string path) -> Result<> {
+    DIR* d = ::fdopendir(fd);
+    if (d == nullptr) {
+      auto e = sysError("fdopendir", path);
+      ::close(fd);
+      return e;
+    }
+    stack.push_back({OpenDir(d), std::move(path)});
+    return {};
+  };
+  int root = ::fcntl(dir, F_DUPFD_CLOEXEC, 0);
+  if (root < 0) return sysError("dup", "the workspace's root");
+  if (auto r = enter(root, "."); !r) return r;
+  while (!stack.empty()) {
+    Level& level = stack.back();
+    const int at = ::dirfd(level.d.get());
+    errno = 0;
+    const dirent* e = ::readdir(level.d.get());
+    if (e == nullptr) {
+      if (errno != 0) return sysError("readdir", level.path);
+      // Post-order: a directory after its entries, so an interrupted walk is redone next time
+      // (the root last; its owner says whether a walk is needed).
+      struct stat st {};
+      if (::fstat(at, &st) != 0) return sysError("fstat", level.path);
+      const uid_t uid = remap(st.st_uid, host_base);
+      const gid_t gid = remap(st.st_gid, host_base);
+      if ((uid != st.st_uid || gid != st.st_gid) && ::fchown(at, uid, gid) != 0)
+        return sysError("fchown", level.path);
+      stack.pop_back();
+      continue;
+    }
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string path = level.path + "/" + name;
+    struct stat st {};
+    if (::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return sysError("stat", path);
+    if (S_ISDIR(st.st_mode)) {
+      if (st.st_dev != top.st_dev) continue;  // another file system mounted there: not ours
+      if (stack.size() >= kMaxDepth)
+        return fail("deeper than " + std::to_string(kMaxDepth) + " directories", path);
+      // O_NOFOLLOW, and the same inode as just seen: a name swapped for a symlink (or anything
+      // else) in between fails the walk instead of leading it off the workspace.
+      int fd = ::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) return sysError("open", path);
+      struct stat opened {};
+      if (::fstat(fd, &opened) != 0 || opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
+        ::close(fd);
+        return fail("changed while its owners were being set", path);
+      }
+      if (descended) descended(path);
+      if (auto r = enter(fd, path); !r) return r;
+      continue;
+    }
+    const uid_t uid = remap(st.st_uid, host_base);
+    const gid_t gid = remap(st.st_gid, host_base);
+    if (uid == st.st_uid && gid == st.st_gid) continue;
+    // Relative to the open directory, never following a symlink (which is re-owned itself).
+    if (::fchownat(at, name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
+      return sysError("fchownat", path);
+  }
+  return {};
+}
 
 Result<> mountWorkspace(int image_fd, const std::string& mountpoint, uint32_t host_base) {
   if (auto r = sys::mountImage(image_fd, mountpoint, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME); !r)
     return r;
-  struct stat root {};
-  if (stat(mountpoint.c_str(), &root) != 0) {
-    auto e = sysError("stat", mountpoint);
+  auto failed = [&](Error e) -> Result<> {
     unmountWorkspace(mountpoint);
-    return e;
-  }
+    return Unexpected(std::move(e));
+  };
+  UniqueFd root(::open(mountpoint.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root) return failed(sysError("open", mountpoint).error());
+  struct stat st {};
+  if (::fstat(root.get(), &st) != 0) return failed(sysError("fstat", mountpoint).error());
   // mkfs makes an empty lost+found owned by host root, which the sandbox could neither use nor
   // remove; a workspace does not need it (e2fsck recreates it if ever run).
-  (void)rmdir((mountpoint + "/lost+found").c_str());
+  (void)::unlinkat(root.get(), "lost+found", AT_REMOVEDIR);
   uint32_t user = host_base + kSandboxUid;
-  if (root.st_uid == user && root.st_gid == user) return {};
-  walk_base = host_base;
-  walk_errno = 0;
-  // Post-order (FTW_DEPTH): the root comes last, so an interrupted walk is redone next time.
-  int rc = nftw(mountpoint.c_str(), reownEntry, 32, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
-  if (rc == 0 && (root.st_uid < kIdRangeBase || root.st_uid >= kRangesEnd) &&
-      lchown(mountpoint.c_str(), user, user) != 0)
-    rc = -1;
-  if (rc != 0) {
-    int e = walk_errno != 0 ? walk_errno : errno;
-    unmountWorkspace(mountpoint);
-    errno = e;
-    return sysError("re-owning the workspace's files", mountpoint);
-  }
+  if (st.st_uid == user && st.st_gid == user) return {};
+  if (auto r = reownTree(root.get(), host_base); !r)
+    return failed(std::move(r.error()).wrap("re-owning the workspace's files in " + mountpoint));
+  if ((st.st_uid < kIdRangeBase || st.st_uid >= kRangesEnd) &&
+      ::fchown(root.get(), user, user) != 0)
+    return failed(sysError("fchown", mountpoint).error());
   return {};
 }
 
