@@ -18,11 +18,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <optional>
 #include <tuple>
 
+#include "airlock/whole_file.h"
 #include "exec_audit.skel.h"
 #include "min_core_btf.h"
 #include "net_policy.skel.h"
@@ -143,8 +143,7 @@ Result<> fillProtectedRanges(int v4_fd, int v6_fd) {
 // The build's extract of the kernel types the programs use (bpf/embed_min_btf.cmake), as a memfd;
 // invalid when /proc/version is not the kernel it came from (then libbpf reads vmlinux).
 UniqueFd minimalKernelBtf() {
-  std::ifstream in("/proc/version");
-  std::string running((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string running = readWholeFile("/proc/version").value_or("");
   while (!running.empty() && (running.back() == '\n' || running.back() == ' ')) running.pop_back();
   if (running.empty() || running != airlock::bpf::kMinCoreBtfKernel) return {};
   UniqueFd fd(::memfd_create("airlock-min-core-btf", MFD_CLOEXEC));

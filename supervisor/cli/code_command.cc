@@ -6,10 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "airlock/whole_file.h"
 #include "supervisor/cli/cli.h"
 #include "supervisor/cli/client_support.h"
 #include "supervisor/encoding/base64.h"
@@ -39,11 +39,7 @@ Result<std::string> readCodeFrom(const std::string& path) {
     if (std::cin.bad()) return fail("cannot read the code from standard input");
     return ss.str();
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return sysError("open", path);
-  ss << in.rdbuf();
-  if (in.bad()) return sysError("read", path);
-  return ss.str();
+  return readWholeFile(path);
 }
 
 class DisplaySaver {
@@ -67,12 +63,9 @@ class DisplaySaver {
       failed_ = true;
       return true;
     }
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(png->data(), static_cast<std::streamsize>(png->size()));
-    out.close();
-    if (!out) {
-      report("code: cannot write display " + std::to_string(count_) + " to '" + path +
-             "': " + std::strerror(errno));
+    if (auto written = writeWholeFile(path, *png); !written) {
+      report("code: cannot write display " + std::to_string(count_) + ": " +
+             written.error().message());
       failed_ = true;
       return true;
     }

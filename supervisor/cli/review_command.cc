@@ -4,11 +4,11 @@
 
 #include <boost/program_options.hpp>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "airlock/policy/policy.h"
+#include "airlock/whole_file.h"
 #include "supervisor/cli/cli.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/review/chain.h"
@@ -89,11 +89,11 @@ int reviewCommand(const std::vector<std::string>& args) {
     ss << std::cin.rdbuf();
     text = ss.str();
   } else {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return printError("review: cannot read '" + file + "'"), sandbox::kExitAirlockError;
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    auto read = readWholeFile(file);
+    if (!read)
+      return printError("review: cannot read '" + file + "': " + read.error().message()),
+             sandbox::kExitAirlockError;
+    text = std::move(*read);
   }
 
   auto registry = plugin::Registry::loadDirectory(plugin::defaultPluginDir());

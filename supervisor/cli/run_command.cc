@@ -10,10 +10,10 @@
 
 #include <boost/program_options.hpp>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "airlock/unique_fd.h"
 #include "supervisor/cli/cli.h"
 #include "supervisor/cli/run_remote.h"
 #include "supervisor/plugin/registry.h"
@@ -202,8 +202,7 @@ int runCommand(const std::vector<std::string>& args) {
     req.inline_code = false;
     req.script = positional[0];
     req.args.assign(positional.begin() + 1, positional.end());
-    std::ifstream probe(req.script);
-    if (!probe) {
+    if (UniqueFd probe(::open(req.script.c_str(), O_RDONLY | O_CLOEXEC)); !probe) {
       printError("run: cannot read '" + req.script + "': " + std::strerror(errno));
       return sandbox::kExitAirlockError;
     }

@@ -26,13 +26,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "airlock/policy/microvm.h"
 #include "airlock/run_bounded.h"
 #include "airlock/unique_fd.h"
+#include "airlock/whole_file.h"
 #include "artifacts.h"
 #include "supervisor/audit/engine.h"
 #include "supervisor/audit/hook_probe.h"
@@ -51,7 +51,7 @@ std::string errnoText(int e) {
 }
 
 std::string readTrimmed(const std::string& path) {
-  std::ifstream f(path);
+  std::istringstream f(readWholeFile(path).value_or(""));
   std::string s;
   std::getline(f, s);
   return s;
@@ -123,7 +123,7 @@ bool onPath(const std::string& exe, std::string& found) {
 }
 
 bool mountedFs(const std::string& fstype, std::string& where) {
-  std::ifstream f("/proc/self/mountinfo");
+  std::istringstream f(readWholeFile("/proc/self/mountinfo").value_or(""));
   for (std::string line; std::getline(f, line);) {
     auto sep = line.find(" - ");
     if (sep == std::string::npos) continue;
@@ -173,7 +173,7 @@ constexpr NsProbe kNamespaces[] = {
 // Whether the mount at mount_point lists option among its options in /proc/self/mounts.
 static bool mountHasOption(const std::string& mount_point, const std::string& option) {
   if (mount_point.empty()) return false;
-  std::ifstream f("/proc/self/mounts");
+  std::istringstream f(readWholeFile("/proc/self/mounts").value_or(""));
   std::string dev, dir, type, opts, rest;
   while (f >> dev >> dir >> type >> opts && std::getline(f, rest)) {
     if (dir != mount_point) continue;

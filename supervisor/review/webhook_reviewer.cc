@@ -6,9 +6,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
-#include <fstream>
 #include <sstream>
 
+#include "airlock/whole_file.h"
 #include "supervisor/review/external_verdict.h"
 
 namespace airlock::review {
@@ -71,11 +71,9 @@ Result<std::unique_ptr<WebhookReviewer>> WebhookReviewer::create(
   reviewer->url_ = *url;
   reviewer->timeout_ms_ = webhook.timeout_ms;
   if (!webhook.token_file.empty()) {
-    std::ifstream in(webhook.token_file);
-    if (!in) return sysError("open review.webhook.token_file", webhook.token_file);
-    std::ostringstream token;
-    token << in.rdbuf();
-    reviewer->token_ = token.str();
+    auto token = readWholeFile(webhook.token_file, 64 << 10);
+    if (!token) return Unexpected(std::move(token.error()).wrap("review.webhook.token_file"));
+    reviewer->token_ = std::move(*token);
     while (!reviewer->token_.empty() &&
            (reviewer->token_.back() == '\n' || reviewer->token_.back() == '\r')) {
       reviewer->token_.pop_back();

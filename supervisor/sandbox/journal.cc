@@ -4,11 +4,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "airlock/unique_fd.h"
+#include "airlock/whole_file.h"
 
 namespace airlock::sandbox {
 
@@ -64,10 +64,7 @@ std::vector<Result<JournalRecord>> readJournals(const std::string& state_dir) {
     std::string file = e->d_name;
     if (file.front() == '.' || !file.ends_with(".json")) continue;
     std::string path = dir + "/" + file;
-    std::ifstream f(path);
-    std::stringstream text;
-    text << f.rdbuf();
-    Json j = Json::parse(text.str(), nullptr, false);
+    Json j = Json::parse(readWholeFile(path).value_or(""), nullptr, false);
     if (j.is_discarded() || !j.is_object() || j.value("version", 0) != kJournalVersion) {
       out.push_back(fail("unreadable sandbox journal", path));
       continue;

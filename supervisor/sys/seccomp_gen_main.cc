@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "airlock_seccomp_gen: %s\n", bpf.error().message().c_str());
     return 1;
   }
-  FILE* f = std::fopen(argv[1], "w");
+  FILE* f = std::fopen(argv[1], "we");
   if (f == nullptr) {
     std::perror(argv[1]);
     return 1;

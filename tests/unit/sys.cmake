@@ -5,6 +5,7 @@ airlock_add_test(sys_unit_tests LABEL unit
     ${CMAKE_CURRENT_LIST_DIR}/seccomp_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/doctor_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/process_end_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/cloexec_test.cc
   LIBS airlock_core airlock_dep_seccomp)
 
 # The agent's transfer helper (agent/transfer_helper.h), run as a program on archives built

@@ -15,10 +15,11 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <fstream>
+#include <sstream>
 
 #include <airlock/protocol/channel.h>
 #include <airlock/run_bounded.h>
+#include <airlock/whole_file.h>
 
 #include "common/spawn_monitor.h"
 #include "snapshot.h"
@@ -68,7 +69,7 @@ std::string qemuOptionValue(const std::string& value) {
 }  // namespace
 
 unsigned long hostTscKhz() {
-  std::ifstream in("/proc/cpuinfo");
+  std::istringstream in(readWholeFile("/proc/cpuinfo").value_or(""));
   std::string line;
   while (std::getline(in, line)) {
     if (line.starts_with("cpu MHz")) {
@@ -81,7 +82,20 @@ unsigned long hostTscKhz() {
 }
 
 std::string fileTail(const std::string& path, size_t lines) {
-  std::ifstream in(path);
+  // The end of the file only: a console may have grown to the sandbox's file size limit.
+  constexpr off_t kTailBytes = 64 << 10;
+  std::string tail;
+  if (UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)); fd) {
+    struct stat st {};
+    if (::fstat(fd.get(), &st) == 0) {
+      const off_t from = std::max<off_t>(0, st.st_size - kTailBytes);
+      tail.resize(static_cast<size_t>(st.st_size - from));
+      ssize_t n = ::pread(fd.get(), tail.data(), tail.size(), from);
+      tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+      if (from > 0 && tail.find('\n') != std::string::npos) tail.erase(0, tail.find('\n') + 1);
+    }
+  }
+  std::istringstream in(tail);
   std::deque<std::string> last;
   std::string line;
   while (std::getline(in, line)) {

@@ -8,11 +8,11 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 
+#include "airlock/whole_file.h"
 #include "supervisor/sandbox/host/host_mounts.h"
 #include "supervisor/sandbox/host/sandbox.h"
 #include "supervisor/sandbox/host/workspace_mount.h"
@@ -51,9 +51,9 @@ void unlockSandbox(const std::string& state_dir, const std::string& id, UniqueFd
 
 // The journal names the agent; it still waits for a supervisor while that very process lives.
 bool agentAwaitsSupervisor(const std::string& dir, const std::string& id) {
-  std::ifstream f(dir + "/" + id + ".json");
-  if (!f) return false;
-  auto j = nlohmann::json::parse(f, nullptr, false);
+  auto text = readWholeFile(dir + "/" + id + ".json");
+  if (!text) return false;
+  auto j = nlohmann::json::parse(*text, nullptr, false);
   if (!j.is_object()) return false;
   auto pid = j.value("agent_pid", int64_t{0});
   auto start = j.value("agent_start_time", uint64_t{0});

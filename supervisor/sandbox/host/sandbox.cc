@@ -1,6 +1,7 @@
 #include "supervisor/sandbox/host/sandbox.h"
 
 #include "airlock/policy/keys.h"
+#include "airlock/whole_file.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,7 +17,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -406,8 +406,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
 }
 
 uint64_t processStartTime(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string stat = readWholeFile("/proc/" + std::to_string(pid) + "/stat").value_or("");
   // The command name may hold spaces and parentheses: fields count from the last ')'.
   size_t close = stat.rfind(')');
   if (close == std::string::npos) return 0;
