@@ -123,13 +123,13 @@ void expectLandlockConfinesWrites(uint32_t uid, uint32_t gid) {
 }
 
 TEST(AgentConfinement, LandlockConfinesWritesToWritablePaths) {
-  if (!landlockAvailable()) GTEST_SKIP() << "kernel without Landlock";
+  AIRLOCK_REQUIRE(landlockAvailable(), "the kernel has no Landlock");
   expectLandlockConfinesWrites(getuid(), getgid());
 }
 
 TEST(AgentConfinement, LandlockScopesSignalsAwayFromTheAgent) {
   long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, 1u);
-  if (abi < 6) GTEST_SKIP() << "Landlock ABI " << abi << " has no signal scoping (needs 6)";
+  AIRLOCK_REQUIRE(abi >= 6, "Landlock ABI " << abi << " has no signal scoping (needs 6)");
   AgentProcess agent;
   std::string probe = "kill -0 " + std::to_string(agent.pid()) + " && echo reached";
   auto c = AgentProcess::defaultConfigure();
@@ -214,7 +214,7 @@ TEST(AgentConfinementRoot, FileOperationsUseTheSandboxUsersPermissions) {
 
 TEST(AgentConfinementRoot, LandlockAsTheSandboxUser) {
   AIRLOCK_REQUIRE_ROOT();
-  if (!landlockAvailable()) GTEST_SKIP() << "kernel without Landlock";
+  AIRLOCK_REQUIRE(landlockAvailable(), "the kernel has no Landlock");
   expectLandlockConfinesWrites(1000, 1000);
 }
 

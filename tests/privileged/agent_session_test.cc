@@ -140,7 +140,7 @@ TEST_F(AgentSession, ControlBytesFollowEarlierOutput) {
 // More output than one read takes is already in the pipe when the control bytes arrive (the
 // driver grew its stdout pipe): all of it must still come first.
 TEST_F(AgentSession, ControlWaitsForLargeBufferedOutput) {
-  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "needs /usr/bin/python3";
+  AIRLOCK_REQUIRE(access("/usr/bin/python3", X_OK) == 0, "needs /usr/bin/python3");
   proto::Exec e;
   e.argv = {"/usr/bin/python3", "-c",
             "import fcntl, os\n"
@@ -253,7 +253,7 @@ TEST_F(AgentSession, SessionScopeKillsOnlyItsOwnExecution) {
 // A process that moved to its own process group stays in the session: the process-group kill
 // misses it, the session scan does not.
 TEST_F(AgentSession, SessionScopeReachesOtherProcessGroupsOfTheSession) {
-  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "needs /usr/bin/python3";
+  AIRLOCK_REQUIRE(access("/usr/bin/python3", X_OK) == 0, "needs /usr/bin/python3");
   auto e = sessionShell(
       "python3 -c 'import os, time\n"
       "if os.fork() == 0:\n"

@@ -78,12 +78,7 @@ class HeldChild {
 class RealCgroup : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!airlock::testing::isRealRoot()) {
-      if (airlock::testing::privilegeRequired()) {
-        FAIL() << "needs real root";
-      }
-      GTEST_SKIP() << "needs real root to create cgroups";
-    }
+    AIRLOCK_REQUIRE_ROOT();
     auto h = CgroupHost::detect();
     ASSERT_TRUE(h) << h.error().message();
     host_ = *h;
@@ -140,7 +135,7 @@ TEST_F(RealCgroup, LimitsLandInTheHierarchyThatOwnsTheController) {
 }
 
 TEST_F(RealCgroup, CloneIntoCgroupPlacesTheChildInTheV2Directory) {
-  if (host_.v2_mount.empty()) GTEST_SKIP() << "no cgroup2 mount";
+  AIRLOCK_REQUIRE(!host_.v2_mount.empty(), "no cgroup2 mount on this host");
   std::string name = uniqueName();
   auto cg = SandboxCgroup::create(host_, name, {});
   ASSERT_TRUE(cg) << cg.error().message();
@@ -216,7 +211,8 @@ TEST_F(RealCgroup, PidsLimitStopsForks) {
   EXPECT_LE(WEXITSTATUS(st), 7) << "forks that succeeded under pids.max=8";
   auto stats = cg->stats();
   ASSERT_TRUE(stats);
-  EXPECT_GE(stats->pids_peak_or_current, 0u);
+  // pids.peak where the kernel has it, else pids.current: never above the limit.
+  EXPECT_LE(stats->pids_peak_or_current, 8u);
   ASSERT_TRUE(cg->destroy(std::chrono::seconds(2)));
 }
 

@@ -1074,7 +1074,12 @@ TEST_F(SandboxEgressTest, OpenModeReachesTheInternetOverTcpUdpAndIpv6ButNeverThe
   EXPECT_EQ(got[3], refusedTcp());
   EXPECT_EQ(got[4], refusedTcp());
   const Json& audit = doc["audit"];
-  EXPECT_EQ(audit["connections_denied"], 2) << audit.dump(2);
+  // In a microVM, QEMU connects once per SYN the guest sends: a guest slowed by emulation may
+  // send its SYN again before QEMU's refusal reaches it, and that second try is refused too.
+  if (airlock::testing::underMicrovm())
+    EXPECT_GE(audit["connections_denied"], 2) << audit.dump(2);
+  else
+    EXPECT_EQ(audit["connections_denied"], 2) << audit.dump(2);
   std::set<std::string> rules;
   for (const auto& c : audit["connections"])
     if (c.value("verdict", "") == "deny") rules.insert(c.value("rule", ""));
@@ -1100,7 +1105,10 @@ TEST_F(SandboxEgressTest, AllowlistReachesOnlyWhatARuleAllows) {
   EXPECT_EQ(got[0], std::string("ok ") + kInternetHostV4) << doc.dump(2);
   EXPECT_EQ(got[1], refusedUdp()) << "udp is not in the rule";
   EXPECT_EQ(got[2], refusedTcp()) << "nor is the IPv6 address";
-  EXPECT_EQ(doc["audit"]["connections_denied"], 2) << doc["audit"].dump(2);
+  if (airlock::testing::underMicrovm())  // a SYN sent again is refused again (above)
+    EXPECT_GE(doc["audit"]["connections_denied"], 2) << doc["audit"].dump(2);
+  else
+    EXPECT_EQ(doc["audit"]["connections_denied"], 2) << doc["audit"].dump(2);
   expectNoSandboxNetworkLeft();
 }
 

@@ -100,3 +100,15 @@ std::ostream& operator<<(std::ostream& os, const HostResources& r);
                       "namespaces, cgroups and mounts";                                  \
     }                                                                                    \
   } while (0)
+
+// Skips the current test, with `why`, when `condition` is false; under
+// AIRLOCK_TEST_REQUIRE_PRIVILEGED=1 (CI) it fails instead: a host CI runs on has everything a
+// privileged test needs, so a skip there would hide a test that never ran.
+#define AIRLOCK_REQUIRE(condition, why)                                           \
+  do {                                                                            \
+    if (!(condition)) {                                                           \
+      if (::airlock::testing::privilegeRequired())                                \
+        FAIL() << why << " (AIRLOCK_TEST_REQUIRE_PRIVILEGED=1 forbids skipping)"; \
+      GTEST_SKIP() << why;                                                        \
+    }                                                                             \
+  } while (0)
