@@ -24,6 +24,7 @@
 #include "supervisor/api/fd_stream.h"
 #include "supervisor/api/handlers.h"
 #include "supervisor/api/http_metrics.h"
+#include "supervisor/api/http_request.h"
 #include "supervisor/api/listeners.h"
 #include "supervisor/api/response_encoding.h"
 
@@ -36,7 +37,6 @@ namespace net = boost::asio;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kHeaderLimit = 16 * 1024;
 constexpr size_t kReadBufferLimit = 64 * 1024;
 // Unread request body the server skips to keep a connection alive after answering early.
 constexpr uint64_t kMaxDiscard = 64 * 1024;
@@ -44,7 +44,7 @@ constexpr uint64_t kMaxDiscard = 64 * 1024;
 using detail::FdStream;
 using detail::msUntil;
 
-using Parser = http::request_parser<http::buffer_body>;
+using Parser = RequestParser;
 
 // One request/response on a connection (handlers.h).
 class BeastExchange final : public Exchange {
@@ -337,10 +337,7 @@ struct Server::Impl {
     // with Connection: close.
     while (!stopped.load()) {
       Parser parser;
-      parser.header_limit(kHeaderLimit);
-      // Limits are per route, in the handlers. (Not boost::none: Beast 1.74 compares the
-      // content length against the empty optional and reports body_limit for every body.)
-      parser.body_limit(std::numeric_limits<uint64_t>::max());
+      limitRequestParser(parser);
       stream.expectRequest(Clock::now() + options.idle_timeout);
       error_code ec;
       http::read_header(stream, buffer, parser, ec);
@@ -366,26 +363,10 @@ struct Server::Impl {
         std::lock_guard lock(mu);
         ++in_flight;
       }
-      auto& msg = parser.get();
-      Request req;
-      req.method = std::string(msg.method_string());
-      std::string_view target(msg.target().data(), msg.target().size());
-      auto q = target.find('?');
-      req.path = std::string(target.substr(0, q));
-      if (q != std::string_view::npos) req.query = std::string(target.substr(q + 1));
-      if (auto it = msg.find(http::field::authorization); it != msg.end()) {
-        req.authorization = std::string(it->value());
-      }
-      if (auto it = msg.find(http::field::accept); it != msg.end()) {
-        req.accept = std::string(it->value());
-      }
-      if (auto len = parser.content_length()) req.content_length = *len;
-      req.from_tcp = tcp;
-      bool expect_continue = false;
-      if (auto it = msg.find(http::field::expect); it != msg.end()) {
-        expect_continue = beast::iequals(it->value(), "100-continue");
-      }
-      bool keep_alive = msg.keep_alive();
+      RequestHead head = readRequestHead(parser, tcp);
+      const Request& req = head.request;
+      bool expect_continue = head.expect_continue;
+      bool keep_alive = head.keep_alive;
 
       BeastExchange ex(stream, buffer, parser, keep_alive && !draining.load(), expect_continue);
       std::string label;
