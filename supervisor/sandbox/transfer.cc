@@ -5,15 +5,10 @@
 #include <openssl/sha.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <csignal>
-#include <cstdio>
-#include <cstdlib>
-#include <optional>
-
-#include <nlohmann/json.hpp>
 
 #include "supervisor/sandbox/agent/program.h"
+#include "supervisor/sandbox/transfer_output.h"
 
 namespace airlock::sandbox {
 namespace {
@@ -76,66 +71,6 @@ protocol::Exec helperExec(std::vector<std::string> argv, const std::vector<std::
   return e;
 }
 
-// The helper's last line (its summary or its error), as the error of a failed transfer.
-std::string lastLine(std::string text) {
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  const auto nl = text.rfind('\n');
-  text = nl == std::string::npos ? text : text.substr(nl + 1);
-  const std::string prefix = "airlock transfer: ";
-  return text.starts_with(prefix) ? text.substr(prefix.size()) : text;
-}
-
-Result<> readSummary(const std::string& line, TransferSummary& s) {
-  auto j = nlohmann::json::parse(line, nullptr, false);
-  if (!j.is_object()) return fail("the transfer helper's summary is not JSON: " + line);
-  s.files = j.value("files", 0ull);
-  s.dirs = j.value("dirs", 0ull);
-  s.links = j.value("links", 0ull);
-  s.bytes = j.value("bytes", 0ull);
-  return {};
-}
-
-// One "L TYPE SIZE NAME" line of the helper's listing.
-void readListingLine(std::string_view line, ArchiveListing& listing) {
-  line.remove_prefix(2);
-  const auto sp1 = line.find(' ');
-  if (sp1 == std::string_view::npos) return;
-  const auto sp2 = line.find(' ', sp1 + 1);
-  if (sp2 == std::string_view::npos) return;
-  ArchiveListing::Entry e;
-  e.type = std::string(line.substr(0, sp1));
-  e.size = std::strtoull(std::string(line.substr(sp1 + 1, sp2 - sp1 - 1)).c_str(), nullptr, 10);
-  e.name = std::string(line.substr(sp2 + 1));
-  listing.entries.push_back(std::move(e));
-}
-
-// The listing in the helper's stdout once its "L-END" line arrived; nullopt before.
-std::optional<ArchiveListing> completeListing(const std::string& out) {
-  const auto end = out.starts_with("L-END ") ? 0 : out.find("\nL-END ");
-  if (end == std::string::npos) return std::nullopt;
-  const auto end_line = out.find('\n', end == 0 ? 0 : end + 1);
-  if (end_line == std::string::npos) return std::nullopt;
-  ArchiveListing listing;
-  size_t at = 0;
-  while (at < out.size()) {
-    const auto nl = out.find('\n', at);
-    if (nl == std::string::npos) break;
-    const std::string_view line(out.data() + at, nl - at);
-    if (line.starts_with("L ")) {
-      readListingLine(line, listing);
-    } else if (line.starts_with("L-END ")) {
-      unsigned long long total = 0;
-      int truncated = 0;
-      std::sscanf(std::string(line).c_str(), "L-END %llu %d", &total, &truncated);
-      listing.total = total;
-      listing.truncated = truncated != 0;
-      break;
-    }
-    at = nl + 1;
-  }
-  return listing;
-}
-
 Result<> exitedOk(const ProgramOutcome& o, const std::string& report, const std::string& what) {
   if (!o.error.empty()) return fail(what + ": " + o.error);
   if (o.exited.timed_out) return fail(what + ": the time limit passed");
@@ -182,10 +117,7 @@ Result<TransferSummary> unpackInto(AgentConnection& conn, const std::string& dir
       return;
     }
     out.append(bytes);
-    for (size_t nl; (nl = out.find('\n', scanned)) != std::string::npos; scanned = nl + 1)
-      if (out.compare(scanned, 2, "C ") == 0)
-        credited =
-            std::max<uint64_t>(credited, std::strtoull(out.c_str() + scanned + 2, nullptr, 10));
+    credited = readCreditLines(out, scanned, credited);
     if (answered || !hooks.review) return;
     auto listing = completeListing(out);
     if (!listing) return;
