@@ -20,6 +20,7 @@
 #include "airlock/unique_fd.h"
 #include "check.h"
 #include "schema.h"
+#include "toml_text.h"
 
 namespace airlock::policy {
 namespace {
@@ -818,6 +819,14 @@ std::string tomlKey(std::string_view k) {
 }  // namespace
 
 Result<Policy> parse(std::string_view toml_text, const std::string& source_name) {
+  // Text toml++ 3.3.0 would meet with undefined behaviour is refused first (toml_text.h).
+  if (auto bad = detail::findUnsafeNonAscii(toml_text)) {
+    Diags diags(source_name);
+    diags.add(toml::source_position{static_cast<toml::source_index>(bad->line),
+                                    static_cast<toml::source_index>(bad->column)},
+              bad->message);
+    return diags.first();
+  }
   try {
     toml::table doc = toml::parse(toml_text, std::string_view(source_name));
     return parseTable(doc, toml_text, source_name);
@@ -998,10 +1007,20 @@ Result<> applyOverride(Profile& profile, std::string_view assignment) {
   }
   const bool is_string = std::holds_alternative<std::string* (*)(Profile&)>(field->ref);
   toml::table doc;
-  try {
-    doc = toml::parse("v = " + std::string(value));
-  } catch (const toml::parse_error& e) {
-    if (!is_string) return fail(what + ": invalid TOML value: " + std::string(e.description()));
+  const std::string toml_text = "v = " + std::string(value);
+  std::optional<std::string> syntax_error;
+  // As in parse(): toml++ never sees text it would meet with undefined behaviour.
+  if (auto bad = detail::findUnsafeNonAscii(toml_text)) {
+    syntax_error = bad->message;
+  } else {
+    try {
+      doc = toml::parse(toml_text);
+    } catch (const toml::parse_error& e) {
+      syntax_error = std::string(e.description());
+    }
+  }
+  if (syntax_error) {
+    if (!is_string) return fail(what + ": invalid TOML value: " + *syntax_error);
     doc.insert("v", std::string(value));
   }
   Diags diags(what, /*positions=*/false);

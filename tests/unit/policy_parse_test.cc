@@ -228,6 +228,30 @@ TEST(PolicyParse, StringsKeepUnicodeAndEscapes) {
   EXPECT_EQ(d.env.at("QUOTED_KEY"), "x");
 }
 
+// toml++ 3.3.0 reaches __builtin_unreachable (undefined behaviour) when it asks whether many
+// non-ASCII characters are whitespace; fuzz/policy_fuzz.cc found it with 3 bytes. Such text is
+// refused before toml++ reads it (policy/toml_text.h), and non-ASCII text in strings and
+// comments, where TOML allows it, still parses.
+TEST(PolicyParse, NonAsciiOutsideStringsIsRefusedBeforeTomlppReadsIt) {
+  EXPECT_EQ(parseErr("i\xc3\xa9"),
+            "test.toml:1:2: invalid TOML: a non-ASCII character outside a string or comment");
+  // The quote after "1" belongs to the bare value: no string starts there.
+  EXPECT_EQ(parseErr("sche = 1\"::1<<<<<\xcb\x9a<<<<<"),
+            "test.toml:1:18: invalid TOML: a non-ASCII character outside a string or comment");
+  EXPECT_EQ(parseErr("schema = 1\n[profiles.default]\ndescription = \"\"\"\\\n  \xc2\xa7\"\"\"\n"),
+            "test.toml:4:3: a non-ASCII character right after a line-ending backslash is not "
+            "supported; escape it (\\uXXXX) or start the line with an ASCII character");
+  Policy p = parseOk(
+      "\xef\xbb\xbf# caf\xc3\xa9 \xe3\x80\x80\nschema = 1 # \xc2\xa7\n[profiles.default]\n"
+      "description = \"caf\xc3\xa9 \xef\xbb\xbb\"\n[profiles.default.env]\n"
+      "A = '\xc2\xa7'\nB = \"\"\"\n\xc2\xa7\\\n  x\"\"\"\nC = '''\xc2\xa7\n\xc2\xa7'''\n");
+  const Profile& d = p.profiles.at("default");
+  EXPECT_EQ(d.description, "caf\xc3\xa9 \xef\xbb\xbb");
+  EXPECT_EQ(d.env.at("A"), "\xc2\xa7");
+  EXPECT_EQ(d.env.at("B"), "\xc2\xa7x");
+  EXPECT_EQ(d.env.at("C"), "\xc2\xa7\n\xc2\xa7");
+}
+
 TEST(PolicyParse, LargestValuesOfEachIntegerWidthAreRead) {
   Policy p = parseOk(R"(schema = 1
 [profiles.default.limits]
@@ -476,6 +500,15 @@ TEST(PolicyOverride, RefusesBadKeysTypesAndRanges) {
   ASSERT_FALSE(negative);
   EXPECT_EQ(negative.error().message(),
             "override 'limits.pids=-3': limits.pids = -3: must not be negative");
+  // A value toml++ would meet with undefined behaviour (NonAsciiOutsideStringsIsRefused...):
+  // refused for a number, taken as the text itself for a string key.
+  auto non_ascii = applyOverride(p, "limits.memory_mb=1\xc3\xa9");
+  ASSERT_FALSE(non_ascii);
+  EXPECT_EQ(non_ascii.error().message(),
+            "override 'limits.memory_mb=1\xc3\xa9': invalid TOML value: invalid TOML: a non-ASCII "
+            "character outside a string or comment");
+  ASSERT_TRUE(applyOverride(p, "description=caf\xc3\xa9"));
+  EXPECT_EQ(p.description, "caf\xc3\xa9");
   EXPECT_FALSE(applyOverride(p, "no-equals-sign"));
   EXPECT_EQ(p.limits.memory_mb, 1024u);  // failed overrides leave the profile alone
   EXPECT_EQ(p.limits.pids, 256u);
