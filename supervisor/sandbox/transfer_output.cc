@@ -1,9 +1,11 @@
 #include "supervisor/sandbox/transfer_output.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -27,10 +29,17 @@ void readListingLine(std::string_view line, ArchiveListing& listing) {
 }  // namespace
 
 uint64_t readCreditLines(const std::string& out, size_t& scanned, uint64_t credited) {
-  for (size_t nl; (nl = out.find('\n', scanned)) != std::string::npos; scanned = nl + 1)
-    if (out.compare(scanned, 2, "C ") == 0)
-      credited =
-          std::max<uint64_t>(credited, std::strtoull(out.c_str() + scanned + 2, nullptr, 10));
+  for (size_t nl; (nl = out.find('\n', scanned)) != std::string::npos; scanned = nl + 1) {
+    if (out.compare(scanned, 2, "C ") != 0) continue;
+    // The line's own digits and nothing else. strtoull skipped blanks and newlines into the next
+    // line, so "C \n10" credited 10 or nothing depending on how the output arrived, and it read
+    // "C -1" as 2^64 - 1 (fuzz/transfer_output_fuzz.cc found the first).
+    const char* first = out.data() + scanned + 2;
+    const char* last = out.data() + nl;
+    uint64_t bytes = 0;
+    auto [end, ec] = std::from_chars(first, last, bytes);
+    if (ec == std::errc() && end == last && first != last) credited = std::max(credited, bytes);
+  }
   return credited;
 }
 
@@ -71,10 +80,21 @@ std::string lastLine(std::string text) {
 Result<> readSummary(const std::string& line, TransferSummary& s) {
   auto j = nlohmann::json::parse(line, nullptr, false);
   if (!j.is_object()) return fail("the transfer helper's summary is not JSON: " + line);
-  s.files = j.value("files", 0ull);
-  s.dirs = j.value("dirs", 0ull);
-  s.links = j.value("links", 0ull);
-  s.bytes = j.value("bytes", 0ull);
+  // Each count must be a whole number or absent (0). json::value() threw type_error on a count
+  // of another type ({"files": "x"}), and nothing on the transfer's thread caught it, so a
+  // sandbox could end the supervisor (fuzz/transfer_output_fuzz.cc found it).
+  const std::pair<const char*, uint64_t*> counts[] = {
+      {"files", &s.files}, {"dirs", &s.dirs}, {"links", &s.links}, {"bytes", &s.bytes}};
+  for (const auto& [key, out] : counts) {
+    auto it = j.find(key);
+    if (it == j.end()) {
+      *out = 0;
+    } else if (it->is_number_unsigned()) {
+      *out = it->get<uint64_t>();
+    } else {
+      return fail(std::string("the transfer helper's summary has a bad '") + key + "': " + line);
+    }
+  }
   return {};
 }
 
