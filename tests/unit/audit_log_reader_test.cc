@@ -80,6 +80,21 @@ TEST(AuditLogReader, SinceAcceptsTimesAndDurations) {
   EXPECT_FALSE(knownRecordType("connection"));
 }
 
+// Found by fuzz/audit_log_fuzz.cc: a duration longer ago than the epoch wrapped around 64 bits
+// ("213503982335d") or, past 20 digits, read as 0 (now); and std::regex, which recursed once per
+// character, overflowed the stack on a --since of 200,000 digits.
+TEST(AuditLogReader, SinceLongerAgoThanTheEpochIsTheEpoch) {
+  const std::string epoch = "1970-01-01T00:00:00.000000Z";
+  EXPECT_EQ(*parseSince("213503982335d", kT0), epoch);
+  EXPECT_EQ(*parseSince("99999999999999999999d", kT0), epoch);
+  EXPECT_EQ(*parseSince(std::to_string(kT0 / 1000000000) + "s", kT0), epoch);
+  EXPECT_EQ(*parseSince(std::string(200000, '1') + "d", kT0), epoch);
+  EXPECT_FALSE(parseSince("2025-01-31T" + std::string(200000, '1'), kT0));
+  EXPECT_FALSE(parseSince("d", kT0));
+  EXPECT_FALSE(parseSince("2025-01-31T12:00:00.1234567890", kT0));
+  EXPECT_EQ(*parseSince("2025-01-31T12:00Z", kT0), "2025-01-31T12:00");
+}
+
 TEST(AuditLogReader, AHalfWrittenLineWaitsAndABrokenOneIsReported) {
   TempDir dir;
   dir.write("audit.jsonl", "{\"type\":\"exec\"}\nnot json\n{\"type\":\"net\"");
