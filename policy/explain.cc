@@ -69,10 +69,13 @@ void explainServer(std::ostream& out, const Policy& policy) {
       << "  socket " << s.socket << ", mode " << s.socket_mode << ", group "
       << (s.socket_group.empty() ? "root's" : s.socket_group) << "\n"
       << "  tcp " << (s.tcp.empty() ? "off" : s.tcp + " (bearer tokens only)") << "\n"
-      << "  connections " << s.max_connections << ", JSON body " << s.max_json_body_kb
-      << " KiB, upload " << s.max_upload_mb << " MiB, sandboxes " << s.max_sandboxes
-      << " (warm pools " << pooled << "), drain " << s.drain_timeout_s << " s, reattach grace "
-      << s.reattach_grace_s << " s\n"
+      << "  connections " << s.max_connections << " (" << s.max_connections_per_client
+      << " a client), requests " << s.max_requests << " (" << s.max_requests_per_client
+      << " a client), timeouts idle " << s.idle_timeout_s << " s, header " << s.header_timeout_s
+      << " s, io " << s.io_timeout_s << " s\n"
+      << "  JSON body " << s.max_json_body_kb << " KiB, upload " << s.max_upload_mb
+      << " MiB, sandboxes " << s.max_sandboxes << " (warm pools " << pooled << "), drain "
+      << s.drain_timeout_s << " s, reattach grace " << s.reattach_grace_s << " s\n"
       << "  state dir " << s.state_dir << "\n";
   auto rel = detail::serverRelaxations(s);
   if (rel.empty()) out << "  relaxations: none\n";

@@ -449,6 +449,12 @@ Check checkServer(const Server& s) {
   if (auto tcp = parseTcp(s.tcp); !tcp) return Problem{"server.tcp", tcp.error().message()};
   for (Check c : {
            range("server.max_connections", s.max_connections, 1, 65536),
+           range("server.max_connections_per_client", s.max_connections_per_client, 1, 65536),
+           range("server.max_requests", s.max_requests, 1, 16384),
+           range("server.max_requests_per_client", s.max_requests_per_client, 1, 16384),
+           range("server.idle_timeout_s", s.idle_timeout_s, 1, 3600),
+           range("server.header_timeout_s", s.header_timeout_s, 1, 3600),
+           range("server.io_timeout_s", s.io_timeout_s, 1, 3600),
            range("server.max_json_body_kb", s.max_json_body_kb, 1, 1 << 20),
            range("server.max_upload_mb", s.max_upload_mb, 1, kMaxMiB),
            range("server.max_sandboxes", s.max_sandboxes, 1, kMaxSandboxes),

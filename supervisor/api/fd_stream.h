@@ -1,4 +1,6 @@
-// The API server's connection stream (server.cc), in a file of its own.
+// The blocking side of an API connection: a request's body and answer, on the request's own
+// thread (blocking_exchange.h), with a deadline on every wait. Waiting for requests is
+// asynchronous and lives in server.cc.
 #pragma once
 
 #include <poll.h>
@@ -9,7 +11,6 @@
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/error.hpp>
 #include <chrono>
-#include <optional>
 #include <system_error>
 #include <vector>
 
@@ -33,10 +34,6 @@ class FdStream {
  public:
   FdStream(int fd, int stop_fd, std::chrono::milliseconds io_timeout)
       : fd_(fd), stop_fd_(stop_fd), io_timeout_(io_timeout) {}
-
-  // Waiting for a request: the whole header must arrive by `deadline` (slow senders included).
-  void expectRequest(Clock::time_point deadline) { header_deadline_ = deadline; }
-  void requestStarted() { header_deadline_.reset(); }
 
   template <typename MutableBuffers>
   size_t read_some(const MutableBuffers& buffers, error_code& ec) {
@@ -62,8 +59,7 @@ class FdStream {
         ec = error_code(errno, boost::system::system_category());
         return 0;
       }
-      auto deadline = header_deadline_ ? *header_deadline_ : Clock::now() + io_timeout_;
-      if (!wait(POLLIN, deadline, ec)) return 0;
+      if (!wait(POLLIN, Clock::now() + io_timeout_, ec)) return 0;
     }
   }
 
@@ -143,7 +139,6 @@ class FdStream {
   int fd_;
   int stop_fd_;
   std::chrono::milliseconds io_timeout_;
-  std::optional<Clock::time_point> header_deadline_;
 };
 
 }  // namespace airlock::api::detail

@@ -13,6 +13,8 @@ const char* rejectionReason(int status) {
       return "payload_too_large";
     case 429:
       return "too_many_requests";
+    case 503:
+      return "unavailable";
     default:
       return nullptr;
   }
@@ -38,9 +40,9 @@ void HttpMetrics::observe(const std::string& route, int status, double seconds) 
   if (const char* reason = rejectionReason(status)) ++rejections_[reason];
 }
 
-void HttpMetrics::rejectConnection() {
+void HttpMetrics::reject(int status) {
   std::lock_guard lock(mu_);
-  ++rejections_["too_many_requests"];
+  if (const char* reason = rejectionReason(status)) ++rejections_[reason];
 }
 
 std::string HttpMetrics::render(std::string service_text) const {
@@ -98,9 +100,17 @@ std::string HttpMetrics::text() const {
   out += "# HELP airlock_http_connections Open HTTP connections.\n";
   out += "# TYPE airlock_http_connections gauge\n";
   out += "airlock_http_connections " + std::to_string(connections_.load()) + "\n";
-  out += "# HELP airlock_rejections_total Requests refused: unauthorized, too large, too many.\n";
+  out +=
+      "# HELP airlock_http_evictions_total Connections waiting for a request, closed to make "
+      "room for a new one.\n";
+  out += "# TYPE airlock_http_evictions_total counter\n";
+  out += "airlock_http_evictions_total " + std::to_string(evictions_.load()) + "\n";
+  out +=
+      "# HELP airlock_rejections_total Requests refused: unauthorized, too large, too many, "
+      "unavailable.\n";
   out += "# TYPE airlock_rejections_total counter\n";
-  for (const char* reason : {"unauthorized", "payload_too_large", "too_many_requests"}) {
+  for (const char* reason :
+       {"unauthorized", "payload_too_large", "too_many_requests", "unavailable"}) {
     auto it = rejections_.find(reason);
     out += std::string("airlock_rejections_total{reason=\"") + reason + "\"} " +
            std::to_string(it == rejections_.end() ? 0 : it->second) + "\n";

@@ -15,14 +15,16 @@ class HttpMetrics {
   // One finished request: its route pattern ("/v1/sandboxes/{sb}", or "unknown"), status and
   // duration. 401, 413 and 429 also count as rejections.
   void observe(const std::string& route, int status, double seconds);
-  // A connection refused before any request was read (over max_connections).
-  void rejectConnection();
+  // A connection or request refused by the server's limits before any handler ran (429, 503).
+  void reject(int status);
+  // A connection waiting for a request closed to make room for a new one (admission.h).
+  void evicted() { evictions_.fetch_add(1); }
   void connectionOpened() { connections_.fetch_add(1); }
   void connectionClosed() { connections_.fetch_sub(1); }
   int64_t connections() const { return connections_.load(); }
 
   // airlock_http_requests_total{route,code}, airlock_http_request_seconds{route} (histogram),
-  // airlock_http_connections, airlock_rejections_total{reason}.
+  // airlock_http_connections, airlock_http_evictions_total, airlock_rejections_total{reason}.
   std::string text() const;
   // `service_text` (Service::metricsText) followed by text(). When the service already has an
   // airlock_rejections_total family, our samples join it there: the exposition format allows
@@ -43,6 +45,7 @@ class HttpMetrics {
   std::map<std::string, Histogram> latency_;
   std::map<std::string, uint64_t> rejections_;
   std::atomic<int64_t> connections_{0};
+  std::atomic<uint64_t> evictions_{0};
 };
 
 }  // namespace airlock::api

@@ -1,27 +1,33 @@
 #include "supervisor/api/server.h"
 
 #include <arpa/inet.h>
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <boost/asio/buffer.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
-#include <limits>
+#include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
 #include <vector>
 
+#include "supervisor/api/admission.h"
 #include "supervisor/api/auth.h"
-#include "supervisor/api/fd_stream.h"
+#include "supervisor/api/blocking_exchange.h"
 #include "supervisor/api/handlers.h"
 #include "supervisor/api/http_metrics.h"
 #include "supervisor/api/http_request.h"
@@ -36,181 +42,139 @@ namespace http = boost::beast::http;
 namespace net = boost::asio;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
+using detail::BlockingExchange;
+using detail::FdStream;
+using Strand = net::strand<net::io_context::executor_type>;
+using Socket = net::basic_stream_socket<net::generic::stream_protocol, Strand>;
 
 constexpr size_t kReadBufferLimit = 64 * 1024;
-// Unread request body the server skips to keep a connection alive after answering early.
-constexpr uint64_t kMaxDiscard = 64 * 1024;
+// After an answer that closes the connection, what the client still sends is read and dropped
+// for this long (at most kLingerBytes), so TCP does not reset the connection and discard the
+// answer before the client reads it.
+constexpr auto kLinger = std::chrono::seconds(1);
+constexpr size_t kLingerBytes = 256 * 1024;
+// Connections accepted in one go before other work on the io thread gets a turn.
+constexpr int kAcceptBatch = 64;
 
-using detail::FdStream;
-using detail::msUntil;
+// A whole HTTP/1.1 response as bytes.
+std::string wireResponse(int status, std::string_view content_type,
+                         const std::vector<std::pair<std::string, std::string>>& headers,
+                         const std::string& body, bool keep_alive) {
+  auto reason = http::obsolete_reason(static_cast<http::status>(status));
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " +
+                    std::string(reason.data(), reason.size()) + "\r\nServer: airlock\r\n";
+  if (!content_type.empty()) out += "Content-Type: " + std::string(content_type) + "\r\n";
+  for (const auto& [name, value] : headers) out += name + ": " + value + "\r\n";
+  out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  out += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+  return out + body;
+}
 
-using Parser = RequestParser;
+// A refusal the server answers before any handler runs: JSON error body, Connection: close.
+std::string refusalResponse(int status, const std::string& message) {
+  sandbox::ErrorCode code = status == 429   ? sandbox::ErrorCode::kTooManyRequests
+                            : status == 503 ? sandbox::ErrorCode::kUnavailable
+                                            : sandbox::ErrorCode::kBadRequest;
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (status == 429 || status == 503) headers.emplace_back("Retry-After", "1");
+  return wireResponse(status, "application/json", headers,
+                      errorBody(sandbox::ServiceError{code, message}), false);
+}
 
-// One request/response on a connection (handlers.h).
-class BeastExchange final : public Exchange {
+// An Exchange that keeps its answer in memory, for requests answered on the io_context
+// (GET /healthz): nothing on it may block, and it has no body to read.
+class BufferedExchange final : public Exchange {
  public:
-  BeastExchange(FdStream& stream, beast::flat_buffer& buffer, Parser& parser, bool keep_alive,
-                bool expect_continue)
-      : stream_(stream),
-        buffer_(buffer),
-        parser_(parser),
-        keep_alive_(keep_alive),
-        expect_continue_(expect_continue),
-        skippable_(parser.content_length() && *parser.content_length() <= kMaxDiscard) {}
-
-  sandbox::SResult<size_t> readBody(char* buf, size_t cap) override {
-    if (parser_.is_done()) return size_t{0};
-    if (broken_)
-      return sandbox::serviceError(sandbox::ErrorCode::kBadRequest,
-                                   "request body: connection broken");
-    if (expect_continue_) {
-      expect_continue_ = false;
-      static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-      error_code ec;
-      net::write(stream_, net::buffer(kContinue, sizeof kContinue - 1), ec);
-      if (ec) return bodyError(ec);
-    }
-    auto& body = parser_.get().body();
-    body.data = buf;
-    body.size = cap;
-    error_code ec;
-    http::read(stream_, buffer_, parser_, ec);
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) return bodyError(ec);
-    return cap - body.size;
-  }
-
+  explicit BufferedExchange(bool keep_alive) : keep_alive_(keep_alive) {}
+  sandbox::SResult<size_t> readBody(char*, size_t) override { return size_t{0}; }
   void setHeader(std::string name, std::string value) override {
     headers_.emplace_back(std::move(name), std::move(value));
   }
-
   bool respond(int status, std::string_view content_type, std::string body) override {
     status_ = status;
-    http::response<http::string_body> res{static_cast<http::status>(status), 11};
-    res.set(http::field::server, "airlock");
-    if (!content_type.empty())
-      res.set(http::field::content_type,
-              beast::string_view(content_type.data(), content_type.size()));
-    for (auto& [name, value] : headers_) res.set(name, value);
-    sent_keep_alive_ = keepAlive();
-    res.keep_alive(sent_keep_alive_);
-    res.body() = std::move(body);
-    res.prepare_payload();
-    error_code ec;
-    http::write(stream_, res, ec);
-    if (ec) broken_ = true;
-    return !ec;
+    wire_ = wireResponse(status, content_type, headers_, body, keep_alive_);
+    return true;
   }
-
-  bool beginStream(int status, std::string_view content_type) override {
-    status_ = status;
-    http::response<http::empty_body> res{static_cast<http::status>(status), 11};
-    res.set(http::field::server, "airlock");
-    res.set(http::field::content_type,
-            beast::string_view(content_type.data(), content_type.size()));
-    res.set(http::field::cache_control, "no-store");
-    for (auto& [name, value] : headers_) res.set(name, value);
-    sent_keep_alive_ = keepAlive();
-    res.keep_alive(sent_keep_alive_);
-    res.chunked(true);
-    http::response_serializer<http::empty_body> sr{res};
-    error_code ec;
-    http::write_header(stream_, sr, ec);
-    streaming_ = !ec;
-    if (ec) broken_ = true;
-    return !ec;
-  }
-
-  bool writeStream(std::string_view chunk) override {
-    if (!streaming_ || broken_) return false;
-    if (chunk.empty()) return true;
-    error_code ec;
-    net::write(stream_, http::make_chunk(net::const_buffer(chunk.data(), chunk.size())), ec);
-    if (ec) broken_ = true;
-    return !ec;
-  }
-
-  bool endStream() override {
-    if (!streaming_ || broken_) return false;
-    streaming_ = false;
-    error_code ec;
-    net::write(stream_, http::make_chunk_last(), ec);
-    if (ec) broken_ = true;
-    return !ec;
-  }
-
-  void abortStream() override {
-    streaming_ = false;
-    broken_ = true;  // the connection closes without the last chunk
-  }
-
-  bool clientGone() override { return broken_ || stream_.peerGone(); }
+  bool beginStream(int, std::string_view) override { return false; }
+  bool writeStream(std::string_view) override { return false; }
+  bool endStream() override { return false; }
+  void abortStream() override {}
+  bool clientGone() override { return false; }
   int status() const override { return status_; }
 
-  bool broken() const { return broken_; }
-  // Whether the connection may serve another request: the answer said keep-alive and went out
-  // whole. The rest of an unread (small) body is skipped by the caller.
-  bool reusable() const { return sent_keep_alive_ && !broken_; }
-  void closeAfterResponse() { keep_alive_ = false; }
+  bool keepAlive() const { return keep_alive_; }
+  std::string& wire() { return wire_; }
 
  private:
-  // Keep the connection only when what is left of the request body can be skipped: none, or a
-  // small one with a known length that the client is already sending (not waiting for 100).
-  bool keepAlive() const {
-    return keep_alive_ && !broken_ && (parser_.is_done() || (skippable_ && !expect_continue_));
-  }
-
-  sandbox::SResult<size_t> bodyError(const error_code& ec) {
-    broken_ = true;
-    if (ec == net::error::timed_out) {
-      return sandbox::serviceError(sandbox::ErrorCode::kBadRequest,
-                                   "request body: no data within the I/O timeout");
-    }
-    return sandbox::serviceError(sandbox::ErrorCode::kBadRequest, "request body: " + ec.message());
-  }
-
-  FdStream& stream_;
-  beast::flat_buffer& buffer_;
-  Parser& parser_;
   bool keep_alive_;
-  bool expect_continue_;
-  bool skippable_;
-  bool sent_keep_alive_ = false;
-  bool streaming_ = false;
-  bool broken_ = false;
   int status_ = 0;
+  std::string wire_;
   std::vector<std::pair<std::string, std::string>> headers_;
 };
 
-std::string rejectionResponse(int status, const char* reason, sandbox::ErrorCode code,
-                              const std::string& message) {
-  std::string body = errorBody(sandbox::ServiceError{code, message});
-  return "HTTP/1.1 " + std::to_string(status) + " " + reason +
-         "\r\nServer: airlock\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+// "uid 1000" for a Unix socket peer (its credentials at connect time), "tcp 127.0.0.1" for TCP.
+// A uid and not a pid: processes of one uid can act for each other anyway, and a pid is free to
+// multiply.
+struct Peer {
+  std::string client;
+  std::string description;  // for the log
+};
+
+Peer peerOf(int fd, const sockaddr_storage& ss, bool tcp) {
+  if (tcp) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    const void* addr =
+        ss.ss_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr);
+    inet_ntop(ss.ss_family, addr, host, sizeof host);
+    return {std::string("tcp ") + host, std::string("tcp ") + host};
+  }
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return {"uid ?", "unix"};
+  return {"uid " + std::to_string(cred.uid), "pid " + std::to_string(cred.pid) + " uid " +
+                                                 std::to_string(cred.uid) + " gid " +
+                                                 std::to_string(cred.gid)};
 }
 
 }  // namespace
 
 struct Server::Impl {
+  class Connection;
+  // One listening socket, waited on by the io_context; accept4 itself sets close-on-exec.
+  struct Acceptor {
+    Acceptor(net::io_context& ioc, int fd, bool from_tcp)
+        : strand(net::make_strand(ioc)), descriptor(strand, fd), pause(strand), tcp(from_tcp) {}
+    Strand strand;
+    net::posix::basic_stream_descriptor<Strand> descriptor;
+    net::basic_waitable_timer<Clock, net::wait_traits<Clock>, Strand> pause;
+    bool tcp;
+  };
+
   sandbox::Service& service;
   ServerOptions options;
   TokenTable tokens;
   HttpMetrics metrics;
   Dispatcher dispatcher;
+  Admission admission;
   std::optional<UnixListener> unix_listener;
   std::optional<TcpListener> tcp_listener;
-  UniqueFd stop_fd;   // stop(): every wait ends
-  UniqueFd drain_fd;  // drain(): acceptors end
-  std::vector<std::thread> acceptors;
+  UniqueFd stop_fd;  // stop(): every blocking wait on a request thread ends
+
+  net::io_context ioc;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::thread> io_threads;
+  std::vector<std::unique_ptr<Acceptor>> acceptors;
 
   std::atomic<bool> draining{false};
   std::atomic<bool> stopped{false};
+  std::atomic<uint64_t> next_connection_id{1};
   mutable std::mutex mu;
   std::condition_variable cv;
-  size_t live_connections = 0;  // connection threads running
-  size_t in_flight = 0;         // requests between header and end of answer
-  uint64_t next_connection_id = 1;
+  std::map<uint64_t, std::weak_ptr<Connection>> open;  // every connection not yet destroyed
+  size_t request_threads = 0;
+  size_t in_flight = 0;     // requests from header to the end of their answer
   std::mutex lifecycle_mu;  // serializes drain() and stop()
   bool listeners_closed = false;
 
@@ -220,204 +184,425 @@ struct Server::Impl {
         tokens(std::move(t)),
         dispatcher(
             service, tokens, metrics,
-            HandlerLimits{options.max_json_body, options.max_upload_bytes, options.stream_poll}) {}
+            HandlerLimits{options.max_json_body, options.max_upload_bytes, options.stream_poll}),
+        admission(AdmissionLimits{options.max_connections, options.max_connections_per_client,
+                                  options.max_requests, options.max_requests_per_client}) {}
 
   void log(const std::string& line) {
     if (options.log) options.log(line);
   }
 
-  void acceptLoop(int listen_fd, bool tcp) {
-    while (true) {
-      pollfd p[3] = {
-          {listen_fd, POLLIN, 0}, {stop_fd.get(), POLLIN, 0}, {drain_fd.get(), POLLIN, 0}};
-      int rc = poll(p, 3, -1);
-      if (rc < 0 && errno == EINTR) continue;
-      if (rc < 0 || p[1].revents != 0 || p[2].revents != 0) return;
-      int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) {
-        if (errno == EMFILE || errno == ENFILE) {
-          log(std::string("accept: ") + Error::errnoName(errno) + "; pausing");
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-        continue;
-      }
-      UniqueFd conn(fd);
-      uint64_t id = 0;
-      {
-        std::lock_guard lock(mu);
-        if (live_connections >= options.max_connections) {
-          id = 0;
-        } else {
-          ++live_connections;
-          id = next_connection_id++;
-        }
-      }
-      if (id == 0) {
-        rejectConnection(std::move(conn));
-        continue;
-      }
-      metrics.connectionOpened();
-      try {
-        // The thread takes the fd only once it exists, so a failed start leaves it ours.
-        std::thread(&Impl::connectionThread, this, conn.get(), tcp, id).detach();
-        (void)conn.release();
-      } catch (const std::system_error& e) {
-        // No thread to be had (EAGAIN): answer like a full server rather than end the acceptor.
-        log(std::string("api: cannot start a connection thread: ") + e.what());
-        metrics.connectionClosed();
-        {
-          std::lock_guard lock(mu);
-          --live_connections;
-        }
-        cv.notify_all();
-        rejectConnection(std::move(conn));
-      }
+  void requestStarted() {
+    std::lock_guard lock(mu);
+    ++in_flight;
+  }
+  void requestEnded() {
+    {
+      std::lock_guard lock(mu);
+      --in_flight;
     }
+    cv.notify_all();
   }
 
-  // Over max_connections: answer 429 from the acceptor without reading the request, and close.
-  void rejectConnection(UniqueFd conn) {
-    metrics.rejectConnection();
-    static const std::string kResponse =
-        rejectionResponse(429, "Too Many Requests", sandbox::ErrorCode::kTooManyRequests,
-                          "too many connections to the supervisor; retry later");
-    (void)send(conn.get(), kResponse.data(), kResponse.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    shutdown(conn.get(), SHUT_WR);
-    char sink[4096];
-    while (recv(conn.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
-    }
+  void armAccept(Acceptor& a) {
+    a.descriptor.async_wait(net::posix::descriptor_base::wait_read, [this, &a](error_code ec) {
+      if (!ec && !draining.load()) acceptReady(a);
+    });
   }
 
-  void describePeer(int fd, bool tcp, uint64_t id) {
-    if (!options.log) return;
-    if (tcp) {
+  void acceptReady(Acceptor& a) {
+    for (int i = 0; i < kAcceptBatch; ++i) {
       sockaddr_storage ss{};
       socklen_t len = sizeof ss;
-      char host[INET6_ADDRSTRLEN] = "?";
-      if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-        const void* addr =
-            ss.ss_family == AF_INET
-                ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
-                : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
-        inet_ntop(ss.ss_family, addr, host, sizeof host);
+      int fd = accept4(a.descriptor.native_handle(), reinterpret_cast<sockaddr*>(&ss), &len,
+                       SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        admit(UniqueFd(fd), ss, a.tcp);
+        continue;
       }
-      log("api: connection " + std::to_string(id) + " from tcp " + host);
-      return;
-    }
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-      log("api: connection " + std::to_string(id) + " from pid " + std::to_string(cred.pid) +
-          " uid " + std::to_string(cred.uid) + " gid " + std::to_string(cred.gid));
-    }
-  }
-
-  void connectionThread(int fd, bool tcp, uint64_t id) {
-    UniqueFd conn(fd);
-    try {
-      describePeer(conn.get(), tcp, id);
-      serveConnection(conn.get(), tcp);
-    } catch (const std::exception& e) {
-      log("api: connection " + std::to_string(id) + ": " + e.what());
-    } catch (...) {
-      log("api: connection " + std::to_string(id) + ": unknown exception");
-    }
-    conn.reset();
-    metrics.connectionClosed();
-    std::unique_lock lock(mu);
-    --live_connections;
-    // Notifies after this thread is fully gone, so stop() may free Impl right after waking.
-    std::notify_all_at_thread_exit(cv, std::move(lock));
-  }
-
-  void serveConnection(int fd, bool tcp) {
-    FdStream stream(fd, stop_fd.get(), options.io_timeout);
-    beast::flat_buffer buffer(kReadBufferLimit);
-    // While draining, open connections still get answers (503, and /healthz saying so), each
-    // with Connection: close.
-    while (!stopped.load()) {
-      Parser parser;
-      limitRequestParser(parser);
-      stream.expectRequest(Clock::now() + options.idle_timeout);
-      error_code ec;
-      http::read_header(stream, buffer, parser, ec);
-      stream.requestStarted();
-      if (ec) {
-        if (ec == http::error::end_of_stream || ec == net::error::eof ||
-            ec == net::error::operation_aborted || ec == net::error::timed_out ||
-            ec == net::error::connection_reset || buffer.size() == 0) {
-          return;  // the client left or went idle, or the server is stopping
-        }
-        int status = ec == http::error::header_limit ? 431 : 400;
-        std::string msg = rejectionResponse(
-            status, status == 431 ? "Request Header Fields Too Large" : "Bad Request",
-            sandbox::ErrorCode::kBadRequest, "malformed HTTP request: " + ec.message());
-        error_code ignored;
-        net::write(stream, net::buffer(msg), ignored);
-        metrics.observe("unknown", status, 0);
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors: pausing keeps the acceptor from spinning on a socket that stays
+        // readable; connections wait in the backlog meanwhile.
+        log(std::string("api: accept: ") + Error::errnoName(errno) + "; pausing 50 ms");
+        a.pause.expires_after(std::chrono::milliseconds(50));
+        a.pause.async_wait([this, &a](error_code ec) {
+          if (!ec && !draining.load()) armAccept(a);
+        });
         return;
       }
-
-      auto start = Clock::now();
-      {
-        std::lock_guard lock(mu);
-        ++in_flight;
-      }
-      RequestHead head = readRequestHead(parser, tcp);
-      const Request& req = head.request;
-      bool expect_continue = head.expect_continue;
-      bool keep_alive = head.keep_alive;
-
-      BeastExchange ex(stream, buffer, parser, keep_alive && !draining.load(), expect_continue);
-      std::string label;
-      try {
-        label = dispatcher.handle(req, ex, draining.load());
-      } catch (const std::exception& e) {
-        log(std::string("api: ") + req.method + " " + req.path + ": " + e.what());
-        if (ex.status() == 0) {
-          ex.closeAfterResponse();
-          ex.respond(500, "application/json",
-                     errorBody({sandbox::ErrorCode::kInternal,
-                                std::string("internal error: ") + e.what()}));
-        }
-      }
-      if (ex.status() == 0 && !ex.broken()) {
-        ex.respond(500, "application/json",
-                   errorBody({sandbox::ErrorCode::kInternal, "the handler sent no answer"}));
-      }
-      double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      metrics.observe(label.empty() ? "unknown" : label, ex.status(), seconds);
-      {
-        std::lock_guard lock(mu);
-        --in_flight;
-      }
-      cv.notify_all();
-      if (!ex.reusable()) return;
-      if (!parser.is_done()) {
-        char sink[8192];
-        while (!parser.is_done()) {
-          auto n = ex.readBody(sink, sizeof sink);
-          if (!n || *n == 0) break;
-        }
-        if (!parser.is_done()) return;
-      }
+      break;  // EAGAIN: the backlog is empty
     }
+    armAccept(a);
   }
 
-  void closeListeners() {
-    if (listeners_closed) return;
-    listeners_closed = true;
-    uint64_t one = 1;
-    (void)!write(drain_fd.get(), &one, sizeof one);
-    for (auto& t : acceptors) t.join();
-    acceptors.clear();
-    if (unix_listener) {
-      unlinkUnixListener(options.socket_path, *unix_listener);
-      unix_listener->fd.reset();
-    }
-    if (tcp_listener) tcp_listener->fd.reset();
-  }
+  void admit(UniqueFd fd, const sockaddr_storage& ss, bool tcp);
+  void refuse(UniqueFd fd, int status, const std::string& message);
+  void evict(uint64_t id);
+  std::vector<std::shared_ptr<Connection>> liveConnections();
+  void closeListeners();
 };
+
+// One client connection. Its socket, timer and state are touched only on its strand, except
+// while a request thread answers on it (busy_): then that thread alone uses the socket's fd,
+// and the strand does nothing with it until the thread posts afterRequest().
+class Server::Impl::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(Impl& server, uint64_t id, std::string client, bool tcp)
+      : server_(server),
+        id_(id),
+        client_(std::move(client)),
+        tcp_(tcp),
+        strand_(net::make_strand(server.ioc)),
+        socket_(strand_),
+        timer_(strand_),
+        buffer_(kReadBufferLimit) {}
+
+  ~Connection() {
+    release();
+    {
+      std::lock_guard lock(server_.mu);
+      server_.open.erase(id_);
+    }
+    server_.cv.notify_all();
+  }
+
+  Socket& socket() { return socket_; }
+  uint64_t id() const { return id_; }
+
+  void start() {
+    net::dispatch(strand_, [self = shared_from_this()] { self->waitForRequest(); });
+  }
+
+  // From any thread. Closes the connection now, or after the request being answered on it.
+  // `hard`: also break that request (stop()), else let it finish (drain(), eviction).
+  void closeSoon(bool hard) {
+    net::post(strand_, [self = shared_from_this(), hard] {
+      if (!self->busy_) return self->close();
+      self->close_after_request_ = true;
+      if (hard) ::shutdown(self->socket_.native_handle(), SHUT_RDWR);
+    });
+  }
+
+ private:
+  enum class State { kWaiting, kHeader, kAnswering, kWriting, kLingering, kClosed };
+
+  // Keep-alive: wait, without a thread, for the next request's first byte.
+  void waitForRequest() {
+    if (state_ == State::kClosed) return;
+    // While draining, an open connection still gets answers (503, /healthz saying so), each
+    // with Connection: close.
+    if (close_after_request_) return close();
+    if (buffer_.size() > 0) return readHeader();  // pipelined: already here
+    state_ = State::kWaiting;
+    armTimer(server_.options.idle_timeout);
+    socket_.async_wait(Socket::wait_read, [self = shared_from_this()](error_code ec) {
+      self->disarmTimer();
+      if (self->state_ == State::kClosed) return;
+      if (ec) return self->close();
+      self->readHeader();
+    });
+  }
+
+  void readHeader() {
+    state_ = State::kHeader;
+    parser_.emplace();
+    limitRequestParser(*parser_);
+    armTimer(server_.options.header_timeout);
+    http::async_read_header(socket_, buffer_, *parser_,
+                            [self = shared_from_this()](error_code ec, size_t) {
+                              self->disarmTimer();
+                              if (self->state_ == State::kClosed) return;
+                              self->onHeader(ec);
+                            });
+  }
+
+  void onHeader(error_code ec) {
+    if (ec) {
+      if (ec == http::error::end_of_stream || ec == net::error::eof ||
+          ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+          buffer_.size() == 0) {
+        return close();  // the client left, or its time ran out
+      }
+      int status = ec == http::error::header_limit ? 431 : 400;
+      server_.metrics.observe("unknown", status, 0);
+      return writeThenClose(refusalResponse(status, "malformed HTTP request: " + ec.message()));
+    }
+    RequestHead head = readRequestHead(*parser_, tcp_);
+    if (head.request.method == "GET" && head.request.path == "/healthz" && parser_->is_done()) {
+      return answerHere(std::move(head));
+    }
+    Admit admit = server_.admission.beginRequest(id_);
+    if (!admit.admitted) {
+      if (admit.status == 0) return close();  // evicted while its header arrived
+      server_.metrics.reject(admit.status);
+      return writeThenClose(refusalResponse(admit.status, admit.refusal));
+    }
+    answerOnThread(std::move(head));
+  }
+
+  // GET /healthz, answered on the io_context so it answers while request threads are all taken.
+  void answerHere(RequestHead head) {
+    auto start = Clock::now();
+    server_.requestStarted();
+    BufferedExchange ex(head.keep_alive && !server_.draining.load());
+    std::string label = server_.dispatcher.handle(head.request, ex, server_.draining.load());
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    server_.metrics.observe(label, ex.status(), seconds);
+    server_.requestEnded();
+    server_.admission.used(id_);
+    bool keep = ex.keepAlive();
+    write(std::move(ex.wire()), keep);
+  }
+
+  void answerOnThread(RequestHead head) {
+    state_ = State::kAnswering;
+    busy_ = true;
+    {
+      std::lock_guard lock(server_.mu);
+      ++server_.request_threads;
+      ++server_.in_flight;
+    }
+    try {
+      std::thread(&Connection::requestThread, shared_from_this(), std::move(head)).detach();
+    } catch (const std::system_error& e) {
+      // No thread to be had (EAGAIN): answer like a full server.
+      server_.log(std::string("api: cannot start a request thread: ") + e.what());
+      {
+        std::lock_guard lock(server_.mu);
+        --server_.request_threads;
+      }
+      server_.requestEnded();
+      server_.admission.endRequest(id_);
+      busy_ = false;
+      server_.metrics.reject(503);
+      writeThenClose(refusalResponse(503,
+                                     "the supervisor cannot start a thread for this "
+                                     "request; retry later"));
+    }
+  }
+
+  // A request thread's body. `self` is this thread's reference, dropped before the thread
+  // count is, so stop() never sees a finished thread whose connection is still being destroyed.
+  static void requestThread(std::shared_ptr<Connection> self, RequestHead head) {
+    Impl& server = self->server_;
+    bool reusable = self->answer(head);
+    server.admission.endRequest(self->id_);
+    server.requestEnded();
+    net::post(self->strand_, [self, reusable] { self->afterRequest(reusable); });
+    self.reset();
+    std::unique_lock lock(server.mu);
+    --server.request_threads;
+    // Notifies after this thread is fully gone, so stop() may free Impl right after waking.
+    std::notify_all_at_thread_exit(server.cv, std::move(lock));
+  }
+
+  // On the request thread: dispatches and answers. True when the connection may carry another
+  // request.
+  bool answer(const RequestHead& head) {
+    const Request& req = head.request;
+    auto start = Clock::now();
+    FdStream stream(socket_.native_handle(), server_.stop_fd.get(), server_.options.io_timeout);
+    BlockingExchange ex(stream, buffer_, *parser_, head.keep_alive && !server_.draining.load(),
+                        head.expect_continue);
+    std::string label;
+    try {
+      label = server_.dispatcher.handle(req, ex, server_.draining.load());
+    } catch (const std::exception& e) {
+      server_.log(std::string("api: ") + req.method + " " + req.path + ": " + e.what());
+      if (ex.status() == 0) {
+        ex.closeAfterResponse();
+        ex.respond(
+            500, "application/json",
+            errorBody({sandbox::ErrorCode::kInternal, std::string("internal error: ") + e.what()}));
+      }
+    }
+    if (ex.status() == 0 && !ex.broken()) {
+      ex.respond(500, "application/json",
+                 errorBody({sandbox::ErrorCode::kInternal, "the handler sent no answer"}));
+    }
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    server_.metrics.observe(label.empty() ? "unknown" : label, ex.status(), seconds);
+    if (!ex.reusable()) return false;
+    // Skip what is left of a small unread body to keep the connection.
+    char sink[8192];
+    while (!parser_->is_done()) {
+      auto n = ex.readBody(sink, sizeof sink);
+      if (!n || *n == 0) break;
+    }
+    return parser_->is_done();
+  }
+
+  void afterRequest(bool reusable) {
+    busy_ = false;
+    if (!reusable) return close();
+    waitForRequest();
+  }
+
+  void write(std::string wire, bool keep_alive) {
+    state_ = State::kWriting;
+    out_ = std::move(wire);
+    armTimer(server_.options.io_timeout);
+    net::async_write(socket_, net::buffer(out_),
+                     [self = shared_from_this(), keep_alive](error_code ec, size_t) {
+                       self->disarmTimer();
+                       if (self->state_ == State::kClosed) return;
+                       if (ec) return self->close();
+                       if (!keep_alive) return self->linger();
+                       self->waitForRequest();
+                     });
+  }
+  void writeThenClose(std::string wire) { write(std::move(wire), false); }
+
+  // The answer is out and the connection ends: stop sending, then read and drop what the
+  // client still sends for a moment, so the close does not reset the connection under an
+  // answer the client has not read yet.
+  void linger() {
+    state_ = State::kLingering;
+    error_code ec;
+    socket_.shutdown(net::socket_base::shutdown_send, ec);
+    if (ec) return close();
+    armTimer(kLinger);
+    lingerRead();
+  }
+  void lingerRead() {
+    socket_.async_read_some(net::buffer(scratch_),
+                            [self = shared_from_this()](error_code ec, size_t n) {
+                              if (self->state_ == State::kClosed) return;
+                              self->lingered_ += n;
+                              if (ec || self->lingered_ >= kLingerBytes) return self->close();
+                              self->lingerRead();
+                            });
+  }
+
+  void close() {
+    if (state_ == State::kClosed) return;
+    state_ = State::kClosed;
+    disarmTimer();
+    error_code ec;
+    socket_.close(ec);
+    release();
+  }
+
+  // The connection's place in the admission table and the metrics, given back once.
+  void release() {
+    if (released_) return;
+    released_ = true;
+    server_.admission.closeConnection(id_);
+    server_.metrics.connectionClosed();
+  }
+
+  // A deadline for what the connection waits for now: when it passes, the connection closes,
+  // which cancels the wait. The generation makes a timer that fired just as it was disarmed
+  // harmless.
+  void armTimer(std::chrono::milliseconds after) {
+    uint64_t generation = ++timer_generation_;
+    timer_.expires_after(after);
+    timer_.async_wait([self = shared_from_this(), generation](error_code ec) {
+      if (ec || generation != self->timer_generation_) return;
+      self->close();
+    });
+  }
+  void disarmTimer() {
+    ++timer_generation_;
+    timer_.cancel();
+  }
+
+  Impl& server_;
+  const uint64_t id_;
+  const std::string client_;
+  const bool tcp_;
+  Strand strand_;
+  Socket socket_;
+  net::basic_waitable_timer<Clock, net::wait_traits<Clock>, Strand> timer_;
+  beast::flat_buffer buffer_;
+  std::optional<RequestParser> parser_;
+  std::string out_;
+  std::array<char, 4096> scratch_{};
+  size_t lingered_ = 0;
+  uint64_t timer_generation_ = 0;
+  State state_ = State::kWaiting;
+  bool busy_ = false;  // a request thread owns the socket
+  bool close_after_request_ = false;
+  bool released_ = false;
+};
+
+void Server::Impl::admit(UniqueFd fd, const sockaddr_storage& ss, bool tcp) {
+  Peer peer = peerOf(fd.get(), ss, tcp);
+  uint64_t id = next_connection_id.fetch_add(1);
+  Admit verdict = admission.openConnection(id, peer.client);
+  if (!verdict.admitted) return refuse(std::move(fd), verdict.status, verdict.refusal);
+  if (verdict.evict != 0) evict(verdict.evict);
+
+  metrics.connectionOpened();
+  auto conn = std::make_shared<Connection>(*this, id, peer.client, tcp);
+  error_code ec;
+  conn->socket().assign(net::generic::stream_protocol(ss.ss_family, tcp ? IPPROTO_TCP : 0),
+                        fd.get(), ec);
+  if (ec) {
+    log("api: connection " + std::to_string(id) + ": " + ec.message());
+    return;  // fd closes here; the connection's destructor gives back its place
+  }
+  (void)fd.release();
+  {
+    std::lock_guard lock(mu);
+    open[id] = conn;
+  }
+  log("api: connection " + std::to_string(id) + " from " + peer.description);
+  conn->start();
+}
+
+// Over a limit with nothing to evict: answer from the acceptor without reading the request,
+// and close. The socket is fresh, so the short answer fits its send buffer.
+void Server::Impl::refuse(UniqueFd fd, int status, const std::string& message) {
+  metrics.reject(status);
+  std::string response = refusalResponse(status, message);
+  (void)send(fd.get(), response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  shutdown(fd.get(), SHUT_WR);
+  char sink[4096];
+  while (recv(fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+  }
+}
+
+void Server::Impl::evict(uint64_t id) {
+  std::shared_ptr<Connection> victim;
+  {
+    std::lock_guard lock(mu);
+    if (auto it = open.find(id); it != open.end()) victim = it->second.lock();
+  }
+  metrics.evicted();
+  if (victim) victim->closeSoon(false);
+}
+
+std::vector<std::shared_ptr<Server::Impl::Connection>> Server::Impl::liveConnections() {
+  std::vector<std::shared_ptr<Connection>> out;
+  std::lock_guard lock(mu);
+  for (auto& [id, weak] : open)
+    if (auto c = weak.lock()) out.push_back(std::move(c));
+  return out;
+}
+
+void Server::Impl::closeListeners() {
+  if (listeners_closed) return;
+  listeners_closed = true;
+  // Each acceptor is touched only on its strand: cancel there and wait for it.
+  for (auto& a : acceptors) {
+    std::promise<void> done;
+    net::post(a->strand, [&a, &done] {
+      error_code ec;
+      a->pause.cancel();
+      a->descriptor.cancel(ec);
+      (void)a->descriptor.release();  // the listener's UniqueFd closes it
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+  if (unix_listener) {
+    unlinkUnixListener(options.socket_path, *unix_listener);
+    unix_listener->fd.reset();
+  }
+  if (tcp_listener) tcp_listener->fd.reset();
+}
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -425,7 +610,13 @@ Server::~Server() { stop(); }
 
 Result<std::unique_ptr<Server>> Server::start(sandbox::Service& service, ServerOptions options) {
   if (options.socket_path.empty()) return fail("server options: socket_path is required");
-  if (options.max_connections == 0) return fail("server options: max_connections must be > 0");
+  for (auto [name, value] : {std::pair{"max_connections", options.max_connections},
+                             {"max_connections_per_client", options.max_connections_per_client},
+                             {"max_requests", options.max_requests},
+                             {"max_requests_per_client", options.max_requests_per_client},
+                             {"io_threads", options.io_threads}}) {
+    if (value == 0) return fail(std::string("server options: ") + name + " must be > 0");
+  }
   auto tokens = TokenTable::create(options.token_sha256_to_tenant);
   if (!tokens) return Unexpected(std::move(tokens.error()).wrap("server tokens"));
   if (!options.tcp_listen.empty() && tokens->empty()) {
@@ -433,8 +624,7 @@ Result<std::unique_ptr<Server>> Server::start(sandbox::Service& service, ServerO
   }
   auto impl = std::make_unique<Impl>(service, std::move(options), std::move(*tokens));
   impl->stop_fd = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  impl->drain_fd = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!impl->stop_fd || !impl->drain_fd) return sysError("eventfd", "api server");
+  if (!impl->stop_fd) return sysError("eventfd", "api server");
 
   auto unix_listener =
       listenUnix(impl->options.socket_path, impl->options.socket_mode, impl->options.socket_group);
@@ -448,10 +638,18 @@ Result<std::unique_ptr<Server>> Server::start(sandbox::Service& service, ServerO
     }
     impl->tcp_listener = std::move(*tcp);
   }
-  Impl* raw = impl.get();
-  raw->acceptors.emplace_back(&Impl::acceptLoop, raw, raw->unix_listener->fd.get(), false);
-  if (raw->tcp_listener) {
-    raw->acceptors.emplace_back(&Impl::acceptLoop, raw, raw->tcp_listener->fd.get(), true);
+  Impl& s = *impl;
+  s.acceptors.push_back(std::make_unique<Impl::Acceptor>(s.ioc, s.unix_listener->fd.get(), false));
+  if (s.tcp_listener) {
+    s.acceptors.push_back(std::make_unique<Impl::Acceptor>(s.ioc, s.tcp_listener->fd.get(), true));
+  }
+  for (auto& a : s.acceptors) {
+    Impl::Acceptor& acceptor = *a;
+    net::post(acceptor.strand, [&s, &acceptor] { s.armAccept(acceptor); });
+  }
+  s.work.emplace(s.ioc.get_executor());
+  for (size_t i = 0; i < s.options.io_threads; ++i) {
+    s.io_threads.emplace_back([&s] { s.ioc.run(); });
   }
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
@@ -460,6 +658,7 @@ bool Server::drain(std::chrono::milliseconds timeout) {
   Impl& s = *impl_;
   std::lock_guard lifecycle(s.lifecycle_mu);
   s.draining.store(true);
+  if (s.stopped.load()) return true;
   s.closeListeners();
   std::unique_lock lock(s.mu);
   return s.cv.wait_for(lock, timeout, [&] { return s.in_flight == 0; });
@@ -468,21 +667,32 @@ bool Server::drain(std::chrono::milliseconds timeout) {
 void Server::stop() {
   Impl& s = *impl_;
   std::lock_guard lifecycle(s.lifecycle_mu);
+  if (s.stopped.exchange(true)) return;
   s.draining.store(true);
   s.closeListeners();
-  if (!s.stopped.exchange(true)) {
-    uint64_t one = 1;
-    (void)!write(s.stop_fd.get(), &one, sizeof one);
+  uint64_t one = 1;
+  (void)!write(s.stop_fd.get(), &one, sizeof one);
+  for (auto& c : s.liveConnections()) c->closeSoon(true);
+  {
+    std::unique_lock lock(s.mu);
+    s.cv.wait(lock, [&] { return s.request_threads == 0 && s.open.empty(); });
   }
-  std::unique_lock lock(s.mu);
-  s.cv.wait(lock, [&] { return s.live_connections == 0; });
+  s.work.reset();
+  s.ioc.stop();
+  for (auto& t : s.io_threads) t.join();
+  s.io_threads.clear();
 }
 
 bool Server::draining() const { return impl_->draining.load(); }
 
 size_t Server::connections() const {
   std::lock_guard lock(impl_->mu);
-  return impl_->live_connections;
+  return impl_->open.size();
+}
+
+size_t Server::requestThreads() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->request_threads;
 }
 
 uint16_t Server::tcpPort() const { return impl_->tcp_listener ? impl_->tcp_listener->port : 0; }

@@ -2,14 +2,25 @@
 //
 // Built on Boost.Beast (header-only, with Boost.Asio): it fits the Boost stack we already ship
 // and gives a maintained HTTP/1.1 parser with header and body limits, chunked encoding and
-// streaming bodies, so a 1 GB upload never sits in memory. Beast stays inside server.cc.
+// streaming bodies, so a 1 GB upload never sits in memory. Beast stays inside the server's own
+// files (server.cc, blocking_exchange.h, fd_stream.h, http_request.h).
 //
-// Threading, kept simple and bounded: one acceptor thread per listener (the Unix socket, and
-// loopback TCP when configured) and one thread per connection doing synchronous reads and writes
-// with poll()-based deadlines. Connections past max_connections are answered 429 at once and
-// closed, never queued. Keep-alive connections close after idle_timeout without a request, and
-// any body read or response write that makes no progress for io_timeout ends the connection, so
-// a stuck client cannot hold a thread forever.
+// Bounded by design, so a slow or hostile client cannot pin threads or memory:
+// - An io_context pool (`io_threads`) accepts connections and waits for requests
+//   asynchronously: an idle keep-alive connection, or one whose header is still arriving, costs
+//   a socket and a small buffer, no thread. Its header must start within `idle_timeout` and end
+//   within `header_timeout` of its first byte (slowloris is cut there).
+// - A complete request header gets a thread of its own for the answer (blocking_exchange.h):
+//   handlers call the Service, which blocks. Threads are bounded by `max_requests` and
+//   `max_requests_per_client`; every body read and answer write that makes no progress for
+//   `io_timeout` ends the connection.
+// - Connections are bounded by `max_connections` and `max_connections_per_client`. Over a
+//   limit, the oldest connection waiting for a request is evicted (admission.h); only when every
+//   connection has a request in progress is the newcomer refused, 429 over a client's limit and
+//   503 over the server's, with the limit named.
+// - GET /healthz is answered on the io_context itself, so it answers while every request thread
+//   is taken.
+// A client is a local uid on the Unix socket and a peer address on loopback TCP.
 #pragma once
 
 #include <chrono>
@@ -33,12 +44,18 @@ struct ServerOptions {
   // sha256 hex of a bearer token → its tenant. TCP requests must carry one; Unix socket
   // requests are tenant "default" unless they do.
   std::map<std::string, std::string> token_sha256_to_tenant;
-  size_t max_connections = 256;
+  size_t max_connections = 4096;
+  size_t max_connections_per_client = 1024;
+  size_t max_requests = 512;  // requests being answered at once, streams included
+  size_t max_requests_per_client = 256;
   size_t max_json_body = 8 << 20;
   uint64_t max_upload_bytes = uint64_t{1} << 30;
-  std::chrono::milliseconds idle_timeout{60000};  // keep-alive wait, and the time to send a header
-  std::chrono::milliseconds io_timeout{60000};    // a body read or response write without progress
-  std::chrono::milliseconds stream_poll{100};     // how often a stream checks for a gone client
+  size_t io_threads = 2;
+  std::chrono::milliseconds idle_timeout{60000};  // keep-alive wait for a request's first byte
+  std::chrono::milliseconds header_timeout{
+      10000};                                   // from a request's first byte to its header's end
+  std::chrono::milliseconds io_timeout{60000};  // a body read or response write without progress
+  std::chrono::milliseconds stream_poll{100};   // how often a stream checks for a gone client
   // One line per connection and per server-side failure; null: silent.
   std::function<void(std::string_view)> log;
 };
@@ -52,16 +69,17 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   // Stops accepting (the socket file is removed), answers /healthz with 503 "draining" and other
-  // new requests with 503 on connections still open, closes idle connections, and waits up to
+  // new requests with 503 on connections still open (then closes them), and waits up to
   // `timeout` for in-flight requests (streams included) to finish. True when none is left.
   bool drain(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // Drains without waiting, breaks every connection (streams see their client gone), and waits
-  // for every connection thread to end. Idempotent.
+  // for every request thread and the io_context pool to end. Idempotent.
   void stop();
 
   bool draining() const;
-  size_t connections() const;  // open connections
-  uint16_t tcpPort() const;    // the bound TCP port, 0 without TCP
+  size_t connections() const;     // open connections
+  size_t requestThreads() const;  // requests being answered on their own threads
+  uint16_t tcpPort() const;       // the bound TCP port, 0 without TCP
   const std::string& socketPath() const;
 
  private:

@@ -4,8 +4,10 @@
 // server.drain_timeout_s, then every sandbox is destroyed and the socket removed. SIGHUP reloads
 // the policy file for new sandboxes; a bad file is refused and the old policy stays.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <filesystem>
@@ -44,10 +46,32 @@ api::ServerOptions serverOptionsFrom(const policy::Policy& pol) {
   for (const auto& [name, tenant] : pol.tenants)
     if (!tenant.token_sha256.empty()) o.token_sha256_to_tenant[tenant.token_sha256] = name;
   o.max_connections = pol.server.max_connections;
+  o.max_connections_per_client = pol.server.max_connections_per_client;
+  o.max_requests = pol.server.max_requests;
+  o.max_requests_per_client = pol.server.max_requests_per_client;
+  o.idle_timeout = std::chrono::seconds(pol.server.idle_timeout_s);
+  o.header_timeout = std::chrono::seconds(pol.server.header_timeout_s);
+  o.io_timeout = std::chrono::seconds(pol.server.io_timeout_s);
   o.max_json_body = static_cast<size_t>(pol.server.max_json_body_kb) << 10;
   o.max_upload_bytes = pol.server.max_upload_mb << 20;
   o.log = [](std::string_view line) { std::cerr << "airlock: " << line << "\n"; };
   return o;
+}
+
+// Every connection is a descriptor, so server.max_connections needs room under the soft limit,
+// which is often 1024 outside systemd (whose unit sets LimitNOFILE). Raised toward the hard
+// limit, never lowered; each sandbox sets its own limit for what runs inside.
+void raiseOpenFileLimit(uint32_t max_connections) {
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0) return;
+  const rlim_t wanted = std::min<rlim_t>(nofile.rlim_max, 4 * rlim_t{max_connections} + 4096);
+  if (nofile.rlim_cur >= wanted) return;
+  nofile.rlim_cur = wanted;
+  if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) return;
+  if (wanted < rlim_t{max_connections} + 1024) {
+    std::cerr << "airlock: open file limit " << wanted
+              << " is tight for server.max_connections = " << max_connections << "\n";
+  }
 }
 
 }  // namespace
@@ -95,6 +119,7 @@ int serveCommand(const std::vector<std::string>& args) {
   for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the supervisor
+  raiseOpenFileLimit(pol->server.max_connections);
 
   sandbox::ManagerOptions so;
   so.policy = *pol;

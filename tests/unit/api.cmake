@@ -1,6 +1,7 @@
 # The HTTP API (supervisor/api): decoding, routing and the server against a fake service.
 airlock_add_test(api_unit_tests LABEL unit
   SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/api_admission_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/api_decoding_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/api_server_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/api_run_test.cc

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <thread>
+#include <tuple>
 
 #include "airlock/policy/keys.h"
 #include "supervisor/api/server.h"
@@ -56,6 +57,16 @@ class ApiServerTest : public ::testing::Test {
       pos = nl + 1;
     }
     return out;
+  }
+
+  // Polls `done` for up to 5 s.
+  template <typename F>
+  static void waitFor(F done) {
+    auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+    }
+    EXPECT_TRUE(done()) << "timed out waiting";
   }
 
   static std::string errorCode(const HttpResponse& r) {
@@ -545,29 +556,116 @@ TEST_F(ApiServerTest, SocketFileOwnership) {
   EXPECT_EQ(dir_.read("api.sock"), "precious");
 }
 
-TEST_F(ApiServerTest, OverMaxConnectionsIsAnswered429) {
-  options_.max_connections = 2;
+// The issue a new user hit: one client holding every connection slot idle locked everyone
+// out, /healthz included. Now a newcomer evicts the oldest connection waiting for a request.
+TEST_F(ApiServerTest, IdleConnectionsNeverLockANewClientOut) {
+  options_.max_connections = 4;
   auto& server = start();
+  std::vector<HttpClient> hoard;
+  for (int i = 0; i < 4; ++i) hoard.push_back(connect());
+  ASSERT_EQ(hoard[1].request("GET", "/healthz").status, 200);  // one idle after an answer
+  ASSERT_TRUE(hoard[2].sendRaw("GET /heal"));                  // one with a header arriving
+  waitFor([&] { return server.connections() == 4; });
+
+  std::vector<HttpClient> newcomers;
+  for (int i = 0; i < 3; ++i) {
+    newcomers.push_back(connect());
+    EXPECT_EQ(newcomers.back().request("GET", "/healthz").status, 200) << "newcomer " << i;
+  }
+  // The connections idle the longest gave way: hoard[1] answered a request after hoard[3]
+  // connected, so it went after it.
+  EXPECT_TRUE(hoard[0].closedByServer(2000));
+  EXPECT_TRUE(hoard[2].closedByServer(2000));
+  EXPECT_TRUE(hoard[3].closedByServer(2000));
+  EXPECT_EQ(hoard[1].request("GET", "/healthz").status, 200);
+  auto metrics = connect().request("GET", "/metrics").body;
+  // The three newcomers and this last connection each took one's place.
+  EXPECT_NE(metrics.find("airlock_http_evictions_total 4"), std::string::npos) << metrics;
+}
+
+// Connections that all have requests in progress are never evicted: the newcomer is refused,
+// 503 naming the server's limit; a client over its own limit gets 429 naming that one.
+TEST_F(ApiServerTest, ConnectionLimitsRefuseOnlyWhenEveryConnectionIsBusy) {
+  fake_.command_script = {{0ms, {{"type", "start"}, {"command_id", "c1"}, {"pid", 7}}},
+                          {50ms, {{"type", "stdout"}, {"data", "tick\n"}}}};
+  fake_.command_endless = true;
+  options_.max_connections = 2;
+  start();
+  {
+    auto c = connect();
+    createSandbox(c, "s");
+  }
+  std::vector<HttpClient> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.push_back(connect());
+    ASSERT_TRUE(busy.back().sendRequest("POST", "/v1/sandboxes/s/commands", R"({"argv":["yes"]})"));
+    HttpResponse head;
+    ASSERT_TRUE(busy.back().readHead(head));
+    ASSERT_EQ(head.status, 200);
+  }
+  auto refused = connect();
+  auto r = refused.readResponse();
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(errorCode(r), "unavailable");
+  EXPECT_NE(errorMessage(r).find("server.max_connections"), std::string::npos) << r.body;
+  EXPECT_EQ(r.header("retry-after"), "1");
+  EXPECT_TRUE(refused.closedByServer(2000));
+
+  busy[0].closeNow();
+  waitFor([&] { return fake_.streams.destroyed_early.load() == 1; });
+  bool answered = false;
+  for (int i = 0; i < 100 && !answered; ++i) {
+    auto again = connect();
+    answered = again.request("GET", "/healthz").status == 200;
+    if (!answered) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(answered) << "a slot freed by a finished request was not given to a newcomer";
+}
+
+TEST_F(ApiServerTest, PerClientConnectionLimitEvictsTheClientsOwnOldest) {
+  options_.max_connections_per_client = 2;
+  start();
   auto a = connect();
   auto b = connect();
-  EXPECT_EQ(a.request("GET", "/healthz").status, 200);
-  EXPECT_EQ(b.request("GET", "/healthz").status, 200);
+  ASSERT_EQ(a.request("GET", "/healthz").status, 200);
+  ASSERT_EQ(b.request("GET", "/healthz").status, 200);
   auto c = connect();
-  auto r = c.readResponse();
-  EXPECT_EQ(r.status, 429);
-  EXPECT_EQ(errorCode(r), "too_many_requests");
-  EXPECT_TRUE(c.closedByServer(2000));
+  EXPECT_EQ(c.request("GET", "/healthz").status, 200);
+  EXPECT_TRUE(a.closedByServer(2000));
+  EXPECT_EQ(b.request("GET", "/healthz").status, 200);
+}
 
-  a.closeNow();
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (server.connections() > 1 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
+// Requests being answered are bounded per client (429) and in total (503), each naming its
+// limit; /healthz is answered on the io threads and needs no request slot.
+TEST_F(ApiServerTest, RequestLimitsNameTheLimitAndHealthzStillAnswers) {
+  fake_.command_script = {{0ms, {{"type", "start"}, {"command_id", "c1"}, {"pid", 7}}},
+                          {50ms, {{"type", "stdout"}, {"data", "tick\n"}}}};
+  fake_.command_endless = true;
+  for (auto [per_client, total, status, key] :
+       {std::tuple{size_t{1}, size_t{8}, 429, "server.max_requests_per_client"},
+        std::tuple{size_t{8}, size_t{1}, 503, "server.max_requests"}}) {
+    SCOPED_TRACE(key);
+    options_.max_requests_per_client = per_client;
+    options_.max_requests = total;
+    auto& server = start();
+    auto c = connect();
+    const std::string sb = std::to_string(status);
+    createSandbox(c, sb);
+    ASSERT_TRUE(c.sendRequest("POST", "/v1/sandboxes/" + sb + "/commands", R"({"argv":["yes"]})"));
+    HttpResponse head;
+    ASSERT_TRUE(c.readHead(head));
+    EXPECT_EQ(server.requestThreads(), 1u);
+
+    auto other = connect();
+    auto r = other.request("GET", "/v1/sandboxes");
+    EXPECT_EQ(r.status, status);
+    EXPECT_NE(errorMessage(r).find(key), std::string::npos) << r.body;
+    EXPECT_EQ(r.header("connection"), "close");
+    auto probe = connect();
+    EXPECT_EQ(probe.request("GET", "/healthz").status, 200);
+    server.stop();
+    server_.reset();
   }
-  auto d = connect();
-  EXPECT_EQ(d.request("GET", "/healthz").status, 200);
-  auto metrics = d.request("GET", "/metrics").body;
-  EXPECT_NE(metrics.find("airlock_rejections_total{reason=\"too_many_requests\"} 1"),
-            std::string::npos);
 }
 
 TEST_F(ApiServerTest, StreamEventsArriveAsTheyHappen) {
@@ -686,6 +784,7 @@ TEST_F(ApiServerTest, KeepAliveReusesOneConnection) {
 
 TEST_F(ApiServerTest, IdleConnectionsAreClosed) {
   options_.idle_timeout = 200ms;
+  options_.header_timeout = 200ms;
   start();
   auto c = connect();
   EXPECT_EQ(c.request("GET", "/healthz").status, 200);

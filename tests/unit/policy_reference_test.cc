@@ -155,7 +155,8 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [d1, d2] = TransferHostdir{};
   [[maybe_unused]] auto [z1, z2, z3] = TransferSettings{};
   [[maybe_unused]] auto [r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11] = Review{};
-  [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11] = Server{};
+  [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16,
+                         v17] = Server{};
   [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
   [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8, y9, y10] = Policy{};
   // Profile: 20 members minus name, minus the 10 sub-tables, plus their 9 + 8 + 2 + 2 + 2 + 4 + 4
@@ -164,7 +165,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   EXPECT_EQ(profileKeys().size(), 20u - 1 - 10 + 9 + 8 + 2 + 2 + 2 + 4 + 4 + 8 + 1 + 5 + 3 + 2 + 6 +
                                       2 + 2 + 3 + 1 + 5 + 12 + 6);
   EXPECT_EQ(transferKeys().size(), 3u);
-  EXPECT_EQ(serverKeys().size(), 11u);
+  EXPECT_EQ(serverKeys().size(), 17u);
   EXPECT_EQ(auditKeys().size(), 5u);
   EXPECT_EQ(egressKeys().size(), 4u);
   EXPECT_EQ(tenantKeys().size(), 5u - 1);  // minus name
@@ -173,10 +174,23 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
 // A valid value for every [server] and [tenants.<name>] key, different from its default. A key
 // added to the schema fails here until it gets one.
 const std::map<std::string, std::string> kServerValues = {
-    {"socket", "\"/run/x/a.sock\""}, {"socket_mode", "\"0600\""}, {"socket_group", "\"airlock\""},
-    {"tcp", "\"127.0.0.1:9\""},      {"max_connections", "7"},    {"max_json_body_kb", "7"},
-    {"max_upload_mb", "7"},          {"max_sandboxes", "7"},      {"state_dir", "\"/srv/airlock\""},
-    {"drain_timeout_s", "7"},        {"reattach_grace_s", "7"},
+    {"socket", "\"/run/x/a.sock\""},
+    {"socket_mode", "\"0600\""},
+    {"socket_group", "\"airlock\""},
+    {"tcp", "\"127.0.0.1:9\""},
+    {"max_connections", "7"},
+    {"max_json_body_kb", "7"},
+    {"max_upload_mb", "7"},
+    {"max_sandboxes", "7"},
+    {"state_dir", "\"/srv/airlock\""},
+    {"drain_timeout_s", "7"},
+    {"reattach_grace_s", "7"},
+    {"max_connections_per_client", "7"},
+    {"max_requests", "7"},
+    {"max_requests_per_client", "7"},
+    {"idle_timeout_s", "7"},
+    {"header_timeout_s", "7"},
+    {"io_timeout_s", "7"},
 };
 const std::map<std::string, std::string> kAuditValues = {
     {"log", "\"/var/log/airlock/audit.jsonl\""},

@@ -244,6 +244,10 @@ TEST(PolicyServe, ValidatePolicyRules) {
        "server.max_connections = 0: must be at least 1"},
       {"connections 65537", [](Policy& p) { p.server.max_connections = 65537; },
        "server.max_connections = 65537: must be at most 65536"},
+      {"header timeout 0", [](Policy& p) { p.server.header_timeout_s = 0; },
+       "server.header_timeout_s = 0: must be at least 1"},
+      {"requests per client 16385", [](Policy& p) { p.server.max_requests_per_client = 16385; },
+       "server.max_requests_per_client = 16385: must be at most 16384"},
       {"json 0", [](Policy& p) { p.server.max_json_body_kb = 0; },
        "server.max_json_body_kb = 0: must be at least 1"},
       {"upload 0", [](Policy& p) { p.server.max_upload_mb = 0; },
@@ -489,47 +493,50 @@ TEST(PolicyServe, ExplainShowsProfileServerAndTenants) {
   ASSERT_TRUE(p.has_value()) << p.error().message();
   const std::string text = explainText(*p, p->profiles.at("quick"));
   const std::string path = dataDir() + "/valid/server_and_tenants.toml";
-  EXPECT_EQ(text,
-            "policy " + path + " (sha256 " + p->hash +
-                ")\n"
-                "profile 'quick'\n"
-                "  isolation namespaces, user user, network none, landlock on\n"
-                "  limits: timeout 30 s, memory 256 MiB, pids 256, cpu 100 %, file size 256 MiB, "
-                "open files 1024, output 1048576 bytes/stream, workspace 64 MiB, /tmp 32 MiB\n"
-                "  lifetime: keep-alive 30 s (requests up to 3600 s), lifetime 120 s (requests "
-                "up to 86400 s), warm pool 4\n"
-                "  network rules: none\n"
-                "  audit: exec on, network on, syscall counts off, drops are counted\n"
-                "  transfers: plugins archive, http, hostdir\n"
-                "    archive: 1024 MiB per transfer, 4096 MiB per sandbox, 100000 files, depth "
-                "64, ratio 200\n"
-                "    http: 1024 MiB per transfer, 4096 MiB per sandbox, 100000 files, depth 64, "
-                "ratio 200; URLs none; redirects 3; timeouts connect 10 s, idle 30 s, total 600 "
-                "s; protected ranges blocked; CAs the system's\n"
-                "    hostdir: 1024 MiB per transfer, 4096 MiB per sandbox, 100000 files, depth "
-                "64, ratio 200; roots all declared\n"
-                "  languages: python node shell\n"
-                "  relaxations: none\n"
-                "server\n"
-                "  socket /run/airlock/api.sock, mode 660, group airlock\n"
-                "  tcp [::1]:8720 (bearer tokens only)\n"
-                "  connections 64, JSON body 1024 KiB, upload 64 MiB, sandboxes 20 (warm pools "
-                "6), drain 0 s, reattach grace 600 s\n"
-                "  state dir /srv/airlock/state\n"
-                "  relaxation: server.tcp = '[::1]:8720': the API also listens on loopback TCP "
-                "(tenants with a token_sha256)\n"
-                "audit\n"
-                "  log off, ring buffer 4096 KiB (serve), 256 KiB (run)\n"
-                "transfer\n"
-                "  roots: none\n"
-                "  uploads spooled in /var/tmp\n"
-                "tenants\n"
-                "  tenant 'ci': sandboxes 10, memory 8192 MiB, profiles quick, token sha256 "
-                "5b4d7e1c2a3f...\n"
-                "  tenant 'default': sandboxes 4, memory 4096 MiB, profiles all, token none "
-                "(Unix socket only)\n"
-                "  tenant 'notebooks': sandboxes 100, memory 65536 MiB, profiles default, quick, "
-                "token sha256 000000000000...\n");
+  EXPECT_EQ(
+      text,
+      "policy " + path + " (sha256 " + p->hash +
+          ")\n"
+          "profile 'quick'\n"
+          "  isolation namespaces, user user, network none, landlock on\n"
+          "  limits: timeout 30 s, memory 256 MiB, pids 256, cpu 100 %, file size 256 MiB, "
+          "open files 1024, output 1048576 bytes/stream, workspace 64 MiB, /tmp 32 MiB\n"
+          "  lifetime: keep-alive 30 s (requests up to 3600 s), lifetime 120 s (requests "
+          "up to 86400 s), warm pool 4\n"
+          "  network rules: none\n"
+          "  audit: exec on, network on, syscall counts off, drops are counted\n"
+          "  transfers: plugins archive, http, hostdir\n"
+          "    archive: 1024 MiB per transfer, 4096 MiB per sandbox, 100000 files, depth "
+          "64, ratio 200\n"
+          "    http: 1024 MiB per transfer, 4096 MiB per sandbox, 100000 files, depth 64, "
+          "ratio 200; URLs none; redirects 3; timeouts connect 10 s, idle 30 s, total 600 "
+          "s; protected ranges blocked; CAs the system's\n"
+          "    hostdir: 1024 MiB per transfer, 4096 MiB per sandbox, 100000 files, depth "
+          "64, ratio 200; roots all declared\n"
+          "  languages: python node shell\n"
+          "  relaxations: none\n"
+          "server\n"
+          "  socket /run/airlock/api.sock, mode 660, group airlock\n"
+          "  tcp [::1]:8720 (bearer tokens only)\n"
+          "  connections 64 (1024 a client), requests 512 (256 a client), timeouts idle 60 s, "
+          "header 10 s, io 60 s\n"
+          "  JSON body 1024 KiB, upload 64 MiB, sandboxes 20 (warm pools "
+          "6), drain 0 s, reattach grace 600 s\n"
+          "  state dir /srv/airlock/state\n"
+          "  relaxation: server.tcp = '[::1]:8720': the API also listens on loopback TCP "
+          "(tenants with a token_sha256)\n"
+          "audit\n"
+          "  log off, ring buffer 4096 KiB (serve), 256 KiB (run)\n"
+          "transfer\n"
+          "  roots: none\n"
+          "  uploads spooled in /var/tmp\n"
+          "tenants\n"
+          "  tenant 'ci': sandboxes 10, memory 8192 MiB, profiles quick, token sha256 "
+          "5b4d7e1c2a3f...\n"
+          "  tenant 'default': sandboxes 4, memory 4096 MiB, profiles all, token none "
+          "(Unix socket only)\n"
+          "  tenant 'notebooks': sandboxes 100, memory 65536 MiB, profiles default, quick, "
+          "token sha256 000000000000...\n");
 
   const std::string one = explainText(*p, p->profiles.at("default"), &p->tenants.at("ci"));
   EXPECT_NE(one.find("tenants\n  tenant 'ci': sandboxes 10"), std::string::npos) << one;

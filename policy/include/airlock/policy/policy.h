@@ -121,7 +121,15 @@ struct Server {
   // "127.0.0.1:8720", "[::1]:8720" or "localhost:8720": also listen on loopback TCP, where every
   // request needs a tenant's bearer token. "": no TCP listener. Only loopback is allowed.
   std::string tcp;
-  uint32_t max_connections = 256;    // concurrent client connections; more get 429
+  // Open connections, every client together. Over it, the oldest connection waiting for a
+  // request is closed for the newcomer; 503 when every one has a request in progress.
+  uint32_t max_connections = 4096;
+  uint32_t max_connections_per_client = 1024;  // of one client (a local uid, a TCP address)
+  uint32_t max_requests = 512;                 // requests answered at once, streams included; 503
+  uint32_t max_requests_per_client = 256;      // of one client; more get 429
+  uint32_t idle_timeout_s = 60;      // keep-alive wait for a connection's next request, seconds
+  uint32_t header_timeout_s = 10;    // from a request's first byte to the end of its header
+  uint32_t io_timeout_s = 60;        // a body read or answer write without progress, seconds
   uint32_t max_json_body_kb = 8192;  // largest JSON request body, KiB
   uint64_t max_upload_mb = 1024;     // largest streamed file upload, MiB
   uint32_t max_sandboxes = 1000;     // live sandboxes on this host, all tenants and pools together
