@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -751,6 +752,129 @@ TEST_F(NamespacesPlugin, AttachFailureKillsAndReapsTheChild) {
   EXPECT_THAT(error, ::testing::HasSubstr("stage cgroups: attach_cgroups: v1 memory cgroup"));
   ASSERT_GT(rec.pid, 0);
   EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(rec.pid)));
+}
+
+// Whether a mount of the test's (the host's) namespace sits at path: mountinfo's fifth field.
+bool mountedAt(const std::string& path) {
+  std::istringstream in(readAll("/proc/self/mountinfo"));
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    if (point == path) return true;
+  }
+  return false;
+}
+
+// Whether a and b, symlinks followed, are the same inode.
+bool sameInode(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+// Undoes what a followed symlink mounted onto the host, so that one failure does not leak
+// into the next tests.
+void unmountAll(const std::string& path) {
+  for (int i = 0; i < 8 && mountedAt(path); ++i) ::umount2(path.c_str(), MNT_DETACH);
+}
+
+// Sharp edge (issue 22): mount points were resolved by path, following symlinks. A directory
+// another sandbox can write is bound at /data and more mounts go inside it; the other sandbox
+// has made /data/sub a symlink to a host directory. Built as a root template (in the
+// supervisor, the host's own mount namespace) a mount at /data/sub/inner landed on the host's
+// directory; built in the child it landed outside the new root. Either way it must be refused,
+// naming the mount point, and so must a mount point that is itself the symlink (/data/sub).
+TEST_F(NamespacesPlugin, AMountPointThatIsASymlinkIsRefusedNotFollowedOutOfTheRoot) {
+  TempDir shared, canary, src;
+  ASSERT_EQ(::chmod(shared.path().c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(src.path().c_str(), 0755), 0);
+  // Searchable by the sandbox's uid, so that nothing but the symlink stands in the way.
+  ASSERT_EQ(::chmod(canary.path().c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(canary.file("inner").c_str(), 0755), 0);
+  src.write("marker", "mounted\n");
+  ASSERT_EQ(::symlink(canary.path().c_str(), shared.file("sub").c_str()), 0);
+  // Controls: followed, the mount points are the host's canary directories; and mountedAt
+  // sees a mount where there is one.
+  ASSERT_TRUE(sameInode(shared.file("sub"), canary.path()));
+  ASSERT_TRUE(sameInode(shared.file("sub/inner"), canary.file("inner")));
+  ASSERT_TRUE(mountedAt("/proc"));
+
+  ::setenv("AIRLOCK_ROOT_TEMPLATES", "off", 1);
+  airlock_error_v1 err{};
+  void* built_instance = desc_->create(&host_, "{}", &err);
+  ::unsetenv("AIRLOCK_ROOT_TEMPLATES");
+  ASSERT_NE(built_instance, nullptr) << err.message;
+  for (const char* target : {"/data/sub/inner", "/data/sub"}) {
+    for (void* instance : {instance_, built_instance}) {
+      SCOPED_TRACE(std::string(target) + (instance == instance_ ? ", root from a template"
+                                                                : ", root built in the child"));
+      SpecBuilder b;
+      b.addMount(shared.path(), "/data", 0);
+      b.addMount(src.path(), target, AIRLOCK_MOUNT_READONLY);
+      b.argv_s.insert(b.argv_s.end(), {"readlink:/data/sub", "exists:/data/sub/inner/marker"});
+      Live live;
+      std::string error;
+      int rc = start(b, live, &error, instance);
+      if (rc == 0) {
+        observe(live);
+        finish(live);
+        ADD_FAILURE() << "the sandbox started; it saw:\n" << live.report.all();
+      }
+      EXPECT_NE(rc, 0);
+      EXPECT_THAT(error, ::testing::HasSubstr(std::string("'") + target + "'"));
+      EXPECT_THAT(error, ::testing::HasSubstr("symlink"));
+      for (const std::string& dir : {canary.path(), canary.file("inner")}) {
+        EXPECT_FALSE(mountedAt(dir)) << "mounted onto the host's " << dir;
+        unmountAll(dir);
+      }
+      EXPECT_FALSE(std::filesystem::exists(canary.file("marker")));
+      EXPECT_FALSE(std::filesystem::exists(canary.file("inner/marker")));
+    }
+  }
+  desc_->destroy(built_instance);
+}
+
+// The image's own mount points are checked when the plan is made, in the supervisor; the child
+// mounts later. attach_cgroups runs in between (after planning, before the child mounts
+// anything), so it stands in for a writer of the image directory who swaps /tmp for a symlink.
+struct SwapForSymlink {
+  std::string dir, target;
+  bool swapped = false;
+};
+int swapForSymlink(void* ctx, pid_t, airlock_error_v1*) {
+  auto* s = static_cast<SwapForSymlink*>(ctx);
+  s->swapped = ::rmdir(s->dir.c_str()) == 0 && ::symlink(s->target.c_str(), s->dir.c_str()) == 0;
+  return 0;
+}
+
+TEST_F(NamespacesPlugin, AnImageMountPointSwappedForASymlinkAfterTheCheckIsRefused) {
+  TempDir image, canary;
+  for (const char* d : {"dev", "proc", "tmp", "home", "home/user", "usr"})
+    ASSERT_EQ(::mkdir(image.file(d).c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(image.path().c_str(), 0755), 0);
+  SwapForSymlink swap{image.file("tmp"), canary.path()};
+  SpecBuilder b;
+  b.image = image.path();
+  b.attach = &swapForSymlink;
+  b.attach_ctx = &swap;
+  b.argv_s.push_back("readlink:/tmp");
+  Live live;
+  std::string error;
+  int rc = start(b, live, &error);
+  ASSERT_TRUE(swap.swapped);
+  // Control: followed, the image's /tmp now leads to the host's canary directory.
+  EXPECT_TRUE(sameInode(image.file("tmp"), canary.path()));
+  if (rc == 0) {
+    observe(live);
+    finish(live);
+    ADD_FAILURE() << "the sandbox started; its /tmp tmpfs went elsewhere:\n" << live.report.all();
+  }
+  EXPECT_NE(rc, 0);
+  EXPECT_THAT(error, ::testing::HasSubstr("stage rootfs"));
+  EXPECT_THAT(error, ::testing::HasSubstr("'/tmp'"));
+  EXPECT_THAT(error, ::testing::HasSubstr("symlink"));
+  EXPECT_FALSE(mountedAt(canary.path()));
 }
 
 TEST_F(NamespacesPlugin, InvalidSpecsAreRefusedWithTheField) {

@@ -89,6 +89,7 @@ void runChild(std::span<const Step> steps, const ChildContext& ctx) {
     error_fd = moved;
   }
   int exe_fd = ctx.exe_fd;
+  int root_fd = -1;  // the new root, from its kOpenRoot step on; O_CLOEXEC, so gone at exec
   ::umask(022);
   for (uint32_t i = 0; i < steps.size(); ++i) {
     const Step& step = steps[i];
@@ -102,6 +103,12 @@ void runChild(std::span<const Step> steps, const ChildContext& ctx) {
       case StepKind::kSetResUid:
         err = identityInChild(step);
         break;
+      case StepKind::kOpenRoot:
+        // The scratch dir is the supervisor's own path: looked up by path, once, right after
+        // the root was mounted on it; every mount point in the root is looked up beneath it.
+        root_fd = ::open(step.path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        err = root_fd >= 0 ? 0 : errno;
+        break;
       case StepKind::kMakePrivate:
       case StepKind::kMount:
       case StepKind::kMoveMount:
@@ -111,7 +118,7 @@ void runChild(std::span<const Step> steps, const ChildContext& ctx) {
       case StepKind::kSymlink:
       case StepKind::kWriteFile:
       case StepKind::kPivotRoot:
-        err = fsStepInChild(step);
+        err = fsStepInChild(step, root_fd);
         break;
       case StepKind::kSetHostname:
         // CAP_SYS_ADMIN over the new UTS namespace.

@@ -14,6 +14,7 @@
 #include <set>
 #include <vector>
 
+#include "beneath.h"
 #include "etc_files.h"
 
 namespace airlock::isolation {
@@ -77,7 +78,9 @@ Result<std::string> readLink(const std::string& path) {
 }
 
 // Refuses symlinks on the way from the image root to path: before pivot_root they would resolve
-// against the host's root, and the image is not trusted to point the mounts anywhere.
+// against the host's root, and the image is not trusted to point the mounts anywhere. This is
+// the early, clear refusal of an image that ships one; the child's lookup beneath the root
+// (beneath.h) is what enforces it against one swapped in after this check.
 Result<void> checkNoSymlinkInImage(const std::string& image, const std::string& path) {
   std::string at = image;
   size_t i = 1;
@@ -186,6 +189,7 @@ Result<std::vector<Entry>> resolveEntries(const airlock_sandbox_spec_v1& spec,
 void planRootTmpfs(const std::string& root, Plan& plan) {
   constexpr Stage s = Stage::kRootfs;
   plan.mount(s, "tmpfs", root, MS_NOSUID | MS_NODEV, "size=1m,mode=0755", "/");
+  if (!root.empty()) plan.openRoot(s, root);  // the template's ("") is a detached tree
   for (const char* dir : {"/etc", "/home", "/proc", "/dev", "/tmp"})
     plan.mkdir(s, root + dir, 0755, dir);
   plan.mkdir(s, root + "/home/user", 0700, "/home/user");
@@ -234,6 +238,7 @@ Result<RootLayout> planRootfs(const airlock_sandbox_spec_v1& spec, Plan& plan, R
            "mount(MS_REC|MS_PRIVATE)", "/");
   if (part == RootPart::kPerSandbox) {
     plan.attachTree(s, std::move(shared_root), layout.root, "/");
+    plan.openRoot(s, layout.root);
   } else if (spec.image_dir != nullptr && spec.image_dir[0] != '\0') {
     auto image = cleanAbsolutePath(spec.image_dir, "image_dir");
     if (!image) return Unexpected(image.error());
@@ -260,6 +265,7 @@ Result<RootLayout> planRootfs(const airlock_sandbox_spec_v1& spec, Plan& plan, R
     // The image is the root, read-only: recursive so its own submounts come along.
     auto bound = plan.bindHost(s, *image, layout.root, true, kReadOnlyAttrs, "/");
     if (!bound) return Unexpected(bound.error());
+    plan.openRoot(s, layout.root);
   } else {
     planRootTmpfs(layout.root, plan);
   }
@@ -358,25 +364,48 @@ Result<std::string> sharedRootKey(const airlock_sandbox_spec_v1& spec) {
   return key;
 }
 
-int fsStepInChild(const Step& step) {
+int fsStepInChild(const Step& step, int root_fd) {
+  // A mount point inside the new root, looked up once beneath it (beneath.h); closed on return.
+  struct Beneath {
+    int fd = -1;
+    ~Beneath() {
+      if (fd >= 0) ::close(fd);
+    }
+  } target, source;
+  if (step.rel != nullptr && (target.fd = openBeneath(root_fd, step.rel)) < 0) return errno;
+  if (step.source_rel != nullptr && (source.fd = openBeneath(root_fd, step.source_rel)) < 0)
+    return errno;
+
   int rc = 0;
   switch (step.kind) {
     case StepKind::kMakePrivate:
       rc = ::mount(nullptr, step.path, nullptr, MS_REC | MS_PRIVATE, nullptr);
       break;
-    case StepKind::kMount:
-      // CAP_SYS_ADMIN in the new user namespace, which owns this mount namespace.
-      rc = ::mount(step.source, step.path, step.fstype, step.flags, step.data);
+    case StepKind::kMount: {
+      // CAP_SYS_ADMIN in the new user namespace, which owns this mount namespace. mount(2)
+      // takes paths: it is given the descriptors' /proc/self/fd links, which the kernel follows
+      // to what they hold without another lookup (the host's /proc, before pivot_root).
+      char at[32], from[32];
+      const char* path = target.fd >= 0 ? procSelfFd(target.fd, at) : step.path;
+      const char* src = source.fd >= 0 ? procSelfFd(source.fd, from) : step.source;
+      rc = ::mount(src, path, step.fstype, step.flags, step.data);
       break;
+    }
     case StepKind::kMoveMount:
-      rc = static_cast<int>(
-          ::syscall(SYS_move_mount, step.fd, "", AT_FDCWD, step.path, MOVE_MOUNT_F_EMPTY_PATH));
+      rc = target.fd >= 0
+               ? static_cast<int>(::syscall(SYS_move_mount, step.fd, "", target.fd, "",
+                                            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH))
+               : static_cast<int>(::syscall(SYS_move_mount, step.fd, "", AT_FDCWD, step.path,
+                                            MOVE_MOUNT_F_EMPTY_PATH));
       break;
     case StepKind::kSetAttr: {
       struct mount_attr attr = {};
       attr.attr_set = step.flags;
-      rc = static_cast<int>(::syscall(SYS_mount_setattr, AT_FDCWD, step.path,
-                                      step.mode != 0 ? AT_RECURSIVE : 0, &attr, sizeof attr));
+      unsigned flags = step.mode != 0 ? AT_RECURSIVE : 0;
+      rc = target.fd >= 0 ? static_cast<int>(::syscall(SYS_mount_setattr, target.fd, "",
+                                                       flags | AT_EMPTY_PATH, &attr, sizeof attr))
+                          : static_cast<int>(::syscall(SYS_mount_setattr, AT_FDCWD, step.path,
+                                                       flags, &attr, sizeof attr));
       break;
     }
     case StepKind::kMkdir:

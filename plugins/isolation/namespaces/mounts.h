@@ -2,7 +2,9 @@
 //
 // Everything is decided in the parent: which optional sources exist, which host top-level
 // directories are merged-/usr symlinks, where mount points must be created. The child only runs
-// the resulting steps (fsStepInChild).
+// the resulting steps (fsStepInChild), and looks each mount point inside the new root up once,
+// beneath it, with no symlink followed (beneath.h): what the parent checked by path may have
+// changed by then.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +57,9 @@ void planPivotRoot(const RootLayout& layout, Plan& plan, RootPart part = RootPar
 Result<std::string> sharedRootKey(const airlock_sandbox_spec_v1& spec);
 
 // Runs one filesystem step in the child. Returns 0 or an errno value. Async-signal-safe.
-int fsStepInChild(const Step& step);
+// root_fd is the new root once a kOpenRoot step has opened it (-1 before): steps with
+// Step::rel are resolved beneath it.
+int fsStepInChild(const Step& step, int root_fd);
 
 // Lexically clean absolute path: no empty or "." components, no trailing slash; ".." refused.
 Result<std::string> cleanAbsolutePath(std::string_view path, std::string_view what);

@@ -5,6 +5,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <airlock/result.h>
 
 namespace airlock::isolation {
@@ -22,6 +24,19 @@ void Plan::add(const Step& step, std::string op, std::string subject) {
   steps_.push_back(step);
   ops_.push_back(std::move(op));
   subjects_.push_back(std::move(subject));
+}
+
+void Plan::openRoot(Stage st, const std::string& root) {
+  add({.stage = st, .kind = StepKind::kOpenRoot, .path = keep(root)}, "open(O_PATH)", "/");
+  root_ = root;
+}
+
+const char* Plan::beneathRoot(const std::string& path) {
+  if (root_.empty()) return nullptr;
+  if (path == root_) return keep("");
+  if (path.size() > root_.size() && path.starts_with(root_) && path[root_.size()] == '/')
+    return keep(path.substr(root_.size() + 1));
+  return nullptr;
 }
 
 void Plan::mkdir(Stage st, const std::string& path, unsigned mode, std::string subject) {
@@ -60,7 +75,8 @@ void Plan::mount(Stage st, const char* fstype, const std::string& path, unsigned
        .source = fstype,
        .fstype = fstype,
        .data = data.empty() ? nullptr : keep(data),
-       .flags = flags},
+       .flags = flags,
+       .rel = beneathRoot(path)},
       std::string("mount(") + fstype + ")", std::move(subject));
 }
 
@@ -71,7 +87,9 @@ void Plan::bind(Stage st, const std::string& source, const std::string& path, bo
        .path = keep(path),
        .source = keep(source),
        .flags = recursive ? static_cast<unsigned long>(MS_BIND | MS_REC)
-                          : static_cast<unsigned long>(MS_BIND)},
+                          : static_cast<unsigned long>(MS_BIND),
+       .rel = beneathRoot(path),
+       .source_rel = beneathRoot(source)},
       "mount(bind " + source + ")", std::move(subject));
 }
 
@@ -88,14 +106,22 @@ Result<void> Plan::bindHost(Stage st, const std::string& source, const std::stri
   if (attrs != 0 &&
       ::syscall(SYS_mount_setattr, fd.get(), "", AT_EMPTY_PATH | rec, &attr, sizeof attr) != 0)
     return sysError("mount_setattr(mount source for " + subject + ")", source);
-  add({.stage = st, .kind = StepKind::kMoveMount, .path = keep(path), .fd = fd.get()},
+  add({.stage = st,
+       .kind = StepKind::kMoveMount,
+       .path = keep(path),
+       .fd = fd.get(),
+       .rel = beneathRoot(path)},
       "move_mount(" + source + ")", std::move(subject));
   fds_.push_back(std::move(fd));
   return {};
 }
 
 void Plan::attachTree(Stage st, UniqueFd tree, const std::string& path, std::string subject) {
-  add({.stage = st, .kind = StepKind::kMoveMount, .path = keep(path), .fd = tree.get()},
+  add({.stage = st,
+       .kind = StepKind::kMoveMount,
+       .path = keep(path),
+       .fd = tree.get(),
+       .rel = beneathRoot(path)},
       "move_mount(root template)", std::move(subject));
   fds_.push_back(std::move(tree));
 }
@@ -106,7 +132,8 @@ void Plan::setAttr(Stage st, const std::string& path, uint64_t attrs, bool recur
        .kind = StepKind::kSetAttr,
        .path = keep(path),
        .flags = static_cast<unsigned long>(attrs),
-       .mode = recursive ? 1u : 0u},
+       .mode = recursive ? 1u : 0u,
+       .rel = beneathRoot(path)},
       "mount_setattr(read-only)", std::move(subject));
 }
 
@@ -115,6 +142,17 @@ std::string Plan::describe(const FailureRecord& record) const {
   std::string context = std::string("stage ") + stageName(stage);
   if (record.step >= steps_.size()) {
     return Error("unknown step " + std::to_string(record.step), {}, record.err)
+        .wrap(context)
+        .message();
+  }
+  // openBeneath's refusals, said in words: ELOOP alone reads like a kernel limit.
+  const Step& step = steps_[record.step];
+  if ((step.rel != nullptr || step.source_rel != nullptr) &&
+      (record.err == ELOOP || record.err == EXDEV)) {
+    std::string why = record.err == ELOOP
+                          ? "a symlink on the way, refused (never followed inside the new root)"
+                          : "the path leaves the new root, refused";
+    return Error(ops_[record.step] + " '" + subjects_[record.step] + "': " + why, {}, record.err)
         .wrap(context)
         .message();
   }

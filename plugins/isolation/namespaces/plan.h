@@ -28,6 +28,7 @@ enum class StepKind : uint8_t {
   kSetGroups,      // drop the supervisor's supplementary groups
   kSetResUid,      // become uid 0 in the new user namespace
   kMakePrivate,    // MS_REC|MS_PRIVATE on path: nothing propagates back to the host
+  kOpenRoot,       // open(path, O_PATH): the new root, which later mount points are beneath
   kMount,          // mount(source, path, fstype, flags, data)
   kMoveMount,      // move_mount(fd, "", path): attach a tree the parent cloned with open_tree
   kSetAttr,        // mount_setattr(path, attr_set = flags, AT_RECURSIVE when mode != 0)
@@ -54,6 +55,10 @@ struct Step {
   size_t len = 0;
   unsigned mode = 0;
   int fd = -1;
+  // Set on mounts inside the new root (after kOpenRoot): path and source relative to the root,
+  // which the child resolves with openBeneath (beneath.h) instead of by path.
+  const char* rel = nullptr;
+  const char* source_rel = nullptr;
 };
 
 // What the child needs besides the steps: descriptors and the exec vectors.
@@ -84,6 +89,13 @@ class Plan {
 
   // Appends a step; op and subject name it in error messages ("mount(bind)", "/usr").
   void add(const Step& step, std::string op, std::string subject);
+
+  // The child opens `root` (the new root, once it is mounted) and from then on resolves every
+  // mount point under it beneath that descriptor, never by path: mount, bind (source too when
+  // it is inside the root), bindHost, attachTree and setAttr steps whose path is under `root`
+  // get Step::rel. mkdir, mkfile, symlink and writeFile stay by path: they only ever write
+  // into the sandbox's own fresh tmpfs, which nobody else can reach.
+  void openRoot(Stage st, const std::string& root);
 
   // Typed helpers for the common steps. Paths are as the child sees them before pivot_root.
   void mkdir(Stage st, const std::string& path, unsigned mode, std::string subject);
@@ -117,6 +129,10 @@ class Plan {
   std::deque<std::string> strings_;  // deque: growing never moves earlier elements
   std::deque<std::vector<char*>> vectors_;
   std::vector<UniqueFd> fds_;  // bindHost trees; inherited by the child, O_CLOEXEC
+  // path relative to root_ when it is inside it (after openRoot), else null.
+  const char* beneathRoot(const std::string& path);
+
+  std::string root_;  // set by openRoot
   std::vector<Step> steps_;
   std::vector<std::string> ops_;
   std::vector<std::string> subjects_;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string_view>
 
+#include "beneath.h"
 #include "dev.h"
 #include "etc_files.h"
 #include "mounts.h"
@@ -52,9 +53,14 @@ UniqueFd newTmpfs(const char* data, unsigned long ms_flags) {
       static_cast<int>(::syscall(SYS_fsmount, fs.get(), FSMOUNT_CLOEXEC, attrsOf(ms_flags))));
 }
 
+// Attaches tree at `at` under root. The mount point is looked up beneath root with no symlink
+// followed (beneath.h): this runs in the supervisor, in the host's mount namespace, where a
+// symlink in a bound host directory would otherwise lead the mount onto the host's own tree.
 int attach(int tree, int root, const char* at) {
-  int flags = MOVE_MOUNT_F_EMPTY_PATH | (at[0] == '\0' ? MOVE_MOUNT_T_EMPTY_PATH : 0);
-  return static_cast<int>(::syscall(SYS_move_mount, tree, "", root, at, flags));
+  UniqueFd target(openBeneath(root, at));
+  if (!target) return -1;
+  return static_cast<int>(::syscall(SYS_move_mount, tree, "", target.get(), "",
+                                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH));
 }
 
 // One step of a RootPart::kShared plan at `rel` under the detached mount `root`; 0 or an errno.
@@ -98,10 +104,13 @@ int applyStep(int root, const std::string& rel, const Step& step) {
       return attach(tree.get(), root, at) == 0 ? 0 : errno;
     }
     case StepKind::kSetAttr: {
+      UniqueFd target(openBeneath(root, at));
+      if (!target) return errno;
       struct mount_attr attr = {};
       attr.attr_set = step.flags;
-      unsigned flags = (at[0] == '\0' ? AT_EMPTY_PATH : 0) | (step.mode != 0 ? AT_RECURSIVE : 0);
-      return ::syscall(SYS_mount_setattr, root, at, flags, &attr, sizeof attr) == 0 ? 0 : errno;
+      unsigned flags = AT_EMPTY_PATH | (step.mode != 0 ? AT_RECURSIVE : 0);
+      return ::syscall(SYS_mount_setattr, target.get(), "", flags, &attr, sizeof attr) == 0 ? 0
+                                                                                            : errno;
     }
     default:
       return EINVAL;
