@@ -16,6 +16,8 @@ function(airlock_add_test target)
   set(lock "")
   if(T_LABEL MATCHES "^(privileged|e2e|hostile)$")
     set(lock RESOURCE_LOCK airlock_host)
+  elseif(T_LABEL STREQUAL "load")
+    set(lock RUN_SERIAL TRUE)  # they measure latency: nothing else runs beside them
   endif()
   gtest_discover_tests(${target}
     PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT} ${lock}
