@@ -173,9 +173,14 @@ struct Server::Impl {
   mutable std::mutex mu;
   std::condition_variable cv;
   std::map<uint64_t, std::weak_ptr<Connection>> open;  // every connection not yet destroyed
-  size_t request_threads = 0;
-  size_t in_flight = 0;     // requests from header to the end of their answer
-  std::mutex lifecycle_mu;  // serializes drain() and stop()
+  // Request threads are joined, never detached: a thread that has finished its work may still be
+  // exiting, and stop() must not free what it touches before it is gone.
+  std::map<uint64_t, std::thread> threads;
+  std::vector<uint64_t> finished_threads;  // done with their work, to be joined
+  uint64_t next_thread_id = 1;
+  size_t request_threads = 0;  // started and not yet done
+  size_t in_flight = 0;        // requests from header to the end of their answer
+  std::mutex lifecycle_mu;     // serializes drain() and stop()
   bool listeners_closed = false;
 
   Impl(sandbox::Service& s, ServerOptions o, TokenTable t)
@@ -234,6 +239,21 @@ struct Server::Impl {
       break;  // EAGAIN: the backlog is empty
     }
     armAccept(a);
+  }
+
+  // Joins the request threads that are done.
+  void reapThreads() {
+    std::vector<std::thread> done;
+    {
+      std::lock_guard lock(mu);
+      for (uint64_t id : finished_threads) {
+        auto it = threads.find(id);
+        done.push_back(std::move(it->second));
+        threads.erase(it);
+      }
+      finished_threads.clear();
+    }
+    for (auto& t : done) t.join();
   }
 
   void admit(UniqueFd fd, const sockaddr_storage& ss, bool tcp);
@@ -358,20 +378,20 @@ class Server::Impl::Connection : public std::enable_shared_from_this<Connection>
   void answerOnThread(RequestHead head) {
     state_ = State::kAnswering;
     busy_ = true;
-    {
-      std::lock_guard lock(server_.mu);
-      ++server_.request_threads;
-      ++server_.in_flight;
-    }
+    server_.reapThreads();
+    std::unique_lock lock(server_.mu);
+    const uint64_t thread_id = server_.next_thread_id++;
+    ++server_.request_threads;
+    ++server_.in_flight;
     try {
-      std::thread(&Connection::requestThread, shared_from_this(), std::move(head)).detach();
+      // Started under the lock, so the thread cannot report itself done before it is listed.
+      server_.threads.emplace(thread_id, std::thread(&Connection::requestThread, shared_from_this(),
+                                                     std::move(head), thread_id));
     } catch (const std::system_error& e) {
       // No thread to be had (EAGAIN): answer like a full server.
+      --server_.request_threads;
+      lock.unlock();
       server_.log(std::string("api: cannot start a request thread: ") + e.what());
-      {
-        std::lock_guard lock(server_.mu);
-        --server_.request_threads;
-      }
       server_.requestEnded();
       server_.admission.endRequest(id_);
       busy_ = false;
@@ -383,18 +403,21 @@ class Server::Impl::Connection : public std::enable_shared_from_this<Connection>
   }
 
   // A request thread's body. `self` is this thread's reference, dropped before the thread
-  // count is, so stop() never sees a finished thread whose connection is still being destroyed.
-  static void requestThread(std::shared_ptr<Connection> self, RequestHead head) {
+  // reports itself done, so its connection is never destroyed after stop() has returned.
+  static void requestThread(std::shared_ptr<Connection> self, RequestHead head,
+                            uint64_t thread_id) {
     Impl& server = self->server_;
     bool reusable = self->answer(head);
     server.admission.endRequest(self->id_);
     server.requestEnded();
     net::post(self->strand_, [self, reusable] { self->afterRequest(reusable); });
     self.reset();
-    std::unique_lock lock(server.mu);
-    --server.request_threads;
-    // Notifies after this thread is fully gone, so stop() may free Impl right after waking.
-    std::notify_all_at_thread_exit(server.cv, std::move(lock));
+    {
+      std::lock_guard lock(server.mu);
+      --server.request_threads;
+      server.finished_threads.push_back(thread_id);
+    }
+    server.cv.notify_all();
   }
 
   // On the request thread: dispatches and answers. True when the connection may carry another
@@ -677,6 +700,7 @@ void Server::stop() {
     std::unique_lock lock(s.mu);
     s.cv.wait(lock, [&] { return s.request_threads == 0 && s.open.empty(); });
   }
+  s.reapThreads();
   s.work.reset();
   s.ioc.stop();
   for (auto& t : s.io_threads) t.join();

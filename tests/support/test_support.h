@@ -101,6 +101,23 @@ std::ostream& operator<<(std::ostream& os, const HostResources& r);
     }                                                                                    \
   } while (0)
 
+// Built with AddressSanitizer or ThreadSanitizer (scripts/sanitize.sh): times and memory are
+// then the sanitizer's (TSan runs code 5-15x slower and maps shadow memory), so tests print
+// their figures but assert on them only in a plain build.
+namespace airlock::testing {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizedBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitizedBuild = true;
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+}  // namespace airlock::testing
+
 // Skips the current test, with `why`, when `condition` is false; under
 // AIRLOCK_TEST_REQUIRE_PRIVILEGED=1 (CI) it fails instead: a host CI runs on has everything a
 // privileged test needs, so a skip there would hide a test that never ran.

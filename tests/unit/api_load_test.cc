@@ -94,7 +94,9 @@ class HealthProbe {
         "max %.2f ms, failed %d\n",
         what.c_str(), samples_.size(), p50, p99, samples_.back(), failures_);
     EXPECT_EQ(failures_, 0) << what << ": /healthz did not answer 200";
-    EXPECT_LT(p99, kHealthzP99LimitMs) << what;
+    if (!kSanitizedBuild) {
+      EXPECT_LT(p99, kHealthzP99LimitMs) << what;
+    }
   }
 
  private:
@@ -161,7 +163,9 @@ class ApiLoadTest : public ::testing::Test {
     EXPECT_TRUE(settled) << what << ": connections " << server_->connections();
     EXPECT_EQ(now.fds, baseline_.fds) << what;
     EXPECT_EQ(now.threads, baseline_.threads) << what;
-    EXPECT_LE(now.rss_kb, baseline_.rss_kb + rss_slack_mb * 1024) << what;
+    if (!kSanitizedBuild) {
+      EXPECT_LE(now.rss_kb, baseline_.rss_kb + rss_slack_mb * 1024) << what;
+    }
   }
 
   TempDir dir_;
@@ -346,7 +350,7 @@ TEST_F(ApiLoadTest, OversizedHeadersAndBodiesAreRefusedAndForgotten) {
           }
           std::thread writer([&] { (void)c->sendRaw(wire); });
           auto r = c->readResponse();
-          c->closeNow();  // unblocks the writer if the server stopped reading
+          shutdown(c->fd(), SHUT_RDWR);  // unblocks the writer if the server stopped reading
           writer.join();
           if (r.status != cs.status) {
             ++wrong;
@@ -388,7 +392,9 @@ TEST_F(ApiLoadTest, AClientThatNeverReadsItsStreamIsCutAtTheIoDeadline) {
       "+%ld KiB\n",
       seconds, peak_rss - baseline_.rss_kb);
   EXPECT_TRUE(ended) << "the stream is still being written to a client that reads nothing";
-  EXPECT_LE(peak_rss, baseline_.rss_kb + 32 * 1024) << "the server buffered the stream";
+  if (!kSanitizedBuild) {
+    EXPECT_LE(peak_rss, baseline_.rss_kb + 32 * 1024) << "the server buffered the stream";
+  }
   probe.expectHealthy("a client that never reads");
   c.closeNow();
   expectBackToBaseline("a client that never reads");

@@ -684,7 +684,9 @@ TEST_F(ApiServerTest, StreamEventsArriveAsTheyHappen) {
   auto first_at = std::chrono::steady_clock::now() - t0;
   ASSERT_TRUE(first);
   EXPECT_EQ(nlohmann::json::parse(*first)["type"], "start");
-  EXPECT_LT(first_at, 1000ms) << "the first event waited for the stream's end";
+  if (!kSanitizedBuild) {
+    EXPECT_LT(first_at, 1000ms) << "the first event waited for the stream's end";
+  }
   auto second = c.readChunk(5000);
   ASSERT_TRUE(second);
   EXPECT_EQ(nlohmann::json::parse(*second)["type"], "exit");
@@ -894,7 +896,9 @@ TEST_F(ApiServerTest, HealthzLatency) {
       p50, p99);
   RecordProperty("healthz_p50_us", std::to_string(p50));
   RecordProperty("healthz_p99_us", std::to_string(p99));
-  EXPECT_LT(p50, 5000.0);
+  if (!kSanitizedBuild) {
+    EXPECT_LT(p50, 5000.0);
+  }
 }
 
 }  // namespace
