@@ -233,6 +233,40 @@ TEST_F(ServeTest, KillNineWithoutReattachGraceEndsSandboxes) {
   EXPECT_EQ(settledHostResources(), before_);
 }
 
+// A journaled sandbox whose agent is gone when the next supervisor starts (no grace here; also a
+// kill -9 in the middle of a DELETE) cannot be adopted: the failed adoption leaves it to the
+// reclaim, which releases its persistent workspace's host mount, so the workspace opens again.
+TEST_F(ServeTest, KillNineWithoutReattachGraceReleasesPersistentWorkspaces) {
+  auto serve = std::make_unique<Serve>(
+      dir_, "reattach_grace_s = 0\nstate_dir = \"" + dir_.file("persist") + "\"\n");
+  const std::string spec = R"({"name": "diary", "persistent": true})";
+  auto created = http(serve->sock(), "POST", "/v1/sandboxes", spec);
+  ASSERT_EQ(created.status, 201) << created.body;
+  ASSERT_EQ(http(serve->sock(), "PUT", "/v1/sandboxes/diary/files?path=/home/user/day1.txt", "rain",
+                 "application/octet-stream")
+                .status,
+            201);
+  std::string id = Json::parse(created.body)["id"];
+  auto journal = Json::parse(readFile("/run/airlock/sandboxes/" + id + ".json"));
+  const pid_t agent = journal["agent_pid"].get<pid_t>();
+  serve->stop(SIGKILL);
+  // The agent ends without a supervisor, and the host's init reaps it.
+  for (int i = 0; i < 100 && kill(agent, 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NE(kill(agent, 0), 0) << "the agent outlived its supervisor with no grace";
+  serve->start();
+  EXPECT_EQ(http(serve->sock(), "GET", "/v1/sandboxes/diary").status, 404);
+  EXPECT_EQ(settledHostResources(), before_)
+      << "the unadoptable sandbox's workspace stayed mounted";
+  auto again = http(serve->sock(), "POST", "/v1/sandboxes", spec);
+  ASSERT_EQ(again.status, 201) << again.body;
+  auto read = http(serve->sock(), "GET", "/v1/sandboxes/diary/files?path=/home/user/day1.txt");
+  EXPECT_EQ(read.status, 200);
+  EXPECT_EQ(read.body, "rain");
+  ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/diary").status, 204);
+  serve.reset();
+}
+
 // A persistent workspace survives its supervisor being killed with -9, even when its sandbox
 // cannot be adopted: the restart releases the dead sandbox's host mount and loop device, and the
 // next sandbox of that name finds every file.
