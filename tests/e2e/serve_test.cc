@@ -267,6 +267,23 @@ TEST_F(ServeTest, KillNineWithoutReattachGraceReleasesPersistentWorkspaces) {
   serve.reset();
 }
 
+// A supervisor killed while it made a workspace image (mkfs.ext4 of a temporary file) leaves that
+// file behind: the next one removes it, and keeps one whose maker still runs.
+TEST_F(ServeTest, RestartRemovesHalfMadeWorkspaceImagesOfDeadSupervisors) {
+  auto dead = runCommand({"/bin/sh", "-c", "echo $$"});
+  ASSERT_EQ(dead.exit_code, 0);
+  const std::string pid = dead.out.substr(0, dead.out.find('\n'));
+  const std::string alive = std::to_string(getpid());
+  const std::string ws = "persist/workspaces/default/";
+  dir_.write(ws + ".new-" + pid + "-half.ext4", "half-made");
+  dir_.write(ws + ".new-" + alive + "-busy.ext4", "being made");
+  dir_.write(ws + "kept.ext4", "an image");
+  Serve serve(dir_, "state_dir = \"" + dir_.file("persist") + "\"\n");
+  EXPECT_NE(access(dir_.file(ws + ".new-" + pid + "-half.ext4").c_str(), F_OK), 0);
+  EXPECT_EQ(access(dir_.file(ws + ".new-" + alive + "-busy.ext4").c_str(), F_OK), 0);
+  EXPECT_EQ(dir_.read(ws + "kept.ext4"), "an image");
+}
+
 // A persistent workspace survives its supervisor being killed with -9, even when its sandbox
 // cannot be adopted: the restart releases the dead sandbox's host mount and loop device, and the
 // next sandbox of that name finds every file.
