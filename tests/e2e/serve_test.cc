@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -285,6 +286,18 @@ TEST_F(ServeTest, RestartRemovesHalfMadeWorkspaceImagesOfDeadSupervisors) {
   EXPECT_NE(access(dir_.file(ws + ".new-" + pid + "-half.ext4").c_str(), F_OK), 0);
   EXPECT_EQ(access(dir_.file(ws + ".new-" + alive + "-busy.ext4").c_str(), F_OK), 0);
   EXPECT_EQ(dir_.read(ws + "kept.ext4"), "an image");
+}
+
+// Killed between writing a sandbox's lock file or journal under a temporary name and renaming
+// it, a supervisor leaves that file: the next one removes it.
+TEST_F(ServeTest, RestartRemovesHalfWrittenJournalsAndLockFiles) {
+  const std::string dir = "/run/airlock/sandboxes/";
+  for (const char* name : {".0123456789abcdef.json.new", ".0123456789abcdef.new"}) {
+    std::ofstream(dir + name) << "{";
+  }
+  Serve serve(dir_);
+  EXPECT_NE(access((dir + ".0123456789abcdef.json.new").c_str(), F_OK), 0);
+  EXPECT_NE(access((dir + ".0123456789abcdef.new").c_str(), F_OK), 0);
 }
 
 // A persistent workspace survives its supervisor being killed with -9, even when its sandbox
