@@ -92,9 +92,9 @@ std::set<std::string> heldLocks(const std::string& dir, const std::string& suffi
 
 // Everything on the host that belongs to some sandbox, by whom it belongs to.
 struct Footprint {
-  std::set<std::string> journals, lock_files, stray_files;  // /run/airlock/sandboxes
-  std::set<std::string> cgroups;                            // sandbox ids
-  std::set<std::string> workspace_mounts;                   // sandbox ids (<id>.home)
+  std::set<std::string> journals, lock_files, home_dirs, stray_files;  // /run/airlock/sandboxes
+  std::set<std::string> cgroups;                                       // sandbox ids
+  std::set<std::string> workspace_mounts;                              // sandbox ids (<id>.home)
   int other_airlock_mounts = 0;
   std::set<uint32_t> process_slots;  // uid range slots of processes with a sandbox uid
   std::set<uint32_t> leased_slots;   // uid range lock files held
@@ -121,7 +121,9 @@ Footprint footprint() {
       f.journals.insert(n.substr(0, n.size() - 5));
     else if (n.ends_with(".lock"))
       f.lock_files.insert(n.substr(0, n.size() - 5));
-    else if (!n.ends_with(".home"))  // a mount point: checked below
+    else if (n.ends_with(".home"))  // a persistent workspace's mount point
+      f.home_dirs.insert(n.substr(0, n.size() - 5));
+    else
       f.stray_files.insert(n);
   }
   for (const auto& ctrl : filesIn("/sys/fs/cgroup"))
@@ -271,6 +273,7 @@ class ServeChaos : public ServeTest {
     check(f.stray_files, before_fp_.stray_files, "other files in /run/airlock/sandboxes");
     check(f.cgroups, ids, "cgroups");
     check(f.workspace_mounts, persistent_ids, "workspace mounts");
+    check(f.home_dirs, persistent_ids, "workspace mount points");
     check(f.leased_slots, slots, "uid range leases");
     check(f.links, links, "network links");
     check(f.nft_links, links, "nftables elements");
