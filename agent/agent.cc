@@ -410,8 +410,16 @@ void Agent::handleFrame(const proto::FrameHeader& h, const std::string& payload)
       handleFileRename(id, payload);
       return;
     case proto::MsgType::kReattach: {
-      // The new supervisor holds its end now: nobody else may take ours.
-      spare_end_.reset();
+      // The new supervisor holds its end now: nobody else may take ours. /dev/null keeps its
+      // number taken, so that no socket of ours (an execution's) lands there, where the next
+      // supervisor would take it for a channel.
+      if (int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) {
+        ::dup3(null, kReattachFd, O_CLOEXEC);
+        ::close(null);
+        (void)spare_end_.release();
+      } else {
+        spare_end_.reset();
+      }
       proto::Reattached r;
       r.last_request_id = last_request_id_;
       r.ended = std::move(ended_);
@@ -1056,19 +1064,22 @@ bool Agent::awaitNewSupervisor() {
     ended_.push_back(x);
   }
   shutdownAll();
-  ::close(in_);
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) return false;
   int keep = pair[0], spare = pair[1];
-  if (keep == kReattachFd) {  // the closed channel's number was reused: move out of the way
+  if (keep == kReattachFd) {  // nothing held the number: move out of the way
     keep = ::fcntl(keep, F_DUPFD_CLOEXEC, kReattachFd + 1);
     ::close(pair[0]);
     if (keep < 0) return false;
   }
+  // The number still holds the dead channel (or /dev/null after a Reattach): dup3 replaces it
+  // in one step, so a supervisor taking it never gets another socket of ours in between.
   if (spare != kReattachFd) {
     if (::dup3(spare, kReattachFd, O_CLOEXEC) < 0) return false;
     ::close(spare);
   }
+  if (in_ != kReattachFd) ::close(in_);
+  (void)spare_end_.release();
   spare_end_ = UniqueFd(kReattachFd);
   in_ = out_ = keep;
   reader_ = proto::FrameReader();

@@ -159,13 +159,20 @@ Result<> NftTable::remove() {
 }
 
 bool NftTable::exists() {
-  return libnftables()->run_cmd_from_buffer(ctx_.get(), ("list table inet " + table_).c_str()) == 0;
+  const auto& lib = *libnftables();
+  const bool found =
+      lib.run_cmd_from_buffer(ctx_.get(), ("list table inet " + table_).c_str()) == 0;
+  // The listing stays in the output buffer until read: it would read as the next list's (a
+  // table with elements, long after they went).
+  (void)lib.get_output_buffer(ctx_.get());
+  return found;
 }
 
 bool NftTable::hasElements() {
   const auto& lib = *libnftables();
   for (const char* set : {"sources4", "sources6"}) {
     std::string command = "list set inet " + table_ + " " + set;
+    (void)lib.get_output_buffer(ctx_.get());  // only this listing is read below
     // Unreadable counts as in use: a table is never deleted under a sandbox by mistake.
     if (lib.run_cmd_from_buffer(ctx_.get(), command.c_str()) != 0) return true;
     if (std::string_view(lib.get_output_buffer(ctx_.get())).find("elements =") !=
@@ -182,6 +189,7 @@ Result<> NftTable::replaceSandboxes(const std::vector<NftSandbox>& sandboxes) {
   // Every filter chain goes with its map element; the kept sandboxes' come back below.
   commands += "flush map inet " + table_ + " filters\n";
   const auto& lib = *libnftables();
+  (void)lib.get_output_buffer(ctx_.get());  // only this listing is read below
   if (lib.run_cmd_from_buffer(ctx_.get(), ("list chains inet " + table_).c_str()) == 0) {
     std::string_view listing = lib.get_output_buffer(ctx_.get());
     for (size_t at = 0; (at = listing.find("chain filter_", at)) != std::string_view::npos;) {

@@ -41,6 +41,9 @@ Result<std::unique_ptr<Manager>> Manager::start(ManagerOptions options) {
   if (auto r = sandbox::reclaimOrphans(s->options_.state_dir, sandbox::Reclaim::kAll); !r)
     std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
   s->reclaimNetworkLeftovers();
+  if (int n = s->workspaces_.removeHalfMade(); n > 0)
+    std::fprintf(stderr,
+                 "airlock: removed %d half-made workspace image(s) left by a dead supervisor\n", n);
   s->reaper_ = std::thread([p = s.get()] { p->reaperLoop(); });
   s->pool_thread_ = std::thread([p = s.get()] { p->poolLoop(); });
   return s;

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "airlock/unique_fd.h"
@@ -110,6 +112,26 @@ Result<std::string> WorkspaceStore::imageFor(const std::string& tenant, const st
     return e;
   }
   return path;
+}
+
+int WorkspaceStore::removeHalfMade() const {
+  int removed = 0;
+  std::error_code ec;
+  for (auto t = std::filesystem::directory_iterator(root_, ec);
+       !ec && t != std::filesystem::directory_iterator(); t.increment(ec)) {
+    std::error_code tec;
+    for (auto f = std::filesystem::directory_iterator(t->path(), tec);
+         !tec && f != std::filesystem::directory_iterator(); f.increment(tec)) {
+      // .new-<pid>-<name>.ext4 (imageFor), of a pid that no longer runs: a live one may be
+      // making it right now (another airlock process sharing the state directory).
+      const std::string file = f->path().filename().string();
+      if (!file.starts_with(".new-") || !file.ends_with(kSuffix)) continue;
+      const pid_t pid = static_cast<pid_t>(std::strtol(file.c_str() + 5, nullptr, 10));
+      if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
+      if (unlink(f->path().c_str()) == 0) ++removed;
+    }
+  }
+  return removed;
 }
 
 Result<std::vector<WorkspaceInfo>> WorkspaceStore::list(const std::string& tenant) const {

@@ -24,6 +24,9 @@ class WorkspaceStore {
   Result<std::vector<WorkspaceInfo>> list(const std::string& tenant) const;
   // Deletes the image; refuses one a sandbox has mounted. ENOENT when there is none.
   Result<> remove(const std::string& tenant, const std::string& name);
+  // Deletes the half-made images of processes that died while making them (a supervisor killed
+  // during mkfs.ext4 leaves its temporary file); returns how many.
+  int removeHalfMade() const;
 
  private:
   std::string tenantDir(const std::string& tenant) const;

@@ -1,155 +1,20 @@
 // `airlock serve` as an operator runs it, driven over its Unix socket the way clients do:
 // the API contract end to end, the CLI client, SIGTERM draining, and kill -9 recovery.
-#include <fcntl.h>
 #include <net/if.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "serve_harness.h"
 #include "test_support.h"
 
 namespace airlock::testing {
 namespace {
-
-using Json = nlohmann::json;
-
-struct Response {
-  int status = 0;
-  std::string body;
-};
-
-// A deliberately independent HTTP/1.1 client (one request per connection, chunked decoding), so
-// the test does not share code with the server or the CLI client it checks.
-Response http(const std::string& sock, const std::string& method, const std::string& path,
-              const std::string& body = "", const std::string& content_type = "application/json") {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return {};
-  }
-  std::string req = method + " " + path + " HTTP/1.1\r\nHost: airlock\r\nConnection: close\r\n";
-  if (!body.empty() || method == "POST" || method == "PUT")
-    req += "Content-Type: " + content_type + "\r\nContent-Length: " + std::to_string(body.size()) +
-           "\r\n";
-  req += "\r\n" + body;
-  (void)!write(fd, req.data(), req.size());
-  std::string raw;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) raw.append(buf, static_cast<size_t>(n));
-  close(fd);
-  Response r;
-  if (raw.size() < 12) return r;
-  r.status = std::stoi(raw.substr(9, 3));
-  size_t hdr_end = raw.find("\r\n\r\n");
-  std::string headers = raw.substr(0, hdr_end);
-  std::string rest = raw.substr(hdr_end + 4);
-  for (auto& c : headers) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (headers.find("transfer-encoding: chunked") != std::string::npos) {
-    size_t pos = 0;
-    while (pos < rest.size()) {
-      size_t eol = rest.find("\r\n", pos);
-      size_t len = std::stoul(rest.substr(pos, eol - pos), nullptr, 16);
-      if (len == 0) break;
-      r.body += rest.substr(eol + 2, len);
-      pos = eol + 2 + len + 2;
-    }
-  } else {
-    r.body = rest;
-  }
-  return r;
-}
-
-std::vector<Json> ndjson(const std::string& body) {
-  std::vector<Json> out;
-  size_t pos = 0;
-  while (pos < body.size()) {
-    size_t eol = body.find('\n', pos);
-    if (eol == std::string::npos) eol = body.size();
-    if (eol > pos) out.push_back(Json::parse(body.substr(pos, eol - pos)));
-    pos = eol + 1;
-  }
-  return out;
-}
-
-class Serve {
- public:
-  explicit Serve(const TempDir& dir, const std::string& extra_policy = "") {
-    sock_ = dir.file("airlock.sock");
-    dir.write("policy.toml", "schema = 1\n[server]\nsocket = \"" + sock_ + "\"\n" + extra_policy);
-    policy_ = dir.file("policy.toml");
-    start();
-  }
-  ~Serve() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  void start() {
-    std::string bin = airlockBinary();
-    std::vector<std::string> args = {bin, "serve", "--policy", policy_};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ASSERT_EQ(posix_spawn(&pid_, bin.c_str(), nullptr, nullptr, argv.data(), environ), 0);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (http(sock_, "GET", "/healthz").status != 200) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "airlock serve did not come up";
-      int st;
-      ASSERT_EQ(waitpid(pid_, &st, WNOHANG), 0) << "airlock serve exited early";
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-  // Returns the exit status after the signal.
-  int stop(int sig = SIGTERM) {
-    kill(pid_, sig);
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    pid_ = -1;
-    return st;
-  }
-  const std::string& sock() const { return sock_; }
-
- private:
-  std::string sock_, policy_;
-  pid_t pid_ = -1;
-};
-
-class ServeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    AIRLOCK_REQUIRE_ROOT();
-    before_ = snapshotHostResources();
-  }
-  void TearDown() override {
-    if (!isRealRoot()) return;
-    EXPECT_EQ(snapshotHostResources(), before_) << "airlock serve left host resources behind";
-  }
-  // The host's resources once they are back to before_, or after 10 s. A killed supervisor's
-  // children were re-parented to the host's init, which reaps them on its own schedule (seconds
-  // on this host): tests wait for that, not for airlock.
-  HostResources settledHostResources() const {
-    auto now = snapshotHostResources();
-    for (int i = 0; i < 100 && !(now == before_); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      now = snapshotHostResources();
-    }
-    return now;
-  }
-  HostResources before_;
-  TempDir dir_;
-};
 
 TEST_F(ServeTest, ApiContractEndToEnd) {
   Serve serve(dir_);
@@ -350,6 +215,9 @@ TEST_F(ServeTest, KillNineKeepsANetworkedSandboxsLinkAndRuntimeRules) {
 
   ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/online").status, 204);
   EXPECT_EQ(if_nametoindex(link.c_str()), 0u);
+  // With its last sandbox gone, so is airlock's nftables table (adopting it had listed the
+  // table, a listing once read later as the sets' and taken for elements still there).
+  EXPECT_NE(runCommand({"/usr/sbin/nft", "list", "table", "inet", "airlock"}).exit_code, 0);
   serve.reset();
   EXPECT_EQ(settledHostResources(), before_);
 }
@@ -367,6 +235,69 @@ TEST_F(ServeTest, KillNineWithoutReattachGraceEndsSandboxes) {
       << metrics.body;
   serve.reset();
   EXPECT_EQ(settledHostResources(), before_);
+}
+
+// A journaled sandbox whose agent is gone when the next supervisor starts (no grace here; also a
+// kill -9 in the middle of a DELETE) cannot be adopted: the failed adoption leaves it to the
+// reclaim, which releases its persistent workspace's host mount, so the workspace opens again.
+TEST_F(ServeTest, KillNineWithoutReattachGraceReleasesPersistentWorkspaces) {
+  auto serve = std::make_unique<Serve>(
+      dir_, "reattach_grace_s = 0\nstate_dir = \"" + dir_.file("persist") + "\"\n");
+  const std::string spec = R"({"name": "diary", "persistent": true})";
+  auto created = http(serve->sock(), "POST", "/v1/sandboxes", spec);
+  ASSERT_EQ(created.status, 201) << created.body;
+  ASSERT_EQ(http(serve->sock(), "PUT", "/v1/sandboxes/diary/files?path=/home/user/day1.txt", "rain",
+                 "application/octet-stream")
+                .status,
+            201);
+  std::string id = Json::parse(created.body)["id"];
+  auto journal = Json::parse(readFile("/run/airlock/sandboxes/" + id + ".json"));
+  const pid_t agent = journal["agent_pid"].get<pid_t>();
+  serve->stop(SIGKILL);
+  // The agent ends without a supervisor, and the host's init reaps it.
+  for (int i = 0; i < 100 && kill(agent, 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NE(kill(agent, 0), 0) << "the agent outlived its supervisor with no grace";
+  serve->start();
+  EXPECT_EQ(http(serve->sock(), "GET", "/v1/sandboxes/diary").status, 404);
+  EXPECT_EQ(settledHostResources(), before_)
+      << "the unadoptable sandbox's workspace stayed mounted";
+  auto again = http(serve->sock(), "POST", "/v1/sandboxes", spec);
+  ASSERT_EQ(again.status, 201) << again.body;
+  auto read = http(serve->sock(), "GET", "/v1/sandboxes/diary/files?path=/home/user/day1.txt");
+  EXPECT_EQ(read.status, 200);
+  EXPECT_EQ(read.body, "rain");
+  ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/diary").status, 204);
+  serve.reset();
+}
+
+// A supervisor killed while it made a workspace image (mkfs.ext4 of a temporary file) leaves that
+// file behind: the next one removes it, and keeps one whose maker still runs.
+TEST_F(ServeTest, RestartRemovesHalfMadeWorkspaceImagesOfDeadSupervisors) {
+  auto dead = runCommand({"/bin/sh", "-c", "echo $$"});
+  ASSERT_EQ(dead.exit_code, 0);
+  const std::string pid = dead.out.substr(0, dead.out.find('\n'));
+  const std::string alive = std::to_string(getpid());
+  const std::string ws = "persist/workspaces/default/";
+  dir_.write(ws + ".new-" + pid + "-half.ext4", "half-made");
+  dir_.write(ws + ".new-" + alive + "-busy.ext4", "being made");
+  dir_.write(ws + "kept.ext4", "an image");
+  Serve serve(dir_, "state_dir = \"" + dir_.file("persist") + "\"\n");
+  EXPECT_NE(access(dir_.file(ws + ".new-" + pid + "-half.ext4").c_str(), F_OK), 0);
+  EXPECT_EQ(access(dir_.file(ws + ".new-" + alive + "-busy.ext4").c_str(), F_OK), 0);
+  EXPECT_EQ(dir_.read(ws + "kept.ext4"), "an image");
+}
+
+// Killed between writing a sandbox's lock file or journal under a temporary name and renaming
+// it, a supervisor leaves that file: the next one removes it.
+TEST_F(ServeTest, RestartRemovesHalfWrittenJournalsAndLockFiles) {
+  const std::string dir = "/run/airlock/sandboxes/";
+  for (const char* name : {".0123456789abcdef.json.new", ".0123456789abcdef.new"}) {
+    std::ofstream(dir + name) << "{";
+  }
+  Serve serve(dir_);
+  EXPECT_NE(access((dir + ".0123456789abcdef.json.new").c_str(), F_OK), 0);
+  EXPECT_NE(access((dir + ".0123456789abcdef.new").c_str(), F_OK), 0);
 }
 
 // A persistent workspace survives its supervisor being killed with -9, even when its sandbox

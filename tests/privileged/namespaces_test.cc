@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -875,6 +876,51 @@ TEST_F(NamespacesPlugin, AnImageMountPointSwappedForASymlinkAfterTheCheckIsRefus
   EXPECT_THAT(error, ::testing::HasSubstr("'/tmp'"));
   EXPECT_THAT(error, ::testing::HasSubstr("symlink"));
   EXPECT_FALSE(mountedAt(canary.path()));
+}
+
+// The supervisor is killed (-9) while its child waits for the go-ahead on the sync pipe: here,
+// in attach_cgroups. The child, a copy of the supervisor with its fds (an API socket, a
+// sandbox's lock, ...), must see the pipe end and exit, not keep them open waiting forever.
+int dieInAttach(void* ctx, pid_t pid, airlock_error_v1*) {
+  (void)!::write(*static_cast<int*>(ctx), &pid, sizeof pid);
+  ::raise(SIGKILL);
+  return 0;
+}
+
+TEST_F(NamespacesPlugin, ChildOfASupervisorKilledBeforeTheGoAheadExits) {
+  // The orphaned child comes to this process, which reaps it.
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  int report[2];
+  ASSERT_EQ(::pipe2(report, O_CLOEXEC), 0);
+  pid_t supervisor = ::fork();
+  ASSERT_GE(supervisor, 0);
+  if (supervisor == 0) {
+    ::close(report[0]);
+    SpecBuilder b;
+    b.attach = &dieInAttach;
+    b.attach_ctx = &report[1];
+    Live live;
+    start(b, live);
+    ::_exit(1);  // not reached
+  }
+  ::close(report[1]);
+  pid_t child = -1;
+  EXPECT_EQ(::read(report[0], &child, sizeof child), static_cast<ssize_t>(sizeof child));
+  ::close(report[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(supervisor, &status, 0), supervisor);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  bool exited = false;
+  for (int i = 0; child > 0 && i < 250 && !exited; ++i) {
+    exited = ::waitpid(child, &status, WNOHANG) == child;
+    if (!exited) ::usleep(20000);
+  }
+  if (!exited && child > 0) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+  }
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  EXPECT_TRUE(exited) << "the child still waited for its dead supervisor after 5 s";
 }
 
 TEST_F(NamespacesPlugin, InvalidSpecsAreRefusedWithTheField) {

@@ -92,6 +92,9 @@ inline Result<SpawnedMonitor> spawnMonitor(const MonitorSpawn& o) {
       if (moved[i] < 0) detail::spawnChildFail(name, "fcntl(F_DUPFD)");
     }
     int sync_fd = ::fcntl(sync_read.get(), F_DUPFD_CLOEXEC, top + 1);
+    // Our copy of the parent's end: holding it, a parent killed (-9) before it writes would
+    // leave this read waiting forever, with every fd of the supervisor still open here.
+    ::close(sync_write.get());
     for (size_t i = 0; i < o.fds.size(); ++i)
       if (::dup2(moved[i], o.fds[i].second) < 0) detail::spawnChildFail(name, "dup2");
     char go = 0;

@@ -17,7 +17,11 @@
 namespace airlock::isolation {
 namespace {
 
-int waitParent(int sync_fd) {
+int waitParent(int sync_fd, int sync_write_fd) {
+  // Otherwise this read never ends when the parent dies (kill -9) before it writes: we would
+  // hold the last write end ourselves, and with it the parent's fds (its API socket, the
+  // sandbox's lock) forever.
+  if (sync_write_fd >= 0) ::close(sync_write_fd);
   char byte;
   for (;;) {
     ssize_t n = ::read(sync_fd, &byte, 1);
@@ -96,7 +100,7 @@ void runChild(std::span<const Step> steps, const ChildContext& ctx) {
     int err = 0;
     switch (step.kind) {
       case StepKind::kWaitParent:
-        err = waitParent(ctx.sync_fd);
+        err = waitParent(ctx.sync_fd, ctx.sync_write_fd);
         break;
       case StepKind::kSetResGid:
       case StepKind::kSetGroups:

@@ -202,6 +202,7 @@ Result<SpawnedChild> spawnChild(const Plan& plan, ChildContext ctx, int cgroup_f
   if (::pipe2(err, O_CLOEXEC) != 0) return sysError("pipe2", "error pipe");
   UniqueFd error_read(err[0]), error_write(err[1]);
   ctx.sync_fd = sync_read.get();
+  ctx.sync_write_fd = sync_write.get();
   ctx.error_fd = error_write.get();
 
   CloneArgs args = {};

@@ -63,10 +63,11 @@ struct Step {
 
 // What the child needs besides the steps: descriptors and the exec vectors.
 struct ChildContext {
-  int sync_fd = -1;     // read end of the parent→child sync pipe
-  int error_fd = -1;    // write end of the child→parent error pipe (O_CLOEXEC)
-  int channel_fd = -1;  // becomes fd 3
-  int exe_fd = -1;      // O_PATH fd of the agent
+  int sync_fd = -1;        // read end of the parent→child sync pipe
+  int sync_write_fd = -1;  // its write end, in the child's copy of the fd table too: closed there
+  int error_fd = -1;       // write end of the child→parent error pipe (O_CLOEXEC)
+  int channel_fd = -1;     // becomes fd 3
+  int exe_fd = -1;         // O_PATH fd of the agent
   char* const* argv = nullptr;
   char* const* envp = nullptr;
   // MAP_SHARED page: the child stores CLOCK_MONOTONIC ns at the end of each stage (by Stage

@@ -24,6 +24,26 @@ namespace {
 
 std::string lockDir(const std::string& state_dir) { return state_dir + "/sandboxes"; }
 
+// Temporary files of a process that died between making and renaming them: a sandbox's lock
+// file (flock()ed by its maker from the start) and its journal (written only while the
+// sandbox's lock is held).
+void removeStaleTemporaries(const std::string& dir, const std::set<std::string>& live) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.front() != '.' || !name.ends_with(".new")) continue;
+    const std::string path = dir + "/" + name;
+    if (name.ends_with(".json.new")) {  // .<id>.json.new
+      if (!live.contains(name.substr(1, name.size() - 10))) unlink(path.c_str());
+      continue;
+    }
+    UniqueFd fd(open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));  // .<id>.new
+    if (fd && flock(fd.get(), LOCK_EX | LOCK_NB) == 0) unlink(path.c_str());
+  }
+  closedir(d);
+}
+
 }  // namespace
 
 Result<UniqueFd> lockSandbox(const std::string& state_dir, const std::string& id) {
@@ -113,6 +133,7 @@ Result<int> reclaimOrphans(const std::string& state_dir, Reclaim which) {
     ++reclaimed;
   }
   closedir(d);
+  removeStaleTemporaries(dir, liveSandboxes(state_dir));
   if (!first_error) return first_error;
   return reclaimed;
 }

@@ -424,6 +424,15 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
   sb->id_ = options.id;
   sb->state_dir_ = options.state_dir;
   sb->lock_ = std::move(lock);
+  // A sandbox that is not adopted is left to reclaimOrphans, which releases everything it holds
+  // (its persistent workspace's host mount among them, which this one may not know yet): on
+  // failure its lock is given back before destroy() could remove the lock file and journal.
+  struct LeaveToReclaim {
+    Sandbox* sb;
+    ~LeaveToReclaim() {
+      if (sb != nullptr) sb->lock_.reset();
+    }
+  } on_failure{sb.get()};
   auto ctx = [&](const char* step) { return "adopting sandbox " + sb->id_ + ": " + step; };
 
   auto backend = plugins.isolation(profile.isolation, isolationConfigJson(profile));
@@ -493,6 +502,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
   auto configure = configureFor(profile, sb->backend_->extraSyscalls());
   if (!configure) return Unexpected(std::move(configure.error()).wrap(ctx("configure")));
   sb->configure_ = std::move(*configure);
+  on_failure.sb = nullptr;
   return sb;
 }
 
