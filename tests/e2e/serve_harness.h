@@ -156,6 +156,7 @@ class Serve {
     return st;
   }
   const std::string& sock() const { return sock_; }
+  pid_t pid() const { return pid_; }
 
  private:
   std::string sock_, policy_, log_;
