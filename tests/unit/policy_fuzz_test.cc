@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 #include <regex>
 
 #include "airlock/policy/keys.h"
 #include "airlock/policy/policy.h"
 #include "policy_test_util.h"
+#include "test_support.h"
 
 namespace airlock::policy {
 namespace {
@@ -154,7 +156,11 @@ TEST(PolicyFuzz, ParsingTheReferenceIsFast) {
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 200; ++i) ASSERT_TRUE(parse(kReferenceText, "reference.toml"));
   auto per_parse = (std::chrono::steady_clock::now() - start) / 200;
-  EXPECT_LT(per_parse, std::chrono::milliseconds(5));
+  std::printf("policy parse: %.3f ms per parse of reference.toml\n",
+              std::chrono::duration<double, std::milli>(per_parse).count());
+  if (!airlock::testing::kSanitizedBuild) {
+    EXPECT_LT(per_parse, std::chrono::milliseconds(5));
+  }
 }
 
 }  // namespace
