@@ -494,6 +494,11 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
       break;
     }
     if (Clock::now() > deadline) return fail(ctx("the agent never offered a new channel"));
+    // An agent that has exited (its grace was 0, or it ended on its own) never will: give up
+    // now, not at the deadline, since every sandbox waited for here delays the supervisor's start.
+    pollfd exited{pidfd, POLLIN, 0};
+    if (poll(&exited, 1, 0) == 1)
+      return fail(ctx("the agent exited instead of offering a channel"));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto left = sb->agent_->reattach(Clock::now() + kHandshakeTimeout);
