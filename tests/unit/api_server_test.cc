@@ -563,9 +563,10 @@ TEST_F(ApiServerTest, IdleConnectionsNeverLockANewClientOut) {
   auto& server = start();
   std::vector<HttpClient> hoard;
   for (int i = 0; i < 4; ++i) hoard.push_back(connect());
+  // All accepted (in order) before hoard[1] is used, so its use is the latest.
+  waitFor([&] { return server.connections() == 4; });
   ASSERT_EQ(hoard[1].request("GET", "/healthz").status, 200);  // one idle after an answer
   ASSERT_TRUE(hoard[2].sendRaw("GET /heal"));                  // one with a header arriving
-  waitFor([&] { return server.connections() == 4; });
 
   std::vector<HttpClient> newcomers;
   for (int i = 0; i < 3; ++i) {
