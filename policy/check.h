@@ -31,6 +31,13 @@ std::optional<Problem> checkTransferSettings(const Policy& policy);
 // relaxations() of a profile's [transfer] table.
 std::vector<std::string> transferRelaxations(const Transfer& transfer);
 
+// The first problem of a profile's [packages] table (packages_check.cc); keys "packages.…".
+std::optional<Problem> checkPackages(const Packages& packages);
+// The first problem of the top-level [packages] table.
+std::optional<Problem> checkPackageSettings(const PackageSettings& settings);
+// relaxations() of a profile's [packages] table.
+std::vector<std::string> packagesRelaxations(const Packages& packages);
+
 // Problems of [server], of each tenant and of the rules across sections (the first of each), in
 // a fixed order. Keys are dotted from the top of the file: "server.tcp",
 // "tenants.ci.token_sha256", "profiles.data-science.lifetime.pool_size".

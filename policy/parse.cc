@@ -711,6 +711,17 @@ Result<Policy> parseTable(const toml::table& doc, std::string_view text,
                  "transfer.", top_where, diags);
       continue;
     }
+    if (key == "packages") {
+      const auto* table = v.as_table();
+      if (table == nullptr) {
+        typeError(diags, v, "", "packages", "a table ([packages])");
+        continue;
+      }
+      top_where["packages"] = v.source();
+      readFields(*table, detail::packagesFields(), policy.packages, "[packages]", "packages.",
+                 "packages.", top_where, diags);
+      continue;
+    }
     if (key == "tenants") {
       const auto* tenants = v.as_table();
       if (tenants == nullptr) {
@@ -913,6 +924,12 @@ std::string tableToToml(S copy, std::span<const detail::FieldOf<S>> fields,
                        ", config = " + quoteToml(p.config) + "}";
             }
             *out += std::string(f.key) + " = [" + items + "]\n";
+          } else if (!f.table.empty()) {
+            // A map inside a sub-table (packages.pins) is written inline, in its table.
+            std::string items;
+            for (const auto& [k, val] : v)
+              items += (items.empty() ? "" : ", ") + tomlKey(k) + " = " + quoteToml(val);
+            *out += std::string(f.key) + " = {" + (items.empty() ? "" : " " + items + " ") + "}\n";
           } else {
             maps += "\n[" + header + "." + std::string(f.key) + "]\n";
             for (const auto& [k, val] : v) maps += tomlKey(k) + " = " + quoteToml(val) + "\n";
@@ -959,6 +976,12 @@ std::string egressSettingsToToml(const EgressSettings& egress) {
 }
 
 std::vector<std::string> egressKeys() { return keysOf(detail::egressFields()); }
+
+std::string packageSettingsToToml(const PackageSettings& packages) {
+  return tableToToml(packages, detail::packagesFields(), "packages");
+}
+
+std::vector<std::string> packageSettingsKeys() { return keysOf(detail::packagesFields()); }
 
 std::string transferSettingsToToml(const TransferSettings& transfer) {
   return tableToToml(transfer, detail::transferFields(), "transfer");

@@ -52,6 +52,7 @@ std::vector<std::string> relaxations(const Profile& profile) {
   }
 
   for (auto& line : detail::transferRelaxations(profile.transfer)) add(std::move(line));
+  for (auto& line : detail::packagesRelaxations(profile.packages)) add(std::move(line));
 
   // Limits: every one that is above its default, read through the key table.
   Profile mine = profile;

@@ -116,6 +116,12 @@ const std::array kFields = {
     AIRLOCK_TRANSFER_LIMITS("transfer.hostdir", transfer.hostdir.limits),
     AIRLOCK_FIELD("transfer.hostdir", "roots", transfer.hostdir.roots),
 #undef AIRLOCK_TRANSFER_LIMITS
+    AIRLOCK_FIELD("packages", "allow", packages.allow),
+    AIRLOCK_FIELD("packages", "deny", packages.deny),
+    AIRLOCK_FIELD("packages", "max_file_mb", packages.max_file_mb),
+    AIRLOCK_FIELD("packages", "max_sandbox_mb", packages.max_sandbox_mb),
+    AIRLOCK_FIELD("packages", "sdists", packages.sdists),
+    AIRLOCK_FIELD("packages", "pins", packages.pins),
 };
 
 const std::array kServerFields = {
@@ -176,13 +182,25 @@ const std::array kTransferFields = {
     AIRLOCK_TRANSFER_FIELD("spool_dir", spool_dir),
 };
 
+#define AIRLOCK_PACKAGES_FIELD(key, member)                \
+  PackagesField {                                          \
+    "", key, +[](PackageSettings& p) { return &p.member; } \
+  }
+const std::array kPackagesFields = {
+    AIRLOCK_PACKAGES_FIELD("pypi_index", pypi_index), AIRLOCK_PACKAGES_FIELD("npm_registry", npm_registry),
+    AIRLOCK_PACKAGES_FIELD("cache_dir", cache_dir),   AIRLOCK_PACKAGES_FIELD("ca_file", ca_file),
+    AIRLOCK_PACKAGES_FIELD("timeout_s", timeout_s),   AIRLOCK_PACKAGES_FIELD("port", port),
+};
+
+#undef AIRLOCK_PACKAGES_FIELD
 #undef AIRLOCK_TENANT_FIELD
 #undef AIRLOCK_AUDIT_FIELD
 #undef AIRLOCK_EGRESS_FIELD
 #undef AIRLOCK_TRANSFER_FIELD
 
-constexpr std::array<std::string_view, 8> kSubTables = {
-    "limits", "lifetime", "filesystem", "network", "seccomp", "audit", "gvisor", "microvm"};
+constexpr std::array<std::string_view, 9> kSubTables = {
+    "limits", "lifetime", "filesystem", "network", "seccomp",
+    "audit",  "gvisor",   "microvm",    "packages"};
 
 constexpr std::array<std::string_view, 7> kReviewTables = {
     "review",       "review.limits",  "review.patterns", "review.python_ast",
@@ -208,6 +226,8 @@ std::span<const TenantField> tenantFields() { return kTenantFields; }
 std::span<const AuditField> auditFields() { return kAuditFields; }
 
 std::span<const EgressField> egressFields() { return kEgressFields; }
+
+std::span<const PackagesField> packagesFields() { return kPackagesFields; }
 
 std::span<const std::string_view> subTables() { return kSubTables; }
 

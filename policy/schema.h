@@ -44,11 +44,12 @@ using TenantField = FieldOf<Tenant>;
 using AuditField = FieldOf<AuditSettings>;
 using EgressField = FieldOf<EgressSettings>;
 using TransferField = FieldOf<TransferSettings>;
+using PackagesField = FieldOf<PackageSettings>;
 
 // Every field of Profile except `name`, in reference.toml order.
 std::span<const Field> fields();
 // Sub-tables of a profile in order: "limits", "lifetime", "filesystem", "network", "seccomp",
-// "audit", "gvisor", "microvm".
+// "audit", "gvisor", "microvm", "packages".
 std::span<const std::string_view> subTables();
 // The review table and the reviewers' tables nested in it: "review", "review.limits", ...
 inline constexpr std::string_view kReviewTable = "review";
@@ -67,6 +68,8 @@ std::span<const AuditField> auditFields();
 std::span<const EgressField> egressFields();
 // Every key of the top-level [transfer] table, in reference.toml order.
 std::span<const TransferField> transferFields();
+// Every key of the top-level [packages] table, in reference.toml order.
+std::span<const PackagesField> packagesFields();
 
 template <typename S>
 const FieldOf<S>* findIn(std::span<const FieldOf<S>> fields, std::string_view key) {
@@ -80,7 +83,7 @@ inline constexpr std::string_view kExtendsKey = "extends";
 
 // Top-level keys of a policy file.
 inline constexpr std::string_view kTopLevelKeys[] = {
-    "schema", "default_profile", "profiles", "server", "audit", "egress", "transfer", "tenants"};
+    "schema", "default_profile", "profiles", "server", "audit", "egress", "transfer", "packages", "tenants"};
 
 // Optimal-string-alignment distance (Levenshtein plus adjacent transposition), for "did you mean".
 size_t editDistance(std::string_view a, std::string_view b);

@@ -585,7 +585,7 @@ std::optional<Problem> check(const Profile& p) {
   for (Check c : {checkIdentity(p), checkEnv(p), checkLimits(p.limits), checkLifetime(p.lifetime),
                   checkFilesystem(p.filesystem), checkNetwork(p.network), checkSeccomp(p.seccomp),
                   checkGvisor(p.gvisor), checkMicrovm(p.microvm), detail::checkReview(p.review),
-                  detail::checkTransfer(p.transfer)}) {
+                  detail::checkTransfer(p.transfer), detail::checkPackages(p.packages)}) {
     if (c) return c;
   }
   return std::nullopt;
@@ -597,6 +597,7 @@ std::vector<Problem> checkPolicy(const Policy& policy) {
   if (Check c = checkAuditSettings(policy.audit)) out.push_back(*c);
   if (Check c = checkEgressSettings(policy.egress)) out.push_back(*c);
   if (Check c = checkTransferSettings(policy)) out.push_back(*c);
+  if (Check c = detail::checkPackageSettings(policy.packages)) out.push_back(*c);
   std::map<std::string_view, std::string_view> token_owner;
   bool any_token = false;
   for (const auto& [name, tenant] : policy.tenants) {

@@ -8,6 +8,7 @@ airlock_add_test(policy_tests LABEL unit
     ${CMAKE_CURRENT_LIST_DIR}/policy_validate_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_serve_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_transfer_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/policy_packages_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_fuzz_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_net_rule_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_layering_test.cc

@@ -19,11 +19,12 @@ using test::slurp;
 
 const std::string kReference = examplesDir() + "/reference.toml";
 
-// Dotted keys under one profile table; env is one key (its entries are free-form).
+// Dotted keys under one profile table; env and packages.pins are one key each (their entries are
+// free-form).
 void collectKeys(const toml::table& table, const std::string& prefix, std::set<std::string>& out) {
   for (auto&& [k, v] : table) {
     const std::string path = prefix + std::string(k.str());
-    if (v.is_table() && path != "env") {
+    if (v.is_table() && path != "env" && path != "packages.pins") {
       collectKeys(*v.as_table(), path + ".", out);
     } else {
       out.insert(path);
@@ -83,6 +84,13 @@ TEST(PolicyReference, ListsEveryServerAndTenantKeyAndNoOther) {
   const auto transfer_keys = transferKeys();
   EXPECT_EQ(in_transfer, std::set<std::string>(transfer_keys.begin(), transfer_keys.end()));
 
+  const toml::table* packages = doc["packages"].as_table();
+  ASSERT_NE(packages, nullptr);
+  std::set<std::string> in_packages;
+  collectKeys(*packages, "", in_packages);
+  const auto packages_keys = packageSettingsKeys();
+  EXPECT_EQ(in_packages, std::set<std::string>(packages_keys.begin(), packages_keys.end()));
+
   const toml::table* tenant = doc["tenants"]["default"].as_table();
   ASSERT_NE(tenant, nullptr);
   std::set<std::string> in_tenant;
@@ -104,6 +112,7 @@ TEST(PolicyReference, DefaultProfileHoldsTheStructDefaults) {
   EXPECT_EQ(auditSettingsToToml(p->audit), auditSettingsToToml(AuditSettings{}));
   EXPECT_EQ(egressSettingsToToml(p->egress), egressSettingsToToml(EgressSettings{}));
   EXPECT_EQ(transferSettingsToToml(p->transfer), transferSettingsToToml(TransferSettings{}));
+  EXPECT_EQ(packageSettingsToToml(p->packages), packageSettingsToToml(PackageSettings{}));
   ASSERT_EQ(p->tenants.size(), 1u);
   Tenant tenant_defaults;
   tenant_defaults.name = "default";
@@ -120,17 +129,19 @@ TEST(PolicyReference, EveryKeyLineHasAComment) {
     if (line.starts_with("[")) {
       in_default = line.starts_with("[profiles.default") || line.starts_with("[server]") ||
                    line.starts_with("[audit]") || line.starts_with("[egress]") ||
-                   line.starts_with("[transfer]") || line.starts_with("[tenants.default]");
+                   line.starts_with("[transfer]") || line.starts_with("[packages]") ||
+                   line.starts_with("[tenants.default]");
     }
     if (!in_default || line.empty() || line.starts_with("#") || line.starts_with("[")) continue;
     ++key_lines;
     EXPECT_NE(line.find('#'), std::string::npos) << "no unit comment on: " << line;
   }
   // Profile keys minus env and extends, then every server, audit, egress, transfer (minus the
-  // roots table) and tenant key.
+  // roots table), packages and tenant key.
   EXPECT_EQ(key_lines, static_cast<int>(profileKeys().size() - 2 + serverKeys().size() +
                                         auditKeys().size() + egressKeys().size() +
-                                        transferKeys().size() - 1 + tenantKeys().size()));
+                                        transferKeys().size() - 1 + packageSettingsKeys().size() +
+                                        tenantKeys().size()));
 }
 
 // Structured bindings only compile with the exact member count: a field added to policy.h
@@ -148,7 +159,9 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [w1, w2, w3, w4] = Gvisor{};
   [[maybe_unused]] auto [m1, m2, m3, m4, m5, m6, m7, m8] = Microvm{};
   [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16, p17,
-                         p18, p19, p20] = Profile{};
+                         p18, p19, p20, p21] = Profile{};
+  [[maybe_unused]] auto [i1, i2, i3, i4, i5, i6] = Packages{};
+  [[maybe_unused]] auto [j1, j2, j3, j4, j5, j6] = PackageSettings{};
   [[maybe_unused]] auto [k1, k2, k3, k4] = Transfer{};
   [[maybe_unused]] auto [k5, k6, k7, k8, k9] = TransferLimits{};
   [[maybe_unused]] auto [h1, h2, h3, h4, h5, h6, h7, h8] = TransferHttp{};
@@ -158,12 +171,13 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16,
                          v17] = Server{};
   [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
-  [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8, y9, y10] = Policy{};
-  // Profile: 20 members minus name, minus the 10 sub-tables, plus their 9 + 8 + 2 + 2 + 2 + 4 + 4
+  [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11] = Policy{};
+  // Profile: 21 members minus name, minus the 11 sub-tables, plus their 9 + 8 + 2 + 2 + 2 + 4 + 4
   // + 8 keys, plus `extends`, plus review's 5 own keys and its reviewers' 3 + 2 + 6 + 2 + 2 + 3,
-  // plus transfer's 1 own key and its plugins' 5, 5 + 7, 5 + 1.
-  EXPECT_EQ(profileKeys().size(), 20u - 1 - 10 + 9 + 8 + 2 + 2 + 2 + 4 + 4 + 8 + 1 + 5 + 3 + 2 + 6 +
-                                      2 + 2 + 3 + 1 + 5 + 12 + 6);
+  // plus transfer's 1 own key and its plugins' 5, 5 + 7, 5 + 1, plus packages' 6.
+  EXPECT_EQ(profileKeys().size(), 21u - 1 - 11 + 9 + 8 + 2 + 2 + 2 + 4 + 4 + 8 + 1 + 5 + 3 + 2 + 6 +
+                                      2 + 2 + 3 + 1 + 5 + 12 + 6 + 6);
+  EXPECT_EQ(packageSettingsKeys().size(), 6u);
   EXPECT_EQ(transferKeys().size(), 3u);
   EXPECT_EQ(serverKeys().size(), 17u);
   EXPECT_EQ(auditKeys().size(), 5u);
@@ -209,6 +223,14 @@ const std::map<std::string, std::string> kTransferValues = {
     {"roots", "{ data = \"/srv/data\" }"},
     {"writable_roots", "[\"data\"]"},
     {"spool_dir", "\"/srv/spool\""},
+};
+const std::map<std::string, std::string> kPackagesValues = {
+    {"pypi_index", "\"https://mirror.example/simple/\""},
+    {"npm_registry", "\"http://127.0.0.1:4873/\""},
+    {"cache_dir", "\"/srv/cache\""},
+    {"ca_file", "\"/etc/ssl/mirror.pem\""},
+    {"timeout_s", "5"},
+    {"port", "8000"},
 };
 const std::string kHashA(64, 'a');
 const std::map<std::string, std::string> kTenantValues = {
@@ -271,6 +293,16 @@ TEST(PolicyReference, EveryServerAndTenantKeyWritesItsOwnField) {
     EXPECT_NE(transferSettingsToToml(p->transfer), transferSettingsToToml(TransferSettings{}))
         << key;
   }
+  for (const std::string& key : packageSettingsKeys()) {
+    ASSERT_TRUE(kPackagesValues.contains(key)) << "give " << key << " a value in kPackagesValues";
+    auto p = parse("schema = 1\n[packages]\n" + key + " = " + kPackagesValues.at(key) + "\n",
+                   "k.toml");
+    ASSERT_TRUE(p.has_value()) << key << ": " << p.error().message();
+    auto changed = changedLines(packageSettingsToToml(PackageSettings{}),
+                                packageSettingsToToml(p->packages));
+    ASSERT_EQ(changed.size(), 1u) << key;
+    EXPECT_EQ(changed[0], key + " = " + kPackagesValues.at(key)) << key;
+  }
   Tenant defaults;
   defaults.name = "default";
   for (const std::string& key : tenantKeys()) {
@@ -296,7 +328,8 @@ TEST(PolicyReference, EveryKeyWritesItsOwnField) {
     bool set = false;
     // The first value of the key's type that differs from its default.
     for (const char* value : {"12345", "\"zz\"", "false", "true", "[\"zz\"]",
-                              "[{id = \"zz\", pattern = \"zz\"}]", "[{name = \"zz\"}]"}) {
+                              "[{id = \"zz\", pattern = \"zz\"}]", "[{name = \"zz\"}]",
+                              "{zz = \"zz\"}"}) {
       p = defaults;
       if (applyOverride(p, key + "=" + value) && profileToToml(p) != base) {
         set = true;
@@ -374,14 +407,15 @@ TEST(PolicyDocs, OperatorGuideMentionsEveryKey) {
   for (const auto& k : auditKeys()) keys.push_back("audit." + k);
   for (const auto& k : egressKeys()) keys.push_back("egress." + k);
   for (const auto& k : transferKeys()) keys.push_back("transfer." + k);
+  for (const auto& k : packageSettingsKeys()) keys.push_back("packages." + k);
   for (const std::string& key : keys) {
     const std::string leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(doc.find("`" + leaf + "`"), std::string::npos) << "docs/policy.md misses " << key;
   }
   for (const char* table :
-       {"[server]", "[audit]", "[egress]", "[transfer]", "[tenants.<name>]",
+       {"[server]", "[audit]", "[egress]", "[transfer]", "[packages]", "[tenants.<name>]",
         "[profiles.<name>.lifetime]", "[profiles.<name>.audit]", "[profiles.<name>.gvisor]",
-        "[profiles.<name>.microvm]", "[profiles.<name>.transfer]"}) {
+        "[profiles.<name>.microvm]", "[profiles.<name>.transfer]", "[profiles.<name>.packages]"}) {
     EXPECT_NE(doc.find(std::string("`") + table + "`"), std::string::npos)
         << "docs/policy.md has no section for " << table;
   }

@@ -22,6 +22,8 @@ std::vector<std::string> tenantKeys();
 std::vector<std::string> auditKeys();
 // Every key of the top-level [egress] table, in reference.toml order.
 std::vector<std::string> egressKeys();
+// Every key of the top-level [packages] table, in reference.toml order.
+std::vector<std::string> packageSettingsKeys();
 // Every key of the top-level [transfer] table, in reference.toml order.
 std::vector<std::string> transferKeys();
 
@@ -33,6 +35,7 @@ std::string serverToToml(const Server& server);
 std::string tenantToToml(const Tenant& tenant);
 std::string auditSettingsToToml(const AuditSettings& audit);
 std::string egressSettingsToToml(const EgressSettings& egress);
+std::string packageSettingsToToml(const PackageSettings& packages);
 std::string transferSettingsToToml(const TransferSettings& transfer);
 
 // What `airlock policy explain` prints: the policy's source and hash, the profile's effective

@@ -88,6 +88,23 @@ struct Seccomp {
   std::vector<std::string> deny;   // syscalls refused on top of the default profile
 };
 
+// Packages a sandbox may install through the supervisor's package proxy (docs/packages.md).
+// The proxy is on only when `allow` has an entry; the supervisor then sets PIP_INDEX_URL and
+// npm_config_registry in every execution to it, at 127.0.0.1:[packages] port in the sandbox.
+struct Packages {
+  // "pandas", "requests>=2,<3", "numpy==1.26.4", "@types/*", "pypi:tqdm", "npm:left-pad"; []:
+  // the proxy is off. deny wins over allow; a version spec allows or denies only those versions.
+  std::vector<std::string> allow;
+  std::vector<std::string> deny;
+  uint64_t max_file_mb = 100;      // one wheel, sdist or npm tarball, MiB
+  uint64_t max_sandbox_mb = 1024;  // everything one sandbox downloads, MiB
+  bool sdists = false;  // PyPI source distributions (they run setup.py at install); false: wheels
+  // package name -> "sha256:HEX[, sha256:HEX...]": a pinned package's files must have one of them
+  std::map<std::string, std::string> pins;
+
+  bool enabled() const { return !allow.empty(); }
+};
+
 struct Profile {
   std::string name;
   std::string description;
@@ -111,6 +128,7 @@ struct Profile {
   Gvisor gvisor;      // settings of the gvisor isolation backend (used when isolation = "gvisor")
   Microvm microvm;    // settings of the microvm isolation backend (used when isolation = "microvm")
   Transfer transfer;  // archives, URLs and host directories in and out (docs/transfer.md)
+  Packages packages;  // pip and npm installs through the package proxy (docs/packages.md)
 };
 
 // Where `airlock serve` listens and what one host allows in total ([server]).
@@ -177,6 +195,17 @@ struct EgressSettings {
   uint32_t mtu = 1500;  // of the sandbox links; lower it to the uplink's when that is smaller
 };
 
+// Where the package proxy fetches from and keeps what it fetched ([packages], docs/packages.md):
+// one per host, for every profile whose packages.allow has an entry.
+struct PackageSettings {
+  std::string pypi_index = "https://pypi.org/simple/";       // PEP 503 "simple" index upstream
+  std::string npm_registry = "https://registry.npmjs.org/";  // npm registry upstream
+  std::string cache_dir = "/var/cache/airlock/packages";     // shared on-disk cache (absolute)
+  std::string ca_file;     // CA bundle for https upstreams; "": the system's
+  uint32_t timeout_s = 60;  // per upstream request without progress, seconds
+  uint32_t port = 3141;     // the proxy's loopback port inside each sandbox
+};
+
 // Who may use the API and how much of the host they get ([tenants.<name>]).
 struct Tenant {
   std::string name;
@@ -203,6 +232,7 @@ struct Policy {
   AuditSettings audit;
   EgressSettings egress;
   TransferSettings transfer;
+  PackageSettings packages;
   std::map<std::string, Tenant> tenants;  // always contains "default" (with the defaults above
                                           // when the file has no [tenants.default])
   std::string source;                     // file path, or "<built-in>"
