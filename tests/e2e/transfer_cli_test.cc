@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "netns_server.h"
 #include "test_support.h"
 
 extern char** environ;
@@ -365,87 +366,26 @@ class TransferCliHttp : public TransferCli {
   void SetUp() override {
     TransferCli::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    const int pid = static_cast<int>(::getpid());
-    ns_ = "airlock-e-" + std::to_string(pid);
-    veth_host_ = "aeh" + std::to_string(pid % 10000000);
-    const std::string veth_ns = "aen" + std::to_string(pid % 10000000);
-    const int base = (pid % 16384) * 4;
-    const std::string net = "10.214." + std::to_string(base >> 8) + ".";
-    server_ = net + std::to_string((base & 255) + 2);
-    ip({"netns", "add", ns_});
-    netns_made_ = true;
-    ip({"link", "add", veth_host_, "type", "veth", "peer", "name", veth_ns});
-    ip({"link", "set", veth_ns, "netns", ns_});
-    ip({"addr", "add", net + std::to_string((base & 255) + 1) + "/30", "dev", veth_host_});
-    ip({"link", "set", veth_host_, "up"});
-    ip({"-n", ns_, "addr", "add", server_ + "/30", "dev", veth_ns});
-    ip({"-n", ns_, "link", "set", veth_ns, "up"});
-    if (HasFatalFailure()) return;
     std::filesystem::create_directories(dir_.file("static"));
     std::filesystem::copy_file(dir_.file("in.tar.gz"), dir_.file("static/in.tar.gz"));
-
-    std::vector<std::string> argv = {"/usr/bin/ip",
-                                     "netns",
-                                     "exec",
-                                     ns_,
-                                     "/usr/bin/python3",
-                                     AIRLOCK_TRANSFER_HTTP_SERVER,
-                                     "--addr",
-                                     server_,
-                                     "--http-port",
-                                     "8080",
-                                     "--static",
-                                     dir_.file("static")};
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    ASSERT_EQ(posix_spawn(&server_pid_, args[0], &fa, nullptr, args.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!listening()) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the test server never listened";
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    std::string why;
+    server_ = NetnsServer::start({"/usr/bin/python3", AIRLOCK_TRANSFER_HTTP_SERVER, "--addr",
+                                  "{addr}", "--http-port", "8080", "--static", dir_.file("static")},
+                                 8080, &why);
+    ASSERT_NE(server_, nullptr) << why;
+    addr_ = server_->address();
     dir_.write("p.toml", "schema = 1\n[profiles.default.transfer.http]\nallow = [\"http://" +
-                             server_ + ":8080/static/\"]\nallow_private = [\"" + server_ +
+                             addr_ + ":8080/static/\"]\nallow_private = [\"" + addr_ +
                              "/32\"]\n");
   }
   void TearDown() override {
-    if (server_pid_ > 0) {
-      ::kill(server_pid_, SIGKILL);
-      ::waitpid(server_pid_, nullptr, 0);
-    }
-    if (netns_made_) {
-      runCommand({"/usr/bin/ip", "netns", "del", ns_}, "", 10);
-      runCommand({"/usr/bin/ip", "link", "del", veth_host_}, "", 10);
-    }
+    server_.reset();
     TransferCli::TearDown();
   }
-  void ip(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {"/usr/bin/ip"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto r = runCommand(argv, "", 20);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  bool listening() const {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(8080);
-    ::inet_pton(AF_INET, server_.c_str(), &sa.sin_addr);
-    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-    ::close(fd);
-    return ok;
-  }
-  std::string url(const std::string& path) const { return "http://" + server_ + ":8080" + path; }
+  std::string url(const std::string& path) const { return server_->url(path); }
 
-  std::string ns_, veth_host_, server_;
-  bool netns_made_ = false;
-  pid_t server_pid_ = -1;
+  std::unique_ptr<NetnsServer> server_;
+  std::string addr_;  // the server's address
 };
 
 TEST_F(TransferCliHttp, AnAllowedUrlIsFetchedAndUnpacked) {
@@ -461,7 +401,7 @@ TEST_F(TransferCliHttp, UrlsOutsideThePolicyAndRedirectsToMetadataAreRefused) {
   // Positive control above: the same server and policy fetch fine. Here: a path outside the
   // pattern, the address without allow_private, and a redirect to the metadata service.
   dir_.write("noprivate.toml", "schema = 1\n[profiles.default.transfer.http]\nallow = [\"http://" +
-                                   server_ + ":8080/\"]\n");
+                                   addr_ + ":8080/\"]\n");
   struct Case {
     std::string policy, location, want;
   } cases[] = {
@@ -477,9 +417,9 @@ TEST_F(TransferCliHttp, UrlsOutsideThePolicyAndRedirectsToMetadataAreRefused) {
         << c.location << ": " << j.dump(2);
   }
   dir_.write("redirect.toml", "schema = 1\n[profiles.default.transfer.http]\nallow = [\"http://" +
-                                  server_ +
+                                  addr_ +
                                   ":8080/\", \"http://169.254.169.254/\"]\nallow_private = [\"" +
-                                  server_ + "/32\"]\n");
+                                  addr_ + "/32\"]\n");
   auto j = run({"--policy", dir_.file("redirect.toml"), "--in",
                 url("/redirect?to=http://169.254.169.254/latest/meta-data") + ":/home/user/d",
                 "--lang", "shell", "-c", "echo ran"});
