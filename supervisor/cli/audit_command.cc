@@ -38,7 +38,7 @@ constexpr const char* kAuditUsage = R"(Usage:
 Prints audit log records (docs/audit.md) as JSON lines. `tail` shows the last records of the
 current file (and, with --follow, new ones as they are written, across rotations); `query`
 searches every file, rotated ones included, oldest first. T is exec, net, connect (net records
-of connect calls), execution, review or transfer. WHEN is an RFC 3339 UTC time (2025-01-31T12:00:00Z, or
+of connect calls), execution, review, transfer or package. WHEN is an RFC 3339 UTC time (2025-01-31T12:00:00Z, or
 a prefix such as 2025-01-31) or a duration ago (90s, 15m, 2h, 7d). The log is --log FILE, else
 the [audit] log of --policy FILE (default: the installed policy).
 
@@ -163,7 +163,7 @@ int auditCommand(const std::vector<std::string>& args) {
       "policy", po::value(&policy_file), "read the log's path from this policy's [audit] log")(
       "sandbox", po::value(&filter.sandbox), "only records of this sandbox id")(
       "execution", po::value(&filter.execution), "only records of this execution id")(
-      "type", po::value(&filter.type), "exec, net, connect, execution, review or transfer");
+      "type", po::value(&filter.type), "exec, net, connect, execution, review, transfer or package");
   if (tail) {
     opts.add_options()("follow,f", "keep printing records as they are written")(
         "lines,n", po::value(&lines)->default_value(10), "how many past records to show first");
@@ -185,7 +185,7 @@ int auditCommand(const std::vector<std::string>& args) {
   }
   if (!filter.type.empty() && !audit::knownRecordType(filter.type)) {
     printError("audit: --type '" + filter.type +
-               "': expected exec, net, connect, execution, review or transfer");
+               "': expected exec, net, connect, execution, review, transfer or package");
     return sandbox::kExitAirlockError;
   }
   if (!since.empty()) {

@@ -77,6 +77,7 @@ TEST(AuditLogReader, SinceAcceptsTimesAndDurations) {
   EXPECT_NE(bad.error().message().find("--since 'yesterday'"), std::string::npos);
   EXPECT_FALSE(parseSince("2025-1-31", kT0));
   EXPECT_TRUE(knownRecordType("connect"));
+  EXPECT_TRUE(knownRecordType("package"));  // the package proxy's downloads
   EXPECT_FALSE(knownRecordType("connection"));
 }
 
