@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "supervisor/images/resolve.h"
 #include "supervisor/net/link_filter.h"
 #include "supervisor/sandbox/host/backend_events.h"
 #include "supervisor/sandbox/host/host_mounts.h"
@@ -241,6 +242,10 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
     step_at = now;
   };
 
+  // filesystem.image names a store image or is a host directory (supervisor/images/resolve.h).
+  auto image_dir = images::imageRootDir(profile.filesystem.image);
+  if (!image_dir) return Unexpected(std::move(image_dir.error()).wrap(ctx("image")));
+
   auto backend = plugins.isolation(profile.isolation, isolationConfigJson(profile));
   if (!backend) return Unexpected(std::move(backend.error()).wrap(ctx("isolation backend")));
   sb->backend_ = *backend;
@@ -343,7 +348,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   spec.id_count = kIdRangeSize;
   spec.user_uid = kSandboxUid;
   spec.user_gid = kSandboxGid;
-  spec.image_dir = profile.filesystem.image.empty() ? nullptr : profile.filesystem.image.c_str();
+  spec.image_dir = image_dir->empty() ? nullptr : image_dir->c_str();
   spec.mounts = mounts.data();
   spec.mounts_len = mounts.size();
   spec.workspace_bytes = profile.limits.workspace_mb << 20;
