@@ -72,8 +72,8 @@ Result<ImportResult> importOciArchive(const std::string& archive_in, const std::
   say("skopeo: copying the " + format + " " + archive + " into an OCI layout");
   // --insecure-policy: a local archive has no signatures to check; the host's policy.json is
   // about registries.
-  if (auto r = runTool({.argv = {kSkopeo, "--insecure-policy", "copy", "--quiet",
-                                 format + ":" + archive, "oci:" + layout + ":" + kTag},
+  if (auto r = runTool({.argv = {kSkopeo, "--insecure-policy", "copy", format + ":" + archive,
+                                 "oci:" + layout + ":" + kTag},
                         .env = {"TMPDIR=" + staging},
                         .progress = progress});
       !r)

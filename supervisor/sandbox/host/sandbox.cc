@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -266,6 +267,16 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   lap("lock_and_uid_range");
 
   std::vector<MountEntry> view = options.mounts;
+  // A store image is a whole root filesystem: its own /usr and /etc, not the host's system view
+  // and language paths on top (an absolute image directory keeps them, as before). What the
+  // profile lists in readonly_paths is still shown.
+  if (!profile.filesystem.image.empty() && profile.filesystem.image.front() != '/') {
+    const auto& listed = profile.filesystem.readonly_paths;
+    std::erase_if(view, [&](const MountEntry& m) {
+      const bool host_system = m.target.starts_with("/usr") || m.target.starts_with("/etc");
+      return host_system && std::find(listed.begin(), listed.end(), m.target) == listed.end();
+    });
+  }
   if (!options.workspace_image.empty()) {
     auto mounted = sb->mountPersistentWorkspace(options.workspace_image);
     if (!mounted) return Unexpected(std::move(mounted.error()).wrap(ctx("persistent workspace")));
