@@ -82,7 +82,7 @@ secs[import]="$(step import "$airlock" image import "$work/bench-oci.tar" --name
 
 run_row="-"
 if ! $smoke; then
-  printf 'schema = 1\n[profiles.img.filesystem]\nimage = "bench-oci"\n' >"$work/policy.toml"
+  printf 'schema = 1\ndefault_profile = "img"\n[profiles.img.filesystem]\nimage = "bench-oci"\n' >"$work/policy.toml"
   secs[run]="$(step run "$airlock" run --policy "$work/policy.toml" --profile img \
     --file "$repo/examples/data/transactions.csv:transactions.csv" \
     "$repo/examples/summarize_spending.py")"

@@ -16,6 +16,8 @@ constexpr std::string_view kOpaque = ".wh..wh..opq";
 // The entry's path as the layer means it: "./etc/x/" → "etc/x". nullopt with `why` set when it
 // is absolute or has a '..' component.
 std::optional<std::string> relativePath(std::string_view p, std::string& why) {
+  // "/" alone is the root directory itself (umoci insert writes it so): nothing outside.
+  if (!p.empty() && p.find_first_not_of('/') == std::string_view::npos) return std::string();
   if (p.starts_with("/")) {
     why = "an absolute path";
     return std::nullopt;

@@ -71,6 +71,7 @@ const std::vector<Entry> kBase = {{"./"},
 
 TEST(LayerCheck, AnOrdinaryLayerPasses) {
   EXPECT_EQ(firstError({kBase}), "");
+  EXPECT_EQ(firstError({{{"/", AE_IFDIR}, {"etc/", AE_IFDIR}}}), "") << "umoci insert's root";
   // Whiteouts of ordinary entries, an opaque directory, a symlink replaced by a directory.
   EXPECT_EQ(
       firstError(
