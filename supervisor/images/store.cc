@@ -89,8 +89,9 @@ Result<Store> Store::open(std::string root, bool create) {
     if (ec) return Unexpected(Error("image store: mkdir", root, ec.value()));
     for (const char* sub : {"", "/blobs", "/names"})
       if (auto r = makeDir(root + sub, 0755); !r) return Unexpected(r.error());
-    // Staging trees are only ever the builder's: 0700 keeps half-made images from view.
-    if (auto r = makeDir(root + "/tmp", 0700); !r) return Unexpected(r.error());
+    // Staging trees are the builder's: 0711 keeps half-made images from listings, yet lets
+    // apt's unprivileged _apt user reach the tree mmdebstrap downloads into.
+    if (auto r = makeDir(root + "/tmp", 0711); !r) return Unexpected(r.error());
   }
   return Store(std::move(root));
 }
@@ -185,7 +186,7 @@ Result<Staging> Store::stage() const {
   std::snprintf(tmpl, sizeof tmpl, "%s/tmp/new-XXXXXX", root_.c_str());
   if (::mkdtemp(tmpl) == nullptr) return sysError("mkdtemp", root_ + "/tmp");
   Staging staging(tmpl);
-  // It becomes blobs/<hex>: searchable by the sandbox's uid once published (tmp/ itself is not).
+  // It becomes blobs/<hex>: searchable by the sandbox's uid once published.
   if (::chmod(tmpl, 0755) != 0) return sysError("chmod", tmpl);
   return staging;
 }
