@@ -2,6 +2,7 @@
 // with the agent, the system view's images) before the first sandbox needs them, and removes
 // what earlier builds left that nothing uses any more. The backend would build missing pieces
 // at its first start, but the /usr image takes a minute or two: setup runs this instead.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -109,11 +110,19 @@ int imagePrepareCommand(const std::vector<std::string>& args) {
     }
     auto& in_use = used[m.cache_dir];
     in_use.insert({kernel->vmlinux, kernel->vmlinux + ".release", *initramfs});
-    // The directories the backend gives images of: the system view's, outside /etc.
+    // The directories the backend gives images of: the system view's, outside /etc. A store
+    // image is a whole root (the sandbox gets no host /usr over it): only the profile's own
+    // readonly_paths then.
+    const bool store_image = !p->filesystem.image.empty() && p->filesystem.image.front() != '/';
     std::vector<std::string> dirs;
-    for (const auto& e : sandbox::composeView({}, p->filesystem.readonly_paths))
-      if (!e.target.starts_with("/etc") && std::filesystem::is_directory(e.source))
+    for (const auto& e : sandbox::composeView({}, p->filesystem.readonly_paths)) {
+      const bool listed =
+          std::find(p->filesystem.readonly_paths.begin(), p->filesystem.readonly_paths.end(),
+                    e.target) != p->filesystem.readonly_paths.end();
+      if (!e.target.starts_with("/etc") && std::filesystem::is_directory(e.source) &&
+          (!store_image || listed))
         dirs.push_back(e.source);
+    }
     // filesystem.image: the operator's image, the layer beneath the guest's root.
     if (!p->filesystem.image.empty()) {
       auto image = images::imageRootDir(p->filesystem.image);
