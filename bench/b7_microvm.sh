@@ -12,7 +12,7 @@
 #
 # Usage: bench/b7_microvm.sh [--smoke] [--runs N] [--no-pandas]
 #   --smoke   2 boot rounds, 2 print(1) runs, no pandas, no warm rows (CI keeps it working)
-# Needs root, QEMU and `airlock image build`.
+# Needs root, QEMU and `airlock image prepare`.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

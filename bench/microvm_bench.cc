@@ -7,7 +7,7 @@
 // rounds in one run, so all sides see the same machine.
 //
 // Usage: airlock_microvm_bench [--rounds N] [--accel tcg|kvm] [--memory-mb M]
-// Needs root (the cache under /var/cache/airlock/microvm is root's) and `airlock image build`.
+// Needs root (the cache under /var/cache/airlock/microvm is root's) and `airlock image prepare`.
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>

@@ -26,8 +26,10 @@ std::vector<std::string> relaxations(const Profile& profile) {
   }
   if (!profile.landlock) add("landlock = false: no Landlock ruleset on top of the namespaces");
   if (!profile.filesystem.image.empty()) {
-    add("filesystem.image = '" + profile.filesystem.image +
-        "': the sandbox root is this host directory instead of the read-only system view");
+    const bool store = profile.filesystem.image.front() != '/';
+    add("filesystem.image = '" + profile.filesystem.image + "': the sandbox root is this " +
+        (store ? "image of the image store" : "host directory") +
+        " instead of the read-only system view");
   }
   for (const auto& path : profile.filesystem.readonly_paths) {
     add("filesystem.readonly_paths: host path '" + path + "' is visible read-only");

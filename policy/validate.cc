@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "airlock/policy/image_name.h"
 #include "airlock/policy/keys.h"
 #include "airlock/policy/net_rule.h"
 #include "airlock/policy/policy.h"
@@ -313,7 +314,10 @@ Check checkLifetime(const Lifetime& t) {
 
 Check checkFilesystem(const Filesystem& fs) {
   if (!fs.image.empty()) {
-    if (auto why = pathProblem(fs.image)) {
+    // An absolute path is a host directory; anything else names an image in the store.
+    auto why = fs.image.front() == '/' ? pathProblem(fs.image) : imageNameProblem(fs.image);
+    if (why) {
+      if (fs.image.front() != '/') *why = "neither an absolute path nor an image name: " + *why;
       return Problem{"filesystem.image", "filesystem.image = " + q(fs.image) + ": " + *why};
     }
   }
@@ -650,6 +654,19 @@ std::vector<Problem> checkPolicy(const Policy& policy) {
 int capabilityNumber(std::string_view name) {
   auto it = std::ranges::find(kCapabilities, name);
   return it == kCapabilities.end() ? -1 : static_cast<int>(it - kCapabilities.begin());
+}
+
+std::optional<std::string> imageNameProblem(std::string_view name) {
+  // The name is a file under the store's names/ and a word in commands: no '/', no dot-files.
+  if (name.empty() || name.size() > 128) return "an image name has 1 to 128 characters";
+  if (!std::isalnum(static_cast<unsigned char>(name.front())))
+    return "an image name starts with a letter or digit";
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (!((std::islower(u) || std::isdigit(u)) || c == '.' || c == '_' || c == '-'))
+      return "an image name has only lowercase letters, digits, '.', '_' and '-'";
+  }
+  return std::nullopt;
 }
 
 Result<> validate(const Profile& profile) {

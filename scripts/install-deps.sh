@@ -27,6 +27,9 @@ packages=(
   # the microvm backend: QEMU, the guest kernel (Debian's own), erofs images, the initramfs
   # writer (libarchive) and the kernel unpacker (liblzma)
   qemu-system-x86 linux-image-amd64 erofs-utils libarchive-dev liblzma-dev
+  # the image store (docs/images.md): root filesystems from the Debian archive (mmdebstrap) and
+  # OCI image archives copied (skopeo) and unpacked (umoci); libarchive checks their layers
+  mmdebstrap skopeo umoci
   # what the static agent's transfer helper links with libarchive (zstd, lz4, ACLs)
   libzstd-dev liblz4-dev libacl1-dev libattr1-dev
   # peers for side-by-side benchmarks

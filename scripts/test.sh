@@ -34,9 +34,9 @@ if [ "${#exclude[@]}" -gt 0 ]; then
   label_args=(-LE "$(IFS='|'; echo "${exclude[*]}")")
 fi
 echo "test.sh: isolation backends under test: $backends"
-# microVMs boot what `airlock image build` prepares (the /usr image takes a minute or two the
+# microVMs boot what `airlock image prepare` prepares (the /usr image takes a minute or two the
 # first time); build it now rather than inside the first test's time limit.
-case ",$backends," in *",microvm,"*) build/bin/airlock image build ;; esac
+case ",$backends," in *",microvm,"*) build/bin/airlock image prepare ;; esac
 
 # Sandbox tests are CPU-heavy and some measure limits: two at a time on this 2-core class.
 rc=0

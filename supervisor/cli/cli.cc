@@ -17,7 +17,8 @@ Usage:
   airlock policy explain [--policy FILE] [--profile NAME]
                                                    show the effective profile and relaxations
   airlock doctor                                   what this host's kernel supports
-  airlock image build [--profile NAME]             prepare what microVM sandboxes boot
+  airlock image build|import|ls|inspect|rm ...     root filesystem images for profiles
+  airlock image prepare [--profile NAME]           prepare what microVM sandboxes boot
   airlock serve [options]                          run the long-lived supervisor (HTTP API)
   airlock review --profile NAME FILE               run the review chain only (dry run)
   airlock mcp                                      Model Context Protocol server on stdio

@@ -24,9 +24,11 @@ int reviewQueueCommand(const std::vector<std::string>& args);
 
 int reviewCommand(const std::vector<std::string>& args);  // airlock review (review_command.cc)
 int mcpCommand(const std::vector<std::string>& args);     // airlock mcp (mcp_command.cc)
-int imageCommand(const std::vector<std::string>& args);   // airlock image build (image_command.cc)
-int toolsCommand(const std::vector<std::string>& args);   // airlock tools (tools_command.cc)
-int auditCommand(const std::vector<std::string>& args);   // airlock audit tail|query
+int imageCommand(const std::vector<std::string>& args);   // airlock image (image_command.cc)
+// airlock image prepare: the microVM backend's boot artifacts (image_prepare_command.cc).
+int imagePrepareCommand(const std::vector<std::string>& args);
+int toolsCommand(const std::vector<std::string>& args);  // airlock tools (tools_command.cc)
+int auditCommand(const std::vector<std::string>& args);  // airlock audit tail|query
 
 // "airlock: <message>" on stderr.
 void printError(const std::string& message);

@@ -1,48 +1,251 @@
-// airlock image build: prepares what microVM sandboxes boot (the guest kernel, the initramfs
-// with the agent, the system view's images) before the first sandbox needs them, and removes
-// what earlier builds left that nothing uses any more. The backend would build missing pieces
-// at its first start, but the /usr image takes a minute or two: setup runs this instead.
-#include <chrono>
-#include <filesystem>
-#include <iostream>
-#include <map>
-#include <set>
+// airlock image build|import|ls|inspect|rm: the image store (docs/images.md), and
+// airlock image prepare: the microVM backend's boot artifacts (image_prepare_command.cc).
+#include <unistd.h>
 
-#include "airlock/policy/policy.h"
-#include "artifacts.h"
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "airlock/policy/image_name.h"
 #include "supervisor/cli/cli.h"
-#include "supervisor/plugin/registry.h"
-#include "supervisor/sandbox/host/rootfs_view.h"
+#include "supervisor/images/debian_build.h"
+#include "supervisor/images/oci_import.h"
+#include "supervisor/images/spec.h"
+#include "supervisor/images/store.h"
 #include "supervisor/sandbox/run_result.h"
 
 namespace airlock::cli {
 namespace {
 
-constexpr const char* kUsage =
-    R"(Usage: airlock image build [--policy FILE] [--profile NAME]... [--keep-old]
+constexpr const char* kUsage = R"(Usage:
+  airlock image build SPEC.toml [--name NAME] [--apt-cache DIR|none]
+                         a root filesystem from the Debian archive (mmdebstrap) as the spec says
+  airlock image import ARCHIVE [--name NAME]
+                         an OCI image archive (skopeo copy … oci-archive:) or a docker save
+                         archive; every layer is checked before anything is unpacked
+  airlock image ls [--json]            the store's images: name, digest, size, created, source
+  airlock image inspect NAME           one image's metadata (JSON)
+  airlock image rm NAME...             remove names; an image no name points at is deleted
+  airlock image prepare [--policy FILE] [--profile NAME]... [--keep-old]
+                         prepare what microVM sandboxes boot (kernel, initramfs, images)
 
-Prepares what isolation = "microvm" boots, under each profile's microvm.cache_dir:
-  the guest kernel      the host's newest /boot/vmlinuz-* (or microvm.kernel), unpacked
-  the initramfs         airlock-vm-init, airlock-agent and the guest's virtio and erofs modules
-  the system images     a read-only erofs image of /usr (and of each directory the profile
-                        shows from the host outside /etc, and of its filesystem.image)
-Each piece is rebuilt when its inputs change (a new kernel, agent, or package in /usr); pieces
-of earlier builds that nothing uses any more are removed unless --keep-old is given, and so
-are the guest snapshots (each is made again by the first sandbox of its configuration).
-Profiles: the ones named, else every profile that uses or offers microvm, else the defaults.
+Every command but prepare takes --store DIR (default $AIRLOCK_IMAGE_STORE, else
+/var/lib/airlock/images). A profile uses an image by name:
+  [profiles.X.filesystem]
+  image = "NAME"
 )";
 
-bool usesMicrovm(const policy::Profile& p) {
-  auto is = [](const std::string& name) {
-    return name == "microvm" || name == "airlock.isolation.microvm";
-  };
-  if (is(p.isolation)) return true;
-  for (const auto& c : p.isolation_choices)
-    if (is(c)) return true;
-  return false;
+using Clock = std::chrono::steady_clock;
+
+struct Common {
+  std::string store = images::defaultStoreRoot();
+  std::string name;
+  std::string apt_cache = "/var/cache/apt/archives";
+  bool json = false;
+  std::vector<std::string> positional;
+};
+
+Result<Common> parseArgs(const std::string& sub, const std::vector<std::string>& args) {
+  Common c;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool has_value = i + 1 < args.size();
+    if (a == "--store" && has_value) {
+      c.store = args[++i];
+    } else if (a == "--name" && has_value && (sub == "build" || sub == "import")) {
+      c.name = args[++i];
+    } else if (a == "--apt-cache" && has_value && sub == "build") {
+      c.apt_cache = args[++i] == "none" ? "" : args[i];
+    } else if (a == "--json" && sub == "ls") {
+      c.json = true;
+    } else if (!a.starts_with("-")) {
+      c.positional.push_back(a);
+    } else {
+      return fail("image " + sub + ": unexpected argument '" + a + "'");
+    }
+  }
+  return c;
 }
 
-constexpr const char* kDefaultPolicy = AIRLOCK_DEFAULT_POLICY;
+std::string isoNow() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  std::ostringstream o;
+  o << std::put_time(&tm, "%Y-%m-%dT%H:%M:%SZ");
+  return o.str();
+}
+
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string mib(uint64_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; }
+
+// An image name from an archive's file name: "pandas-1.5.oci.tar" → "pandas-1.5".
+std::string nameFromArchive(const std::string& path) {
+  std::string base = std::filesystem::path(path).filename().string();
+  for (const char* ext : {".gz", ".zst", ".tar", ".oci", ".docker"})
+    if (base.ends_with(ext)) base.resize(base.size() - std::strlen(ext));
+  std::string out;
+  for (char c : base) {
+    const auto u = static_cast<unsigned char>(c);
+    out += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : (c == '.' || c == '_' ? c : '-');
+  }
+  while (!out.empty() && !std::isalnum(static_cast<unsigned char>(out.front()))) out.erase(0, 1);
+  return out;
+}
+
+images::Progress progressFor(const std::string& sub) {
+  return [sub](const std::string& line) {
+    std::cerr << "airlock: image " << sub << ": " << line << "\n";
+  };
+}
+
+// Takes the store's lock, stages, runs `fill` into the staging directory and publishes it.
+// Any failure leaves the store as it was: the staging directory goes with its owner.
+template <typename Fill>
+int stageAndPublish(const std::string& sub, const Common& c, const std::string& name, Fill fill) {
+  const auto t0 = Clock::now();
+  auto say = progressFor(sub);
+  auto store = images::Store::open(c.store, true);
+  if (!store) return printError("image " + sub + ": " + store.error().message()), 125;
+  auto lock = store->lock(say);
+  if (!lock) return printError("image " + sub + ": " + lock.error().message()), 125;
+  auto staging = store->stage();
+  if (!staging) return printError("image " + sub + ": " + staging.error().message()), 125;
+  auto made = fill(*staging);  // Result<std::pair<digest, meta>>
+  if (!made) {
+    printError(made.error().message());
+    return sandbox::kExitAirlockError;
+  }
+  auto& [digest, meta] = *made;
+  const uint64_t bytes = images::treeBytes(staging->rootfs());
+  meta["name"] = name;
+  meta["created"] = isoNow();
+  meta["size_bytes"] = bytes;
+  meta["seconds"] = std::round(secondsSince(t0) * 10) / 10;
+  if (auto r = store->publish(*staging, name, digest, meta); !r) {
+    printError("image " + sub + ": " + r.error().message());
+    return sandbox::kExitAirlockError;
+  }
+  std::ostringstream took;
+  took << std::fixed << std::setprecision(1) << secondsSince(t0);
+  say(name + " is " + digest + " (" + mib(bytes) + ", " + took.str() + " s)");
+  std::cout << name << " " << digest << "\n";
+  return 0;
+}
+
+int buildCommand(const Common& c) {
+  if (c.positional.size() != 1)
+    return printError("image build: which spec? `airlock image build SPEC.toml`"), 125;
+  auto spec = images::loadSpec(c.positional[0]);
+  if (!spec) return printError("image build: " + spec.error().message()), 125;
+  const std::string name = c.name.empty() ? spec->name : c.name;
+  return stageAndPublish(
+      "build", c, name,
+      [&](const images::Staging& staging) -> Result<std::pair<std::string, nlohmann::json>> {
+        auto built = images::buildDebianRootfs(
+            *spec, staging.rootfs(), {.apt_cache = c.apt_cache, .progress = progressFor("build")});
+        if (!built) return Unexpected(built.error());
+        const auto& r = built->resolved;
+        nlohmann::json meta = {{"source",
+                                {{"kind", "spec"},
+                                 {"file", std::filesystem::absolute(spec->source).string()},
+                                 {"suite", r.suite},
+                                 {"mirror", r.mirror},
+                                 {"variant", r.variant},
+                                 {"packages", r.packages}}},
+                               {"packages", built->packages}};
+        return std::pair(built->digest, std::move(meta));
+      });
+}
+
+int importCommand(const Common& c) {
+  if (c.positional.size() != 1)
+    return printError("image import: which archive? `airlock image import ARCHIVE`"), 125;
+  const std::string archive = c.positional[0];
+  const std::string name = c.name.empty() ? nameFromArchive(archive) : c.name;
+  if (auto why = policy::imageNameProblem(name))
+    return printError("image import: name '" + name + "': " + *why + " (give one with --name)"),
+           125;
+  return stageAndPublish(
+      "import", c, name,
+      [&](const images::Staging& staging) -> Result<std::pair<std::string, nlohmann::json>> {
+        auto imported = images::importOciArchive(archive, staging.path(), progressFor("import"));
+        if (!imported) return Unexpected(imported.error());
+        nlohmann::json meta = {{"source",
+                                {{"kind", imported->format},
+                                 {"file", std::filesystem::absolute(archive).string()},
+                                 {"layers", imported->layers}}}};
+        return std::pair(imported->digest, std::move(meta));
+      });
+}
+
+int lsCommand(const Common& c) {
+  auto store = images::Store::open(c.store, false);
+  if (!store) return printError("image ls: " + store.error().message()), 125;
+  auto all = store->list();
+  if (!all) return printError("image ls: " + all.error().message()), 125;
+  if (c.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& i : *all)
+      out.push_back({{"name", i.name}, {"digest", i.digest}, {"meta", i.meta}});
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << std::left << std::setw(24) << "NAME" << std::setw(21) << "DIGEST" << std::setw(10)
+            << "SIZE" << std::setw(22) << "CREATED"
+            << "SOURCE\n";
+  for (const auto& i : *all) {
+    const auto& m = i.meta;
+    std::string source = m.contains("source") ? m["source"].value("kind", "?") : "?";
+    if (m.contains("source") && m["source"].contains("file"))
+      source += " " + m["source"].value("file", "");
+    std::cout << std::setw(24) << (i.name.empty() ? "<none>" : i.name) << std::setw(21)
+              << i.digest.substr(0, 19) << std::setw(10) << mib(m.value("size_bytes", 0ull))
+              << std::setw(22) << m.value("created", "") << source << "\n";
+  }
+  return 0;
+}
+
+int inspectCommand(const Common& c) {
+  if (c.positional.size() != 1) return printError("image inspect: which image?"), 125;
+  auto store = images::Store::open(c.store, false);
+  if (!store) return printError("image inspect: " + store.error().message()), 125;
+  auto info = store->inspect(c.positional[0]);
+  if (!info) return printError(info.error().message()), 125;
+  nlohmann::json out = info->meta;
+  out["name"] = info->name;
+  out["digest"] = info->digest;
+  out["rootfs"] = store->rootfsFor(info->name).value_or("");
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+int rmCommand(const Common& c) {
+  if (c.positional.empty()) return printError("image rm: which image?"), 125;
+  auto store = images::Store::open(c.store, false);
+  if (!store) return printError("image rm: " + store.error().message()), 125;
+  auto lock = store->lock(progressFor("rm"));
+  if (!lock) return printError("image rm: " + lock.error().message()), 125;
+  int rc = 0;
+  for (const auto& name : c.positional) {
+    if (auto r = store->remove(name); !r) {
+      printError(r.error().message());
+      rc = sandbox::kExitAirlockError;
+    } else {
+      std::cout << "removed " << name << "\n";
+    }
+  }
+  return rc;
+}
 
 }  // namespace
 
@@ -51,105 +254,22 @@ int imageCommand(const std::vector<std::string>& args) {
     std::cout << kUsage;
     return args.empty() ? sandbox::kExitAirlockError : 0;
   }
-  if (args[0] != "build") {
-    printError("image: unknown subcommand '" + args[0] + "'\n" + kUsage);
+  const std::string& sub = args[0];
+  if (sub == "prepare") return imagePrepareCommand({args.begin() + 1, args.end()});
+  if (sub != "build" && sub != "import" && sub != "ls" && sub != "inspect" && sub != "rm") {
+    printError("image: unknown subcommand '" + sub + "'\n" + kUsage);
     return sandbox::kExitAirlockError;
   }
-  std::string policy_file;
-  std::vector<std::string> wanted;
-  bool keep_old = false;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--policy" && i + 1 < args.size()) {
-      policy_file = args[++i];
-    } else if (args[i] == "--profile" && i + 1 < args.size()) {
-      wanted.push_back(args[++i]);
-    } else if (args[i] == "--keep-old") {
-      keep_old = true;
-    } else {
-      printError("image build: unexpected argument '" + args[i] + "'\n" + kUsage);
-      return sandbox::kExitAirlockError;
-    }
-  }
-  if (policy_file.empty() && std::filesystem::exists(kDefaultPolicy)) policy_file = kDefaultPolicy;
-  auto pol = policy_file.empty() ? Result<policy::Policy>(policy::builtinDefault())
-                                 : policy::loadFile(policy_file);
-  if (!pol) {
-    printError("image build: " + pol.error().message());
+  auto c = parseArgs(sub, args);
+  if (!c) {
+    printError(c.error().message() + "\n" + kUsage);
     return sandbox::kExitAirlockError;
   }
-  std::vector<const policy::Profile*> profiles;
-  for (const auto& name : wanted) {
-    auto it = pol->profiles.find(name);
-    if (it == pol->profiles.end()) {
-      printError("image build: no profile '" + name + "' in " + pol->source);
-      return sandbox::kExitAirlockError;
-    }
-    profiles.push_back(&it->second);
-  }
-  if (wanted.empty())
-    for (const auto& [name, p] : pol->profiles)
-      if (usesMicrovm(p)) profiles.push_back(&p);
-  const policy::Profile defaults;
-  if (profiles.empty()) profiles.push_back(&defaults);
-
-  const std::string agent = plugin::defaultAgentPath();
-  auto progress = [](const std::string& line) { std::cerr << "airlock: image: " << line << "\n"; };
-  std::map<std::string, std::set<std::string>> used;  // cache dir → artifacts in use
-  const auto t0 = std::chrono::steady_clock::now();
-  for (const policy::Profile* p : profiles) {
-    const auto& m = p->microvm;
-    auto kernel = isolation::microvm::prepareKernel(m.cache_dir, m.kernel, progress);
-    if (!kernel) {
-      printError("image build: microvm: " + kernel.error().message());
-      return sandbox::kExitAirlockError;
-    }
-    auto initramfs = isolation::microvm::prepareInitramfs(
-        m.cache_dir, *kernel, isolation::microvm::initBesideAgent(agent), agent, progress);
-    if (!initramfs) {
-      printError("image build: microvm: " + initramfs.error().message());
-      return sandbox::kExitAirlockError;
-    }
-    auto& in_use = used[m.cache_dir];
-    in_use.insert({kernel->vmlinux, kernel->vmlinux + ".release", *initramfs});
-    // The directories the backend gives images of: the system view's, outside /etc.
-    std::vector<std::string> dirs;
-    for (const auto& e : sandbox::composeView({}, p->filesystem.readonly_paths))
-      if (!e.target.starts_with("/etc") && std::filesystem::is_directory(e.source))
-        dirs.push_back(e.source);
-    // filesystem.image: the operator's image, the layer beneath the guest's root.
-    if (!p->filesystem.image.empty()) dirs.push_back(p->filesystem.image);
-    for (const auto& d : dirs) {
-      auto image = isolation::microvm::prepareDirectoryImage(m.cache_dir, d, progress);
-      if (!image) {
-        printError("image build: microvm: " + image.error().message());
-        return sandbox::kExitAirlockError;
-      }
-      in_use.insert(*image);
-    }
-    std::cerr << "airlock: image: profile '" << p->name << "': kernel " << kernel->version << ", "
-              << dirs.size() << " system image(s) ready in " << m.cache_dir << "\n";
-  }
-  if (!keep_old) {
-    for (const auto& [dir, keep] : used) {
-      std::error_code ec;
-      for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-        const std::string path = e.path().string(), name = e.path().filename().string();
-        // Snapshots go too: they are made again, one cold boot each, on the next start of
-        // their configuration, and a stale one would only take space.
-        const bool ours = name.starts_with("vmlinux-") || name.starts_with("initramfs-") ||
-                          name.starts_with("image-") || name.starts_with("snapshot-");
-        if (!ours || keep.contains(path) || name.ends_with(".lock")) continue;
-        std::filesystem::remove(e.path(), ec);
-        if (!ec) progress("removed " + path + " (an earlier build)");
-      }
-    }
-  }
-  std::cerr << "airlock: image: done in "
-            << std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
-                                                                t0)
-                   .count()
-            << " s\n";
-  return 0;
+  if (sub == "build") return buildCommand(*c);
+  if (sub == "import") return importCommand(*c);
+  if (sub == "ls") return lsCommand(*c);
+  if (sub == "inspect") return inspectCommand(*c);
+  return rmCommand(*c);
 }
 
 }  // namespace airlock::cli

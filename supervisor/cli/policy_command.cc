@@ -4,6 +4,7 @@
 #include "airlock/policy/keys.h"
 #include "airlock/policy/policy.h"
 #include "supervisor/cli/cli.h"
+#include "supervisor/images/resolve.h"
 #include "supervisor/sandbox/run_result.h"
 
 namespace airlock::cli {
@@ -44,6 +45,14 @@ int policyCommand(const std::vector<std::string>& args) {
     return 1;
   }
   if (args[0] == "check") {
+    // The parser keeps to the file; whether a named image exists is the store's to say
+    // ($AIRLOCK_IMAGE_STORE or /var/lib/airlock/images), so it is asked here.
+    for (const auto& [name, p] : pol->profiles) {
+      if (auto dir = images::imageRootDir(p.filesystem.image); !dir) {
+        std::cerr << pol->source << ": profile '" << name << "': " << dir.error().message() << "\n";
+        return 1;
+      }
+    }
     std::cout << pol->source << ": OK, schema " << pol->schema << ", " << pol->profiles.size()
               << " profile(s), default '" << pol->default_profile << "', " << pol->tenants.size()
               << " tenant(s), sha256 " << pol->hash << "\n";

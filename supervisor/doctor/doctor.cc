@@ -551,7 +551,7 @@ Result<std::vector<Check>> probeHost() {
           microvm.kvm.first ? "" : "microvm.accel = 'auto' uses TCG");
       add("microvm /usr image", !microvm.image.empty(),
           microvm.image.empty() ? "not built" : microvm.image,
-          microvm.image.empty() ? "run `airlock image build` (else the first microVM builds it)"
+          microvm.image.empty() ? "run `airlock image prepare` (else the first microVM builds it)"
                                 : "");
     }
   }

@@ -165,8 +165,13 @@ TEST(PolicyValidate, EveryRuleAtAndPastItsBounds) {
        },
        std::nullopt},
       {"image absolute", [](Profile& p) { p.filesystem.image = "/srv/rootfs"; }, std::nullopt},
-      {"image relative", [](Profile& p) { p.filesystem.image = "srv"; },
-       "filesystem.image = 'srv': must be an absolute path"},
+      {"image store name", [](Profile& p) { p.filesystem.image = "data-science"; }, std::nullopt},
+      {"image relative path", [](Profile& p) { p.filesystem.image = "srv/rootfs"; },
+       "filesystem.image = 'srv/rootfs': neither an absolute path nor an image name: an image "
+       "name has only lowercase letters, digits, '.', '_' and '-'"},
+      {"image dot name", [](Profile& p) { p.filesystem.image = ".."; },
+       "filesystem.image = '..': neither an absolute path nor an image name: an image name "
+       "starts with a letter or digit"},
       {"image root", [](Profile& p) { p.filesystem.image = "//"; },
        "filesystem.image = '//': must not be '/' (that is the whole host)"},
       {"image dotdot", [](Profile& p) { p.filesystem.image = "/srv/.."; },

@@ -20,6 +20,7 @@
 
 #include <airlock/run_bounded.h>
 #include <airlock/unique_fd.h>
+#include <airlock/whole_file.h>
 
 namespace airlock::isolation::microvm {
 namespace {
@@ -50,7 +51,7 @@ Result<> ensureCacheDir(const std::string& dir) {
   return {};
 }
 
-// Serializes the builders of one artifact (two starts at once, a pool, `airlock image build`).
+// Serializes the builders of one artifact (two starts at once, a pool, `airlock image prepare`).
 class BuildLock {
  public:
   static Result<BuildLock> take(const std::string& path) {
@@ -430,6 +431,16 @@ Result<std::string> prepareInitramfs(const std::string& cache_dir, const Kernel&
 }
 
 std::string directoryImagePath(const std::string& cache_dir, const std::string& source) {
+  // An image of the store (supervisor/images/store.h: <blob>/rootfs beside <blob>/digest) never
+  // changes once published: its digest says what it holds, without walking the tree, and the
+  // same image in another store (or rebuilt to the same packages) shares the erofs.
+  std::string digest;
+  if (source.ends_with("/rootfs")) {
+    if (auto text = readWholeFile(source.substr(0, source.size() - 7) + "/digest", 128); text)
+      digest = text->substr(0, text->find('\n'));
+  }
+  if (digest.size() == 71 && digest.starts_with("sha256:"))
+    return cache_dir + "/image-" + cacheKey({"store-image-v1", digest}) + ".erofs";
   std::vector<std::string> inputs = {"dir-v1", fileIdentity(source)};
   if (source == "/usr" || source.starts_with("/usr/")) {
     // Packages change files deep inside /usr without touching /usr itself; dpkg's database

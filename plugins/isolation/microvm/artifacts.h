@@ -8,7 +8,7 @@
 //                      points, the merged-/usr symlinks
 // Each name carries a key over its inputs, so changed inputs give a new file and never an
 // update in place; a build writes a temporary file and renames it, under a lock per artifact,
-// so concurrent starts build once. Linked into the plugin, `airlock image build` and
+// so concurrent starts build once. Linked into the plugin, `airlock image prepare` and
 // `airlock doctor`.
 #pragma once
 

@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "supervisor/images/resolve.h"
 #include "supervisor/net/link_filter.h"
 #include "supervisor/sandbox/host/backend_events.h"
 #include "supervisor/sandbox/host/host_mounts.h"
@@ -241,6 +243,10 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
     step_at = now;
   };
 
+  // filesystem.image names a store image or is a host directory (supervisor/images/resolve.h).
+  auto image_dir = images::imageRootDir(profile.filesystem.image);
+  if (!image_dir) return Unexpected(std::move(image_dir.error()).wrap(ctx("image")));
+
   auto backend = plugins.isolation(profile.isolation, isolationConfigJson(profile));
   if (!backend) return Unexpected(std::move(backend.error()).wrap(ctx("isolation backend")));
   sb->backend_ = *backend;
@@ -261,6 +267,16 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   lap("lock_and_uid_range");
 
   std::vector<MountEntry> view = options.mounts;
+  // A store image is a whole root filesystem: its own /usr and /etc, not the host's system view
+  // and language paths on top (an absolute image directory keeps them, as before). What the
+  // profile lists in readonly_paths is still shown.
+  if (!profile.filesystem.image.empty() && profile.filesystem.image.front() != '/') {
+    const auto& listed = profile.filesystem.readonly_paths;
+    std::erase_if(view, [&](const MountEntry& m) {
+      const bool host_system = m.target.starts_with("/usr") || m.target.starts_with("/etc");
+      return host_system && std::find(listed.begin(), listed.end(), m.target) == listed.end();
+    });
+  }
   if (!options.workspace_image.empty()) {
     auto mounted = sb->mountPersistentWorkspace(options.workspace_image);
     if (!mounted) return Unexpected(std::move(mounted.error()).wrap(ctx("persistent workspace")));
@@ -343,7 +359,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   spec.id_count = kIdRangeSize;
   spec.user_uid = kSandboxUid;
   spec.user_gid = kSandboxGid;
-  spec.image_dir = profile.filesystem.image.empty() ? nullptr : profile.filesystem.image.c_str();
+  spec.image_dir = image_dir->empty() ? nullptr : image_dir->c_str();
   spec.mounts = mounts.data();
   spec.mounts_len = mounts.size();
   spec.workspace_bytes = profile.limits.workspace_mb << 20;
