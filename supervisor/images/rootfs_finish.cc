@@ -99,7 +99,7 @@ Result<> appendLineIfMissing(int root_fd, const std::string& rel, const std::str
 // /dev over the image's, so they would only be dead weight, and a store is safer without any.
 Result<> removeDeviceNodes(int root_fd) {
   AIRLOCK_TRY_CTX(dev, openBeneath(root_fd, "dev", O_RDONLY | O_DIRECTORY), "image root");
-  DIR* d = ::fdopendir(::dup(dev.get()));
+  DIR* d = ::fdopendir(::fcntl(dev.get(), F_DUPFD_CLOEXEC, 0));
   if (d == nullptr) return sysError("opendir", "/dev");
   std::vector<std::string> nodes;
   while (dirent* e = ::readdir(d)) {

@@ -655,6 +655,8 @@ TEST_F(ApiServerTest, RequestLimitsNameTheLimitAndHealthzStillAnswers) {
     ASSERT_TRUE(c.sendRequest("POST", "/v1/sandboxes/" + sb + "/commands", R"({"argv":["yes"]})"));
     HttpResponse head;
     ASSERT_TRUE(c.readHead(head));
+    // The create's thread sends its answer before it counts itself out: wait for that.
+    waitFor([&] { return server.requestThreads() == 1; });
     EXPECT_EQ(server.requestThreads(), 1u);
 
     auto other = connect();
