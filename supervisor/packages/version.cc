@@ -30,6 +30,15 @@ int rankOf(const std::string& word) {
   return 1;  // alpha, a, and the words semver pre-releases use (canary, next, ...)
 }
 
+// Spellings of one word compare equal: 1.0-beta1 == 1.0b1.
+std::string canonicalWord(const std::string& word) {
+  if (word == "alpha") return "a";
+  if (word == "beta") return "b";
+  if (word == "c" || word == "pre" || word == "preview") return "rc";
+  if (word == "r" || word == "rev") return "post";
+  return word;
+}
+
 }  // namespace
 
 std::optional<Version> parseVersion(std::string_view s) {
@@ -52,12 +61,13 @@ std::optional<Version> parseVersion(std::string_view s) {
     Version::Suffix suffix;
     while (i < s.size() && isAlpha(s[i]))
       suffix.tag += static_cast<char>(std::tolower(static_cast<unsigned char>(s[i++])));
-    if (i < s.size() && isSeparator(s[i]) && i + 1 < s.size() && isDigit(s[i + 1])) ++i;
+    if (!suffix.tag.empty() && i + 1 < s.size() && isSeparator(s[i]) && isDigit(s[i + 1])) ++i;
     const bool numbered = i < s.size() && isDigit(s[i]);
     if (numbered && !readNumber(s, i, suffix.number)) return std::nullopt;
     if (suffix.tag.empty() && !numbered) return std::nullopt;  // "1.0-", "1.0..", "1.0!"
     // A bare number after the release ("1.0.0-1") is a semver pre-release, like a word.
     suffix.rank = suffix.tag.empty() ? 1 : rankOf(suffix.tag);
+    suffix.tag = canonicalWord(suffix.tag);
     v.suffixes.push_back(std::move(suffix));
   }
   return v;
