@@ -17,6 +17,7 @@
 #include <future>
 #include <list>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "supervisor/api/fd_stream.h"
@@ -118,7 +119,7 @@ ProxyReply errorReply(unsigned status, const std::string& message) {
   r.status = status;
   r.reason = sanitizeReasonPhrase(message);
   r.content_type = "application/json";
-  r.body = "{\"error\":\"" + r.reason + "\"}\n";  // fixed messages without quotes
+  r.body = nlohmann::json{{"error", message}}.dump() + "\n";
   return r;
 }
 
