@@ -10,6 +10,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -35,6 +36,7 @@ class FakeUpstream {
     unsigned status = 200;
     std::string content_type = "application/octet-stream";
     std::string body;
+    bool stall = false;  // send the header and part of the body, then hang until stop()
   };
 
   FakeUpstream() : acceptor_(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
@@ -57,10 +59,19 @@ class FakeUpstream {
     std::lock_guard lock(mu_);
     return last_accept_;
   }
+  // Waits until a stalling answer has begun.
+  void waitForStall() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return stalled_; });
+  }
   // Stops answering; the port refuses connections from then on.
   void stop() {
     if (!thread_.joinable()) return;
-    stopping_ = true;
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
     asio::io_context wake_ioc;
     tcp::socket wake(wake_ioc);
     boost::system::error_code ec;
@@ -93,7 +104,17 @@ class FakeUpstream {
       res.body() = a.body;
       res.prepare_payload();
       res.keep_alive(false);
-      http::write(s, res, ec);
+      if (!a.stall) {
+        http::write(s, res, ec);
+        continue;
+      }
+      res.content_length(a.body.size() + 500);  // within max_file_bytes
+      http::response_serializer<http::string_body> sr{res};
+      http::write(s, sr, ec);  // the body it has; the promised rest never comes
+      std::unique_lock lock(mu_);
+      stalled_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return stopping_.load(); });
     }
   }
 
@@ -106,6 +127,8 @@ class FakeUpstream {
   std::map<std::string, Answer> answers_;
   std::vector<std::string> requests_;
   std::string last_accept_;
+  std::condition_variable cv_;
+  bool stalled_ = false;
 };
 
 struct Reply {
@@ -582,6 +605,34 @@ TEST_F(PackagesProxy, DestroyingTheAttachmentClosesItsListenerAndConnections) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   EXPECT_TRUE(idle.closedByPeer());
   EXPECT_THROW(Client{port_}, boost::system::system_error);
+}
+
+TEST_F(PackagesProxy, DestroyingTheAttachmentEndsADownloadInFlight) {
+  upstream_.set("/files/demo-2.0-py3-none-any.whl", {.body = "part", .stall = true});
+  std::thread client([&] {
+    // The proxy closes the connection without an answer: reading it fails.
+    try {
+      const Reply r = fetch(port_, fileUrl("demo", "demo-2.0-py3-none-any.whl"));
+      ADD_FAILURE() << "answered " << r.status << " " << r.reason;
+    } catch (const boost::system::system_error&) {
+    }
+  });
+  upstream_.waitForStall();
+  const auto start = std::chrono::steady_clock::now();
+  attachment_.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  client.join();
+  EXPECT_EQ(blobCount(), 0u);
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/cache/tmp"));
+}
+
+TEST_F(PackagesProxy, TheProxyMayGoBeforeItsAttachments) {
+  Client idle(port_);
+  EXPECT_EQ(idle.get("/pypi/simple/demo/").status, 200u);
+  proxy_.reset();  // stops the attachment too
+  EXPECT_TRUE(idle.closedByPeer());
+  EXPECT_THROW(Client{port_}, boost::system::system_error);
+  attachment_.reset();  // nothing left to do, and no hang
 }
 
 TEST(PackagesListen, ListensOnLoopbackOnAnEphemeralPort) {
