@@ -1,5 +1,6 @@
 // The package proxy end to end in process: a fake upstream (PyPI index, npm registry, files) on
 // loopback, the Proxy on an ephemeral loopback listener, and real HTTP requests to it.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -642,6 +643,22 @@ TEST(PackagesListen, ListensOnLoopbackOnAnEphemeralPort) {
   ASSERT_TRUE(port);
   EXPECT_NE(*port, 0);
   EXPECT_FALSE(listenInNetns(-1, *port));  // taken
+}
+
+TEST(PackagesListen, ListensInAGivenNamespace) {
+  // Our own namespace, named by fd: the setns() path without creating a namespace.
+  UniqueFd ns(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(ns);
+  auto fd = listenInNetns(ns.get(), 0);
+  if (!fd && fd.error().errnum() == EPERM) GTEST_SKIP() << "setns needs CAP_SYS_ADMIN";
+  ASSERT_TRUE(fd) << fd.error().message();
+  auto port = boundPort(fd->get());
+  ASSERT_TRUE(port);
+  EXPECT_NO_THROW(Client{*port});
+  UniqueFd not_a_namespace(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  auto bad = listenInNetns(not_a_namespace.get(), 0);
+  ASSERT_FALSE(bad);
+  EXPECT_TRUE(contains(bad.error().message(), "setns(CLONE_NEWNET)")) << bad.error().message();
 }
 
 TEST(PackagesProxyCreate, RefusesBadOptions) {
