@@ -281,21 +281,23 @@ class PackagesProxy : public ::testing::Test {
     return *rules;
   }
 
-  ProxyOptions options(size_t max_connections = 16) {
+  ProxyOptions options(size_t max_connections = 16, int idle_timeout_s = 60) {
     ProxyOptions o;
     o.pypi_index = upstream_.base() + "/simple";  // without the trailing slash on purpose
     o.npm_registry = upstream_.base() + "/registry/";
     o.cache_dir = dir_ + "/cache";
     o.timeout_s = 5;
     o.max_connections_per_sandbox = max_connections;
+    o.idle_timeout_s = idle_timeout_s;
     return o;
   }
 
-  void startProxy(size_t max_connections = 16) {
-    auto proxy = Proxy::create(options(max_connections), [this](const DownloadEvent& e) {
-      std::lock_guard lock(events_mu_);
-      events_.push_back(e);
-    });
+  void startProxy(size_t max_connections = 16, int idle_timeout_s = 60) {
+    auto proxy =
+        Proxy::create(options(max_connections, idle_timeout_s), [this](const DownloadEvent& e) {
+          std::lock_guard lock(events_mu_);
+          events_.push_back(e);
+        });
     ASSERT_TRUE(proxy) << proxy.error().message();
     proxy_ = *proxy;
   }
@@ -596,6 +598,18 @@ TEST_F(PackagesProxy, LimitsConnectionsPerSandbox) {
   const Reply r = c.get("/pypi/simple/demo/");
   EXPECT_EQ(r.status, 503u);
   EXPECT_TRUE(contains(r.reason, "too many connections")) << r.reason;
+}
+
+TEST_F(PackagesProxy, ClosesIdleConnections) {
+  attachment_.reset();
+  proxy_.reset();
+  startProxy(16, 1);
+  attachment_ = attachListener(rules_, port_);
+  Client c(port_);
+  EXPECT_EQ(c.get("/x").status, 404u);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.closedByPeer());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
 }
 
 TEST_F(PackagesProxy, DestroyingTheAttachmentClosesItsListenerAndConnections) {
