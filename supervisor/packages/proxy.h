@@ -46,7 +46,8 @@ struct DownloadEvent {
   std::string verdict;  // "allowed", "denied", "failed"
   std::string rule, reason;
 };
-// Called on the connection's thread; must be thread-safe and quick.
+// Called on the connection's thread; must be thread-safe and quick, and must not destroy the
+// Attachment or the Proxy (their destructors join that very thread).
 using AuditSink = std::function<void(const DownloadEvent&)>;
 
 struct SandboxIdentity {
