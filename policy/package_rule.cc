@@ -1,34 +1,23 @@
 #include "airlock/policy/package_rule.h"
 
 #include <algorithm>
-#include <cctype>
 
 namespace airlock::policy {
 namespace {
 
-bool nameChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
-         c == '@' || c == '/' || c == '*' || c == '~';
-}
-
-bool versionChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
-         c == '+' || c == '!';
-}
-
-// Glob with '*' only, iterative with one backtrack point: linear in practice, no recursion.
+// '*' matches any run of characters, everything else itself. Iterative, one backtrack point.
 bool globMatch(std::string_view pattern, std::string_view text) {
-  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+  size_t p = 0, t = 0, star = std::string_view::npos, resume = 0;
   while (t < text.size()) {
     if (p < pattern.size() && pattern[p] == '*') {
       star = p++;
-      mark = t;
+      resume = t;
     } else if (p < pattern.size() && pattern[p] == text[t]) {
       ++p;
       ++t;
     } else if (star != std::string_view::npos) {
       p = star + 1;
-      t = ++mark;
+      t = ++resume;
     } else {
       return false;
     }
@@ -37,152 +26,79 @@ bool globMatch(std::string_view pattern, std::string_view text) {
   return p == pattern.size();
 }
 
-struct SplitVersion {
-  std::vector<uint64_t> release;
-  std::string pre;  // "" for a final release
-};
-
-SplitVersion splitVersion(std::string_view v) {
-  SplitVersion out;
-  if (!v.empty() && (v.front() == 'v' || v.front() == 'V')) v.remove_prefix(1);
-  if (size_t bang = v.find('!'); bang != std::string_view::npos) v.remove_prefix(bang + 1);
-  if (size_t plus = v.find('+'); plus != std::string_view::npos) v = v.substr(0, plus);
-  size_t i = 0;
-  while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) {
-    uint64_t n = 0;
-    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) {
-      n = n * 10 + static_cast<uint64_t>(v[i] - '0');
-      if (n > (uint64_t{1} << 60)) n = uint64_t{1} << 60;
-      ++i;
-    }
-    out.release.push_back(n);
-    if (i + 1 < v.size() && v[i] == '.' && std::isdigit(static_cast<unsigned char>(v[i + 1]))) {
-      ++i;
-      continue;
-    }
-    break;
-  }
-  std::string pre(v.substr(i));
-  // ".post1" and "-post1" are after the release, not before: PEP 440 post-releases.
-  std::transform(pre.begin(), pre.end(), pre.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  while (!pre.empty() && (pre.front() == '.' || pre.front() == '-' || pre.front() == '_'))
-    pre.erase(pre.begin());
-  out.pre = pre;
-  while (!out.release.empty() && out.release.back() == 0) out.release.pop_back();
-  return out;
+bool nameCharacter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.' || c == '*' || c == '@' || c == '/' || c == '~';
 }
+
+bool isHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
 }  // namespace
 
 std::string normalizePypiName(std::string_view name) {
   std::string out;
-  bool sep = false;
+  bool in_run = false;
   for (char c : name) {
     if (c == '-' || c == '_' || c == '.') {
-      sep = true;
+      if (!in_run) out += '-';
+      in_run = true;
       continue;
     }
-    if (sep && !out.empty()) out += '-';
-    sep = false;
-    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    in_run = false;
+    out += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   }
   return out;
 }
 
-int compareVersions(std::string_view a, std::string_view b) {
-  const SplitVersion x = splitVersion(a), y = splitVersion(b);
-  const size_t n = std::max(x.release.size(), y.release.size());
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t l = i < x.release.size() ? x.release[i] : 0;
-    const uint64_t r = i < y.release.size() ? y.release[i] : 0;
-    if (l != r) return l < r ? -1 : 1;
+Result<PackageRule> PackageRule::parse(std::string_view text) {
+  PackageRule e;
+  e.text = std::string(text);
+  std::string_view rest = text;
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  if (const size_t colon = rest.find(':'); colon != std::string_view::npos) {
+    const std::string_view prefix = rest.substr(0, colon);
+    if (prefix == "pypi")
+      e.only = PackageEcosystem::pypi;
+    else if (prefix == "npm")
+      e.only = PackageEcosystem::npm;
+    else
+      return fail("unknown ecosystem '" + std::string(prefix) + "' (pypi: or npm:)");
+    rest.remove_prefix(colon + 1);
   }
-  auto rank = [](const std::string& pre) {
-    if (pre.empty()) return 1;            // the release
-    if (pre.starts_with("post")) return 2;  // after it
-    return 0;                             // a pre-release or dev build: before it
-  };
-  if (int l = rank(x.pre), r = rank(y.pre); l != r) return l < r ? -1 : 1;
-  if (x.pre == y.pre) return 0;
-  return x.pre < y.pre ? -1 : 1;
-}
-
-Result<PackageRule> PackageRule::parse(std::string_view entry) {
-  PackageRule rule;
-  rule.text = std::string(entry);
-  std::string_view rest = entry;
-  if (rest.starts_with("pypi:")) {
-    rule.ecosystem = PackageEcosystem::pypi;
-    rest.remove_prefix(5);
-  } else if (rest.starts_with("npm:")) {
-    rule.ecosystem = PackageEcosystem::npm;
-    rest.remove_prefix(4);
-  }
-  size_t end = 0;
-  // A scoped npm name starts with '@': that '@' is part of the name, not a version marker.
-  while (end < rest.size() && nameChar(rest[end])) ++end;
-  rule.name = std::string(rest.substr(0, end));
-  if (rule.name.empty())
-    return fail(rest.empty() ? "a package name is missing"
-                             : "a package name must come first (letters, digits, - _ . @ / *)");
-  if (rule.name.size() > 214) return fail("the package name is longer than 214 characters");
-  rest.remove_prefix(end);
-  while (!rest.empty()) {
-    if (rule.constraints.empty() && rest.front() == ' ') {
-      rest.remove_prefix(1);
-      continue;
+  const size_t spec_at = rest.find_first_of("=!<>~ ");
+  e.name = std::string(rest.substr(0, spec_at));
+  if (e.name.empty()) return fail("package name missing");
+  if (e.name.size() > 214) return fail("package name longer than 214 characters");
+  for (char c : e.name)
+    if (!nameCharacter(c))
+      return fail("'" + std::string(1, c) + "' cannot be part of a package name");
+  e.normalized_name = normalizePypiName(e.name);
+  if (spec_at != std::string_view::npos) {
+    std::string_view spec = rest.substr(spec_at);
+    while (!spec.empty() && spec.front() == ' ') spec.remove_prefix(1);
+    if (!spec.empty()) {
+      if (spec.starts_with("~=")) return fail("'~=' is not supported (write >=X,<Y)");
+      std::string error;
+      auto parsed = parseVersionSpec(spec, error);
+      if (!parsed) return fail(error);
+      e.spec = std::move(*parsed);
     }
-    std::string op;
-    for (std::string_view candidate : {"==", "!=", ">=", "<=", ">", "<"}) {
-      if (rest.starts_with(candidate)) {
-        op = std::string(candidate);
-        break;
-      }
-    }
-    if (op.empty())
-      return fail("unexpected '" + std::string(rest.substr(0, 1)) +
-                  "' after the name: a version constraint is ==V, !=V, >=V, <=V, >V or <V");
-    rest.remove_prefix(op.size());
-    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-    size_t v = 0;
-    while (v < rest.size() && versionChar(rest[v])) ++v;
-    if (v == 0) return fail("version missing after '" + op + "'");
-    rule.constraints.push_back({op, std::string(rest.substr(0, v))});
-    rest.remove_prefix(v);
-    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-    if (rest.empty()) break;
-    if (rest.front() != ',')
-      return fail("unexpected '" + std::string(rest.substr(0, 1)) +
-                  "': constraints are separated by ','");
-    rest.remove_prefix(1);
-    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-    if (rest.empty()) return fail("a version constraint is missing after ','");
   }
-  return rule;
+  return e;
 }
 
 bool PackageRule::matchesName(PackageEcosystem eco, std::string_view package) const {
-  if (ecosystem != PackageEcosystem::any && ecosystem != eco) return false;
-  if (eco == PackageEcosystem::pypi)
-    return globMatch(normalizePypiName(name), normalizePypiName(package));
+  if (only && *only != eco) return false;
+  if (eco == PackageEcosystem::pypi) return globMatch(normalized_name, normalizePypiName(package));
   return globMatch(name, package);
 }
 
-bool PackageRule::matchesVersion(std::string_view version) const {
-  if (constraints.empty()) return true;
-  if (version.empty()) return false;
-  for (const Constraint& c : constraints) {
-    const int cmp = compareVersions(version, c.version);
-    const bool ok = c.op == "==" ? cmp == 0
-                    : c.op == "!=" ? cmp != 0
-                    : c.op == ">=" ? cmp >= 0
-                    : c.op == "<=" ? cmp <= 0
-                    : c.op == ">"  ? cmp > 0
-                                   : cmp < 0;
-    if (!ok) return false;
-  }
-  return true;
+bool PackageRule::matchesVersion(std::string_view version, bool fail_closed) const {
+  if (spec.empty()) return true;
+  const auto v = parseVersion(version);
+  if (!v) return fail_closed;
+  return std::all_of(spec.begin(), spec.end(),
+                     [&](const Constraint& c) { return c.satisfiedBy(*v); });
 }
 
 Result<std::vector<std::string>> parsePins(std::string_view value) {
@@ -194,15 +110,11 @@ Result<std::vector<std::string>> parsePins(std::string_view value) {
     std::string_view item = value.substr(start, comma - start);
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
     while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    if (!item.starts_with("sha256:"))
-      return fail("each pin is 'sha256:' followed by 64 hex digits, got '" + std::string(item) +
-                  "'");
-    std::string hex(item.substr(7));
-    std::transform(hex.begin(), hex.end(), hex.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (hex.size() != 64 || !std::all_of(hex.begin(), hex.end(), [](char c) {
-          return std::isxdigit(static_cast<unsigned char>(c));
-        }))
+    std::string hex(item.starts_with("sha256:") ? item.substr(7) : std::string_view());
+    std::transform(hex.begin(), hex.end(), hex.begin(), [](char c) {
+      return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+    });
+    if (hex.size() != 64 || !std::all_of(hex.begin(), hex.end(), isHex))
       return fail("each pin is 'sha256:' followed by 64 hex digits, got '" + std::string(item) +
                   "'");
     out.push_back(std::move(hex));

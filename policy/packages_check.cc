@@ -26,8 +26,8 @@ Check range(const std::string& key, uint64_t value, uint64_t min, uint64_t max) 
 // "http://host[:port]/path" or "https://...": the upstreams are fetched by the supervisor.
 bool httpUrl(std::string_view url) {
   for (std::string_view scheme : {"http://", "https://"}) {
-    if (url.starts_with(scheme) && url.size() > scheme.size() &&
-        url[scheme.size()] != '/' && url.find_first_of(" \t\r\n") == std::string_view::npos)
+    if (url.starts_with(scheme) && url.size() > scheme.size() && url[scheme.size()] != '/' &&
+        url.find_first_of(" \t\r\n") == std::string_view::npos)
       return true;
   }
   return false;
@@ -43,7 +43,8 @@ std::optional<Problem> checkPackages(const Packages& p) {
       const std::string entry_key = std::string(key) + "[" + std::to_string(i) + "]";
       auto rule = PackageRule::parse((*list)[i]);
       if (!rule)
-        return Problem{entry_key, entry_key + " = " + q((*list)[i]) + ": " + rule.error().message()};
+        return Problem{entry_key,
+                       entry_key + " = " + q((*list)[i]) + ": " + rule.error().message()};
     }
   }
   if (Check c = range("packages.max_file_mb", p.max_file_mb, 1, kMaxMiB)) return c;

@@ -187,9 +187,12 @@ const std::array kTransferFields = {
     "", key, +[](PackageSettings& p) { return &p.member; } \
   }
 const std::array kPackagesFields = {
-    AIRLOCK_PACKAGES_FIELD("pypi_index", pypi_index), AIRLOCK_PACKAGES_FIELD("npm_registry", npm_registry),
-    AIRLOCK_PACKAGES_FIELD("cache_dir", cache_dir),   AIRLOCK_PACKAGES_FIELD("ca_file", ca_file),
-    AIRLOCK_PACKAGES_FIELD("timeout_s", timeout_s),   AIRLOCK_PACKAGES_FIELD("port", port),
+    AIRLOCK_PACKAGES_FIELD("pypi_index", pypi_index),
+    AIRLOCK_PACKAGES_FIELD("npm_registry", npm_registry),
+    AIRLOCK_PACKAGES_FIELD("cache_dir", cache_dir),
+    AIRLOCK_PACKAGES_FIELD("ca_file", ca_file),
+    AIRLOCK_PACKAGES_FIELD("timeout_s", timeout_s),
+    AIRLOCK_PACKAGES_FIELD("port", port),
 };
 
 #undef AIRLOCK_PACKAGES_FIELD
@@ -198,9 +201,9 @@ const std::array kPackagesFields = {
 #undef AIRLOCK_EGRESS_FIELD
 #undef AIRLOCK_TRANSFER_FIELD
 
-constexpr std::array<std::string_view, 9> kSubTables = {
-    "limits", "lifetime", "filesystem", "network", "seccomp",
-    "audit",  "gvisor",   "microvm",    "packages"};
+constexpr std::array<std::string_view, 9> kSubTables = {"limits",  "lifetime", "filesystem",
+                                                        "network", "seccomp",  "audit",
+                                                        "gvisor",  "microvm",  "packages"};
 
 constexpr std::array<std::string_view, 7> kReviewTables = {
     "review",       "review.limits",  "review.patterns", "review.python_ast",

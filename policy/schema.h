@@ -82,8 +82,9 @@ const FieldOf<S>* findIn(std::span<const FieldOf<S>> fields, std::string_view ke
 inline constexpr std::string_view kExtendsKey = "extends";
 
 // Top-level keys of a policy file.
-inline constexpr std::string_view kTopLevelKeys[] = {
-    "schema", "default_profile", "profiles", "server", "audit", "egress", "transfer", "packages", "tenants"};
+inline constexpr std::string_view kTopLevelKeys[] = {"schema",   "default_profile", "profiles",
+                                                     "server",   "audit",           "egress",
+                                                     "transfer", "packages",        "tenants"};
 
 // Optimal-string-alignment distance (Levenshtein plus adjacent transposition), for "did you mean".
 size_t editDistance(std::string_view a, std::string_view b);

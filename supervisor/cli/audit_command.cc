@@ -163,7 +163,8 @@ int auditCommand(const std::vector<std::string>& args) {
       "policy", po::value(&policy_file), "read the log's path from this policy's [audit] log")(
       "sandbox", po::value(&filter.sandbox), "only records of this sandbox id")(
       "execution", po::value(&filter.execution), "only records of this execution id")(
-      "type", po::value(&filter.type), "exec, net, connect, execution, review, transfer or package");
+      "type", po::value(&filter.type),
+      "exec, net, connect, execution, review, transfer or package");
   if (tail) {
     opts.add_options()("follow,f", "keep printing records as they are written")(
         "lines,n", po::value(&lines)->default_value(10), "how many past records to show first");

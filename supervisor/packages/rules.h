@@ -1,11 +1,8 @@
 // Which packages a sandbox may install: a profile's allow and deny lists, limits and pins,
 // compiled once and asked per package (index level) and per version (file level).
 //
-// Entries: "pandas", "requests>=2", "requests>=2,<3", "numpy==1.26.4", "@types/*", "pypi:tqdm",
-// "npm:left-pad". A name may hold '*' anywhere (any run of characters). An ecosystem prefix
-// restricts the entry to that ecosystem; without one it applies to both. PyPI names compare
-// PEP 503-normalized (lowercase, runs of '-', '_', '.' as one '-'), on both sides; npm names
-// exactly. Versions compare as version.h describes.
+// The entries' grammar and version order are the policy's (airlock/policy/package_rule.h), so a
+// bad entry is already a policy error with its file position.
 //
 // Deciding:
 //   - a deny entry whose name matches refuses: without a version spec, the package as a whole
@@ -23,17 +20,15 @@
 #include <string_view>
 #include <vector>
 
+#include "airlock/policy/package_rule.h"
 #include "airlock/result.h"
-#include "supervisor/packages/version.h"
 
 namespace airlock::packages {
 
-enum class Ecosystem { pypi, npm };
+using Ecosystem = policy::PackageEcosystem;
+using policy::normalizePypiName;
 
 std::string_view ecosystemName(Ecosystem e);  // "pypi", "npm"
-
-// PEP 503: lowercase, each run of '-', '_' and '.' becomes one '-'.
-std::string normalizePypiName(std::string_view name);
 
 // A profile's package rules as the policy states them.
 struct RuleSet {
@@ -58,7 +53,11 @@ struct Verdict {
 
 class Rules {
  public:
-  struct Entry;  // one compiled allow or deny entry (rules.cc)
+  // One allow or deny entry, and how the policy names it for messages.
+  struct Entry {
+    policy::PackageRule rule;
+    std::string where;  // "profiles.x.packages.deny[0] = 'evil*'"
+  };
   Rules(RuleSet set, std::vector<Entry> allow, std::vector<Entry> deny,
         std::map<std::string, std::vector<std::string>> pins);
   ~Rules();

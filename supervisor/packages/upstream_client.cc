@@ -1,5 +1,6 @@
 #include "supervisor/packages/upstream_client.h"
 
+#include <fcntl.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <unistd.h>
@@ -49,7 +50,7 @@ class Exchange {
   Exchange(ssl::context& tls, std::chrono::seconds timeout, int stop_fd)
       : tls_context_(tls), timeout_(timeout), stop_(ioc_) {
     if (stop_fd >= 0) {
-      stop_.assign(::dup(stop_fd));
+      stop_.assign(::fcntl(stop_fd, F_DUPFD_CLOEXEC, 0));
       stop_.async_wait(asio::posix::stream_descriptor::wait_read, [this](const error_code& ec) {
         if (ec) return;
         stopped_ = true;

@@ -1,11 +1,16 @@
-// The version comparator and package rules (supervisor/packages/version.h, rules.h).
+// The version comparator and package rules (airlock/policy/package_version.h, rules.h).
 #include <gtest/gtest.h>
 
+#include "airlock/policy/package_version.h"
 #include "supervisor/packages/rules.h"
-#include "supervisor/packages/version.h"
 
 namespace airlock::packages {
 namespace {
+
+using policy::compareVersions;
+using policy::Constraint;
+using policy::parseVersion;
+using policy::parseVersionSpec;
 
 int cmp(const char* a, const char* b) {
   auto va = parseVersion(a), vb = parseVersion(b);

@@ -58,14 +58,14 @@ TEST(PolicyPackages, BadEntriesNameTheKeyTheEntryAndTheLine) {
   EXPECT_EQ(errorOf("[profiles.default.packages]\nallow = [\"pandas\", \"requests>=\"]\n"),
             "t.toml:3:20: profile 'default': packages.allow[1] = 'requests>=': version missing "
             "after '>='");
-  EXPECT_NE(errorOf("[profiles.default.packages]\ndeny = [\"a b\"]\n")
-                .find("packages.deny[0] = 'a b': unexpected 'b' after the name"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf("[profiles.default.packages]\ndeny = [\"a b\"]\n").find("packages.deny[0] = 'a b': "),
+      std::string::npos);
   EXPECT_NE(errorOf("[profiles.default.packages]\nallow = [\"x~=1\"]\n").find("packages.allow[0]"),
             std::string::npos);
-  EXPECT_NE(errorOf("[profiles.default.packages]\nallow = [\">=1\"]\n")
-                .find("a package name must come first"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf("[profiles.default.packages]\nallow = [\">=1\"]\n").find("package name missing"),
+      std::string::npos);
   EXPECT_NE(errorOf("[profiles.default.packages.pins]\ntqdm = \"md5:abc\"\n")
                 .find("packages.pins.tqdm = 'md5:abc': each pin is 'sha256:' followed by 64 hex"),
             std::string::npos);
@@ -84,49 +84,36 @@ TEST(PolicyPackages, BadEntriesNameTheKeyTheEntryAndTheLine) {
             std::string::npos);
 }
 
+// The grammar and version order are tested at length with the proxy's rules
+// (packages_rules_test.cc); here, what the policy library itself offers.
 TEST(PackageRule, ParsesNamesEcosystemsAndConstraints) {
-  auto r = PackageRule::parse("pypi:Requests >= 2.1, <3");
+  auto r = PackageRule::parse("pypi:Requests>=2.1,<3");
   ASSERT_TRUE(r.has_value()) << r.error().message();
-  EXPECT_EQ(r->ecosystem, PackageEcosystem::pypi);
+  EXPECT_EQ(r->only, PackageEcosystem::pypi);
   EXPECT_EQ(r->name, "Requests");
-  ASSERT_EQ(r->constraints.size(), 2u);
-  EXPECT_EQ(r->constraints[1].op, "<");
-  EXPECT_EQ(r->constraints[1].version, "3");
+  ASSERT_EQ(r->spec.size(), 2u);
   EXPECT_TRUE(r->matchesName(PackageEcosystem::pypi, "requests"));
   EXPECT_FALSE(r->matchesName(PackageEcosystem::npm, "requests"));
-  EXPECT_TRUE(r->matchesVersion("2.31.0"));
-  EXPECT_FALSE(r->matchesVersion("2.0"));
-  EXPECT_FALSE(r->matchesVersion("3.0.0"));
-  EXPECT_FALSE(r->matchesVersion(""));  // the package as a whole: only unconstrained entries
+  EXPECT_TRUE(r->matchesVersion("2.31.0", false));
+  EXPECT_FALSE(r->matchesVersion("2.0", false));
+  EXPECT_FALSE(r->matchesVersion("3.0.0", false));
+  EXPECT_FALSE(r->matchesVersion("1!2.0", false));  // not a version: an allow says no
+  EXPECT_TRUE(r->matchesVersion("1!2.0", true));    // and a deny says yes
 
   auto scoped = PackageRule::parse("@types/*");
   ASSERT_TRUE(scoped.has_value());
   EXPECT_TRUE(scoped->matchesName(PackageEcosystem::npm, "@types/node"));
   EXPECT_FALSE(scoped->matchesName(PackageEcosystem::npm, "@typesx/node"));
-  EXPECT_TRUE(scoped->matchesVersion(""));
 
   auto glob = PackageRule::parse("django-*");
   ASSERT_TRUE(glob.has_value());
   EXPECT_TRUE(glob->matchesName(PackageEcosystem::pypi, "Django_REST.framework"));
   EXPECT_FALSE(glob->matchesName(PackageEcosystem::pypi, "django"));
   EXPECT_FALSE(glob->matchesName(PackageEcosystem::npm, "Django-x"));  // npm: exact case
-
-  for (const char* bad : {"", "x==", "x>=1,", "x>=1 <2", "x=1", "x>=1;y"})
-    EXPECT_FALSE(PackageRule::parse(bad).has_value()) << bad;
-}
-
-TEST(PackageRule, OrdersVersionsTheWayIndexesDo) {
-  EXPECT_EQ(compareVersions("1.0", "1.0.0"), 0);
-  EXPECT_LT(compareVersions("1.9", "1.10"), 0);
-  EXPECT_LT(compareVersions("2.0.0rc1", "2.0.0"), 0);
-  EXPECT_LT(compareVersions("2.0.0a1", "2.0.0b1"), 0);
-  EXPECT_LT(compareVersions("1.0.dev0", "1.0"), 0);
-  EXPECT_LT(compareVersions("1.0.0-beta.1", "1.0.0"), 0);
-  EXPECT_GT(compareVersions("1.0.post1", "1.0"), 0);
-  EXPECT_EQ(compareVersions("1.2.3+cu118", "1.2.3"), 0);
-  EXPECT_EQ(compareVersions("v1.2", "1.2"), 0);
-  EXPECT_GT(compareVersions("10.0", "9.99.99"), 0);
   EXPECT_EQ(normalizePypiName("Foo__Bar.baz"), "foo-bar-baz");
+
+  for (const char* bad : {"", "x==", "x>=1,", "x~=1", "x>=1;y", "gem:x"})
+    EXPECT_FALSE(PackageRule::parse(bad).has_value()) << bad;
 }
 
 TEST(PackageRule, ParsesPins) {

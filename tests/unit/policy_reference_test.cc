@@ -138,10 +138,10 @@ TEST(PolicyReference, EveryKeyLineHasAComment) {
   }
   // Profile keys minus env and extends, then every server, audit, egress, transfer (minus the
   // roots table), packages and tenant key.
-  EXPECT_EQ(key_lines, static_cast<int>(profileKeys().size() - 2 + serverKeys().size() +
-                                        auditKeys().size() + egressKeys().size() +
-                                        transferKeys().size() - 1 + packageSettingsKeys().size() +
-                                        tenantKeys().size()));
+  EXPECT_EQ(key_lines,
+            static_cast<int>(profileKeys().size() - 2 + serverKeys().size() + auditKeys().size() +
+                             egressKeys().size() + transferKeys().size() - 1 +
+                             packageSettingsKeys().size() + tenantKeys().size()));
 }
 
 // Structured bindings only compile with the exact member count: a field added to policy.h
@@ -295,11 +295,11 @@ TEST(PolicyReference, EveryServerAndTenantKeyWritesItsOwnField) {
   }
   for (const std::string& key : packageSettingsKeys()) {
     ASSERT_TRUE(kPackagesValues.contains(key)) << "give " << key << " a value in kPackagesValues";
-    auto p = parse("schema = 1\n[packages]\n" + key + " = " + kPackagesValues.at(key) + "\n",
-                   "k.toml");
+    auto p =
+        parse("schema = 1\n[packages]\n" + key + " = " + kPackagesValues.at(key) + "\n", "k.toml");
     ASSERT_TRUE(p.has_value()) << key << ": " << p.error().message();
-    auto changed = changedLines(packageSettingsToToml(PackageSettings{}),
-                                packageSettingsToToml(p->packages));
+    auto changed =
+        changedLines(packageSettingsToToml(PackageSettings{}), packageSettingsToToml(p->packages));
     ASSERT_EQ(changed.size(), 1u) << key;
     EXPECT_EQ(changed[0], key + " = " + kPackagesValues.at(key)) << key;
   }
@@ -327,9 +327,9 @@ TEST(PolicyReference, EveryKeyWritesItsOwnField) {
     Profile p = defaults;
     bool set = false;
     // The first value of the key's type that differs from its default.
-    for (const char* value : {"12345", "\"zz\"", "false", "true", "[\"zz\"]",
-                              "[{id = \"zz\", pattern = \"zz\"}]", "[{name = \"zz\"}]",
-                              "{zz = \"zz\"}"}) {
+    for (const char* value :
+         {"12345", "\"zz\"", "false", "true", "[\"zz\"]", "[{id = \"zz\", pattern = \"zz\"}]",
+          "[{name = \"zz\"}]", "{zz = \"zz\"}"}) {
       p = defaults;
       if (applyOverride(p, key + "=" + value) && profileToToml(p) != base) {
         set = true;

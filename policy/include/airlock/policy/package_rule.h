@@ -1,48 +1,44 @@
-// The grammar of [profiles.<name>.packages] allow and deny entries, and the version order they
-// compare with. It lives in the policy library so a bad entry is a policy error with its file
-// position; the package proxy (supervisor/packages/) decides with the same parsed rules.
+// The grammar of [profiles.<name>.packages] allow and deny entries. It lives in the policy
+// library so a bad entry is a policy error with its file position; the package proxy
+// (supervisor/packages/rules.h) decides with the same parsed entries.
+//
+// Entries: "pandas", "requests>=2", "requests>=2,<3", "numpy==1.26.4", "@types/*", "pypi:tqdm",
+// "npm:left-pad". A name may hold '*' anywhere (any run of characters). An ecosystem prefix
+// restricts the entry to that ecosystem; without one it applies to both. PyPI names compare
+// PEP 503-normalized (lowercase, runs of '-', '_', '.' as one '-'), on both sides; npm names
+// exactly. Versions compare as package_version.h describes.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "airlock/policy/package_version.h"
 #include "airlock/result.h"
 
 namespace airlock::policy {
 
-enum class PackageEcosystem { any, pypi, npm };
+enum class PackageEcosystem { pypi, npm };
 
-// One allow or deny entry:
-//   [pypi:|npm:]NAME[SPEC[,SPEC...]]   SPEC: ==V !=V >=V <=V >V <V
-// NAME may hold '*' (any run of characters): "@types/*", "django-*". PyPI names compare
-// PEP 503-normalized (case-insensitive, runs of - _ . are one '-'); npm names exactly.
 struct PackageRule {
-  struct Constraint {
-    std::string op;  // "==", "!=", ">=", "<=", ">", "<"
-    std::string version;
-  };
-  std::string text;  // the entry as written
-  PackageEcosystem ecosystem = PackageEcosystem::any;
-  std::string name;  // as written, without the ecosystem prefix
-  std::vector<Constraint> constraints;
+  std::string text;  // as written
+  std::optional<PackageEcosystem> only;
+  std::string name;              // the pattern as written (npm compares it)
+  std::string normalized_name;   // the pattern PEP 503-normalized (PyPI compares it)
+  std::vector<Constraint> spec;  // empty: every version
 
+  // Errors say what is wrong, without the key: "version missing after '>='".
   static Result<PackageRule> parse(std::string_view entry);
 
   bool matchesName(PackageEcosystem ecosystem, std::string_view package) const;
-  // Whether `version` meets every constraint; an entry without constraints matches every
-  // version, and "" (the package as a whole) matches only an entry without constraints.
-  bool matchesVersion(std::string_view version) const;
+  // Whether the spec covers `version`; `fail_closed` decides for a version that does not parse
+  // (a deny entry says yes, so it never fails open; an allow entry says no).
+  bool matchesVersion(std::string_view version, bool fail_closed) const;
 };
 
-// PEP 503: lowercase, each run of '-', '_' and '.' replaced by one '-'.
+// PEP 503: lowercase, each run of '-', '_' and '.' becomes one '-'.
 std::string normalizePypiName(std::string_view name);
-
-// Orders versions the way PyPI and npm mostly agree on: dot-separated release numbers compared
-// numerically (missing ones are 0: 1.0 == 1.0.0), then a pre-release (a1, b2, rc1, .dev0,
-// -beta.1, -rc.2: anything after the release numbers) before the release itself, pre-releases
-// compared as text. Local versions ("+cu118") and build metadata are ignored. <0, 0, >0.
-int compareVersions(std::string_view a, std::string_view b);
 
 // packages.pins values: "sha256:HEX[, sha256:HEX...]" -> the lowercase hex digests.
 Result<std::vector<std::string>> parsePins(std::string_view value);

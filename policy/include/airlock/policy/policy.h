@@ -201,7 +201,7 @@ struct PackageSettings {
   std::string pypi_index = "https://pypi.org/simple/";       // PEP 503 "simple" index upstream
   std::string npm_registry = "https://registry.npmjs.org/";  // npm registry upstream
   std::string cache_dir = "/var/cache/airlock/packages";     // shared on-disk cache (absolute)
-  std::string ca_file;     // CA bundle for https upstreams; "": the system's
+  std::string ca_file;      // CA bundle for https upstreams; "": the system's
   uint32_t timeout_s = 60;  // per upstream request without progress, seconds
   uint32_t port = 3141;     // the proxy's loopback port inside each sandbox
 };

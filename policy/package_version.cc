@@ -1,9 +1,9 @@
-#include "supervisor/packages/version.h"
+#include "airlock/policy/package_version.h"
 
 #include <cctype>
 #include <tuple>
 
-namespace airlock::packages {
+namespace airlock::policy {
 namespace {
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
@@ -156,4 +156,4 @@ std::optional<std::vector<Constraint>> parseVersionSpec(std::string_view text, s
   }
 }
 
-}  // namespace airlock::packages
+}  // namespace airlock::policy

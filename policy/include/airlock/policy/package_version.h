@@ -11,7 +11,7 @@
 // 1.0.0-beta < 1.0.0, and 1.0a1.dev0 < 1.0a1. Unknown words of the same rank compare by their
 // text. Local versions and build metadata ("+cpu", "+build.5") are ignored. Epochs ("1!2.0") and
 // anything else are not versions: parseVersion returns nothing, and rules treat them as such
-// (docs in rules.h).
+// (docs in package_rule.h).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-namespace airlock::packages {
+namespace airlock::policy {
 
 struct Version {
   struct Suffix {
@@ -50,4 +50,4 @@ struct Constraint {
 // missing after '>='") through `error` when the spec does not parse.
 std::optional<std::vector<Constraint>> parseVersionSpec(std::string_view text, std::string& error);
 
-}  // namespace airlock::packages
+}  // namespace airlock::policy
