@@ -24,6 +24,8 @@ packages=(
   libgtest-dev libgmock-dev iproute2 util-linux procps
   # sandbox runtimes and the data-science stack the examples use
   python3 python3-numpy python3-pandas python3-matplotlib python3-reportlab
+  # pip inside sandboxes, through the package proxy (docs/packages.md)
+  python3-pip
   # the microvm backend: QEMU, the guest kernel (Debian's own), erofs images, the initramfs
   # writer (libarchive) and the kernel unpacker (liblzma)
   qemu-system-x86 linux-image-amd64 erofs-utils libarchive-dev liblzma-dev

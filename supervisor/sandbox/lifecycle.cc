@@ -7,6 +7,7 @@
 #include "supervisor/sandbox/host/rootfs_view.h"
 #include "supervisor/sandbox/hostdir_mounts.h"
 #include "supervisor/sandbox/live_sandbox.h"
+#include "supervisor/sandbox/package_access.h"
 
 namespace airlock::sandbox {
 
@@ -195,6 +196,8 @@ SResult<std::shared_ptr<LiveSandbox>> Manager::startBox(const policy::Profile& p
                                                         const std::vector<HostMount>& host_mounts) {
   auto s = std::make_shared<LiveSandbox>();
   s->profile = profile;
+  // Every execution in it, interpreters of contexts and pools included, finds the package proxy.
+  s->profile.env = sandbox::profileEnvironment(profile, options_.policy.packages.port);
   // The sandbox sees what every language of its profile needs.
   std::vector<std::string> image_paths;
   for (const auto& l : profile.languages) {
@@ -214,6 +217,8 @@ SResult<std::shared_ptr<LiveSandbox>> Manager::startBox(const policy::Profile& p
   opts.audit = audit_;
   opts.tenant = tenant;
   opts.network = network_;
+  if (auto r = preparePackages(profile, opts); !r)
+    return serviceError(ErrorCode::kInternal, "creating the sandbox: " + r.error().message());
   auto box = sandbox::Sandbox::create(registry_, opts);
   if (!box)
     return serviceError(ErrorCode::kInternal, "creating the sandbox: " + box.error().message());

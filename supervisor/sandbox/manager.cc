@@ -5,6 +5,7 @@
 
 #include "supervisor/sandbox/host/orphans.h"
 #include "supervisor/sandbox/live_sandbox.h"
+#include "supervisor/sandbox/package_access.h"
 
 namespace airlock::sandbox {
 
@@ -121,6 +122,47 @@ Result<std::shared_ptr<net::NetworkHost>> Manager::networkHost() {
   if (!host) return Unexpected(std::move(host.error()).wrap("[egress]"));
   network_ = std::move(*host);
   return network_;
+}
+
+Result<std::shared_ptr<packages::Proxy>> Manager::packageProxy() {
+  std::lock_guard lock(lazy_mu_);
+  if (packages_ != nullptr) return packages_;
+  audit::AuditLog* log = audit_log_.get();
+  auto sink = [log](const packages::DownloadEvent& e) {
+    if (log == nullptr) return;
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    nlohmann::json fields = {
+        {"ecosystem", e.ecosystem == packages::Ecosystem::pypi ? "pypi" : "npm"},
+        {"package", e.package},
+        {"version", e.version},
+        {"file", e.file},
+        {"sha256", e.sha256},
+        {"bytes", e.bytes},
+        {"cached", e.cached},
+        {"verdict", e.verdict},
+        {"rule", e.rule},
+        {"reason", e.reason}};
+    if (auto r = log->write("package", {.sandbox = e.sandbox, .tenant = e.tenant},
+                            static_cast<uint64_t>(
+                                std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()),
+                            fields);
+        !r)
+      std::fprintf(stderr, "airlock: audit log: %s\n", r.error().message().c_str());
+  };
+  auto proxy =
+      packages::Proxy::create(sandbox::proxyOptionsFor(options_.policy.packages), std::move(sink));
+  if (!proxy) return Unexpected(std::move(proxy.error()).wrap("[packages] proxy"));
+  packages_ = std::move(*proxy);
+  return packages_;
+}
+
+Result<> Manager::preparePackages(const policy::Profile& profile, sandbox::SandboxOptions& opts) {
+  if (!profile.packages.enabled()) return {};
+  auto proxy = packageProxy();
+  if (!proxy) return Unexpected(std::move(proxy.error()));
+  opts.packages = *proxy;
+  opts.package_port = options_.policy.packages.port;
+  return {};
 }
 
 void Manager::cancelAll() {

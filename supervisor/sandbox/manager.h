@@ -213,6 +213,11 @@ class Manager final : public Service {
   // The host side of sandbox networks (docs/network.md), and what a dead supervisor left of it.
   Result<> startNetwork();
   Result<std::shared_ptr<net::NetworkHost>> networkHost();
+  // The package proxy (docs/packages.md), started with the first sandbox whose profile installs
+  // packages; [packages] of the policy at start. Its downloads are "package" audit records.
+  Result<std::shared_ptr<packages::Proxy>> packageProxy();
+  // Options for a sandbox of this profile: the proxy and its port when its packages are on.
+  Result<> preparePackages(const policy::Profile& profile, sandbox::SandboxOptions& opts);
   // Ends every wait of a kOneShot manager: cancel_fd became readable.
   void cancelAll();
   void reclaimNetworkLeftovers();
@@ -260,9 +265,10 @@ class Manager final : public Service {
   std::unique_ptr<audit::AuditLog> audit_log_;
   std::atomic<bool> cancelled_{false};  // kOneShot: cancel_fd fired
   std::once_flag reclaimed_;            // kOneShot: stale leftovers reclaimed
-  std::mutex lazy_mu_;                  // audit_ and network_ while they load (kOneShot)
+  std::mutex lazy_mu_;                  // audit_, network_, packages_ while they load
   std::shared_ptr<const sandbox::AuditContext> audit_;
   std::shared_ptr<net::NetworkHost> network_;
+  std::shared_ptr<packages::Proxy> packages_;  // under lazy_mu_; writes to audit_log_
   WorkspaceStore workspaces_{options_.workspace_dir};
   review::ApprovalQueue approvals_;
   std::map<std::string, ReviewChain> chains_;  // by profile name; under mu_

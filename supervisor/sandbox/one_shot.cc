@@ -20,6 +20,7 @@
 #include "supervisor/sandbox/host/rootfs_view.h"
 #include "supervisor/sandbox/live_sandbox.h"
 #include "supervisor/sandbox/manager.h"
+#include "supervisor/sandbox/package_access.h"
 #include "supervisor/sandbox/paths.h"
 #include "supervisor/sandbox/transfer_job.h"
 
@@ -248,6 +249,7 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
       if (!host) return Unexpected(host.error());
       opts.network = *host;
     }
+    if (auto r = preparePackages(profile, opts); !r) return Unexpected(r.error());
     res.prepare_ms = msSince(t0);
     auto sb = Sandbox::create(registry_, opts);
     if (!sb) return Unexpected(sb.error());
@@ -340,7 +342,9 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   // http transfer's own (a download may take that long), counted from its start.
   const auto transfer_time = std::chrono::seconds(profile.limits.timeout_s) +
                              std::chrono::seconds(profile.transfer.http.timeout_s) + kAgentGrace;
-  const auto transfer_env = executionEnvironment({}, profile.env, req.env);
+  // The profile's variables, and the package proxy's when its packages are on.
+  const auto profile_env = profileEnvironment(profile, options_.policy.packages.port);
+  const auto transfer_env = executionEnvironment({}, profile_env, req.env);
   uint64_t transfer_moved = 0;
   auto transfer = [&](bool in, const std::string& location, const std::string& path) {
     TransferJob job;
@@ -452,7 +456,7 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     if (!command) return error(Status::kError, command.error().message());
     protocol::Exec exec;
     exec.argv = command->argv;
-    exec.env = executionEnvironment(command->env, profile.env, req.env);
+    exec.env = executionEnvironment(command->env, profile_env, req.env);
     exec.cwd = kWorkspace;
     exec.timeout_ms = uint64_t{profile.limits.timeout_s} * 1000;
     exec.stdout_cap = exec.stderr_cap = cap;

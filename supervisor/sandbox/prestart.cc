@@ -112,7 +112,7 @@ SResult<std::shared_ptr<Prestarted>> Manager::startWaiting(const policy::Profile
   if (!live) return std::unexpected(live.error());
   protocol::Exec exec;
   exec.argv = command.argv;
-  exec.env = executionEnvironment(command.env, profile.env, {});
+  exec.env = executionEnvironment(command.env, (*live)->profile.env, {});  // with the proxy's
   exec.cwd = kWorkspace;
   exec.timeout_ms = 0;  // it waits in the pool; the program's limit is kept by one_shot.cc
   exec.stdout_cap = exec.stderr_cap = profile.limits.output_bytes;

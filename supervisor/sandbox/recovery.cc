@@ -10,6 +10,7 @@
 #include "supervisor/sandbox/host/orphans.h"
 #include "supervisor/sandbox/journal.h"
 #include "supervisor/sandbox/live_sandbox.h"
+#include "supervisor/sandbox/package_access.h"
 
 namespace airlock::sandbox {
 
@@ -68,6 +69,7 @@ void Manager::adoptOrphans() {
     }
     auto s = std::make_shared<LiveSandbox>();
     s->profile = **prof;
+    s->profile.env = sandbox::profileEnvironment(**prof, options_.policy.packages.port);
     // The backend the sandbox was made on (a create request may have chosen it).
     if (!rec->isolation.empty()) s->profile.isolation = rec->isolation;
     s->profile_name = rec->profile;
@@ -82,6 +84,16 @@ void Manager::adoptOrphans() {
     o.audit = audit_;
     o.tenant = rec->tenant;
     o.network = network_;
+    if (s->profile.packages.enabled()) {
+      auto proxy = packageProxy();
+      if (!proxy) {
+        std::fprintf(stderr, "airlock: sandbox %s: not adopted: %s\n", rec->id.c_str(),
+                     proxy.error().message().c_str());
+        continue;
+      }
+      o.packages = *proxy;
+      o.package_port = options_.policy.packages.port;
+    }
     auto box = sandbox::Sandbox::adopt(registry_, o, std::move(lock));
     if (!box) {  // its lock is free again: reclaimOrphans removes it
       std::fprintf(stderr, "airlock: %s\n", box.error().message().c_str());

@@ -249,9 +249,23 @@ def _airlock_session():
             return state["loop"].run_until_complete(eval(code_object, user_globals))
         return eval(code_object, user_globals)
 
+    import site  # imported at start already (no -S), so free
+
+    def pick_up_user_site():
+        # `pip install` in a sandbox with packages installs with --user (PIP_USER). site puts the
+        # user site directory on sys.path only when it exists at start, and the first install
+        # creates it: without this, a package an earlier cell installed would not import.
+        path = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+        if path and path not in sys.path and os.path.isdir(path):
+            import importlib
+
+            site.addsitedir(path)
+            importlib.invalidate_caches()
+
     def run(rid, code, filename):
         events = []
         status = "ok"
+        pick_up_user_site()
         try:
             body, expr = compile_cell(code, filename)
             state["running"] = True

@@ -29,6 +29,7 @@
 #include "supervisor/sandbox/host/host_mounts.h"
 #include "supervisor/sandbox/host/orphans.h"
 #include "supervisor/sandbox/host/workspace_mount.h"
+#include "supervisor/sandbox/package_access.h"
 #include "supervisor/sys/process_end.h"
 #include "supervisor/sys/seccomp_filter.h"
 
@@ -204,6 +205,18 @@ Result<> Sandbox::attachNetwork(const std::shared_ptr<net::NetworkHost>& host) {
     return fail("PID 1 shares the supervisor's network namespace; refusing to add a link to it");
   AIRLOCK_TRY_CTX(link, net::SandboxNetwork::attach(host, id_, netns.get()), "attaching");
   network_ = std::move(link);
+  return {};
+}
+
+Result<> Sandbox::attachPackages(const std::shared_ptr<packages::Proxy>& proxy, uint32_t port,
+                                 const policy::Profile& profile, const std::string& tenant) {
+  if (!profile.packages.enabled()) return {};
+  if (proxy == nullptr)
+    return fail("its profile's packages are on, but no package proxy was given");
+  auto attachment =
+      attachPackageProxy(*proxy, sandbox_.pid, backend_->ownNetstack(), port, id_, tenant, profile);
+  if (!attachment) return Unexpected(std::move(attachment.error()));
+  packages_ = std::move(*attachment);
   return {};
 }
 
@@ -410,6 +423,13 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
       return Unexpected(std::move(r.error()).wrap(ctx("network")));
     lap("network_attach");
   }
+  if (profile.packages.enabled()) {
+    if (auto r =
+            sb->attachPackages(options.packages, options.package_port, profile, options.tenant);
+        !r)
+      return Unexpected(std::move(r.error()).wrap(ctx("package proxy")));
+    lap("packages_attach");
+  }
 
   sb->agent_ = std::move(agent);
   auto hello = sb->agent_->handshake(sb->configure_, Clock::now() + kHandshakeTimeout);
@@ -481,6 +501,10 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
   sb->sandbox_.pidfd = pidfd;
   sb->started_ = true;
   sb->adopted_ = true;
+  // The dead supervisor's listener went with it: its port in the sandbox is free again.
+  if (auto r = sb->attachPackages(options.packages, options.package_port, profile, options.tenant);
+      !r)
+    return Unexpected(std::move(r.error()).wrap(ctx("package proxy")));
 
   if (!options.workspace_image.empty()) {
     // Still mounted: the loop device holds the image's open file, flock() included, so the
@@ -558,6 +582,7 @@ Result<> Sandbox::destroy() {
   auto note = [&](Result<> r, const char* step) {
     if (!r && first_error) first_error = Unexpected(std::move(r.error()).wrap(step));
   };
+  packages_.reset();  // no new downloads; its open connections end with it
   if (agent_) agent_->shutdown();
   if (cgroup_) note(cgroup_->killAll(), "kill sandbox processes");
   if (audit_) audit_->setTrafficSource(nullptr);  // before the link it reads goes

@@ -21,6 +21,7 @@
 #include "airlock/result.h"
 #include "supervisor/audit/engine.h"
 #include "supervisor/net/sandbox_network.h"
+#include "supervisor/packages/proxy.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/sandbox/agent/handshake.h"
 #include "supervisor/sandbox/host/backend_events.h"
@@ -77,6 +78,10 @@ struct SandboxOptions {
   std::string tenant;  // for audit records; "" when not known yet (setAuditTenant)
   // The host side of sandbox networks, one per process; required when needsNetworkLink().
   std::shared_ptr<net::NetworkHost> network;
+  // The package proxy, one per process; required when the profile's packages are on. It listens
+  // on 127.0.0.1:package_port inside the sandbox (package_access.h).
+  std::shared_ptr<packages::Proxy> packages;
+  uint32_t package_port = 3141;
 };
 
 // What a new supervisor needs to take over a sandbox whose supervisor died (from the service's
@@ -92,6 +97,8 @@ struct AdoptOptions {
   std::shared_ptr<const AuditContext> audit;  // as in SandboxOptions
   std::string tenant;
   std::shared_ptr<net::NetworkHost> network;  // as in SandboxOptions
+  std::shared_ptr<packages::Proxy> packages;  // as in SandboxOptions
+  uint32_t package_port = 3141;
 };
 
 // The kernel's start time of a process (clock ticks since boot; /proc/<pid>/stat field 22), or 0.
@@ -147,6 +154,9 @@ class Sandbox {
                        const std::shared_ptr<const AuditContext>& ctx, const std::string& tenant);
   // Adds the routed link into PID 1's network namespace (never the supervisor's own).
   Result<> attachNetwork(const std::shared_ptr<net::NetworkHost>& host);
+  // The package proxy's listener in its namespace, when its profile's packages are on.
+  Result<> attachPackages(const std::shared_ptr<packages::Proxy>& proxy, uint32_t port,
+                          const policy::Profile& profile, const std::string& tenant);
   // For a backend with its own network stack (AIRLOCK_ISOLATION_OWN_NETSTACK): a new namespace,
   // linked with the profile's rules enforced on the link, for start() to run the sandbox in.
   Result<UniqueFd> attachFilteredNetwork(const std::shared_ptr<net::NetworkHost>& host);
@@ -160,6 +170,7 @@ class Sandbox {
   // the cgroup.
   std::shared_ptr<audit::SandboxAudit> audit_;
   std::unique_ptr<net::SandboxNetwork> network_;
+  std::unique_ptr<packages::Proxy::Attachment> packages_;  // its listener, while it lives
   std::shared_ptr<plugin::IsolationBackend> backend_;
   // Execs and connects from the backend's own monitoring (ABI 1.6 OWN_AUDIT), into audit_.
   std::shared_ptr<BackendEvents> events_;
