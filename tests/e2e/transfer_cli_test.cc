@@ -375,8 +375,7 @@ class TransferCliHttp : public TransferCli {
     ASSERT_NE(server_, nullptr) << why;
     addr_ = server_->address();
     dir_.write("p.toml", "schema = 1\n[profiles.default.transfer.http]\nallow = [\"http://" +
-                             addr_ + ":8080/static/\"]\nallow_private = [\"" + addr_ +
-                             "/32\"]\n");
+                             addr_ + ":8080/static/\"]\nallow_private = [\"" + addr_ + "/32\"]\n");
   }
   void TearDown() override {
     server_.reset();

@@ -19,8 +19,8 @@ extern char** environ;
 
 namespace airlock::testing {
 
-std::unique_ptr<NetnsServer> NetnsServer::start(const std::vector<std::string>& argv,
-                                                uint16_t port, std::string* why) {
+std::unique_ptr<NetnsServer> NetnsServer::start(const std::vector<std::string>& argv, uint16_t port,
+                                                std::string* why) {
   // Names and addresses unique per process and per server within it, so tests running side by
   // side (and two servers of one test) never collide.
   static std::atomic<int> serial{0};
@@ -55,8 +55,7 @@ std::unique_ptr<NetnsServer> NetnsServer::start(const std::vector<std::string>& 
 
   std::vector<std::string> full = {"/usr/bin/ip", "netns", "exec", s->ns_};
   for (std::string a : argv) {
-    for (size_t at; (at = a.find("{addr}")) != std::string::npos;)
-      a.replace(at, 6, s->address_);
+    for (size_t at; (at = a.find("{addr}")) != std::string::npos;) a.replace(at, 6, s->address_);
     full.push_back(std::move(a));
   }
   std::vector<char*> args;
@@ -66,6 +65,7 @@ std::unique_ptr<NetnsServer> NetnsServer::start(const std::vector<std::string>& 
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   const int rc = posix_spawn(&s->pid_, args[0], &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
@@ -84,11 +84,16 @@ std::unique_ptr<NetnsServer> NetnsServer::start(const std::vector<std::string>& 
   return s;
 }
 
-NetnsServer::~NetnsServer() {
+void NetnsServer::stopServer() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
+}
+
+NetnsServer::~NetnsServer() {
+  stopServer();
   if (netns_made_) {
     runCommand({"/usr/bin/ip", "netns", "del", ns_}, "", 10);
     runCommand({"/usr/bin/ip", "link", "del", veth_host_}, "", 10);

@@ -23,6 +23,10 @@ class NetnsServer {
   NetnsServer(const NetnsServer&) = delete;
   NetnsServer& operator=(const NetnsServer&) = delete;
 
+  // Ends the server process and keeps the namespace: connections to it are refused at once
+  // (a removed namespace's address would be routed elsewhere, and time out or be answered).
+  void stopServer();
+
   const std::string& address() const { return address_; }
   // "http://<address>:<port><path>"
   std::string url(const std::string& path) const;
