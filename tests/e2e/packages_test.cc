@@ -106,6 +106,23 @@ TEST_F(Packages, PipInstallsAnAllowedVersionAndItImportsWithNetworkNone) {
   EXPECT_FALSE(r["sandbox"].is_null());
 }
 
+// The shipped data-science profile as it is (network "none"), its [packages] pointed at this
+// test's index.
+TEST_F(Packages, TheShippedDataScienceProfileInstallsWithNetworkNone) {
+  std::string ds = readFile(sourceDir() + "/policy/examples/data-science.toml");
+  ds += "\n[packages]\npypi_index = \"" + server_->url("/simple/") + "\"\ncache_dir = \"" +
+        dir_.file("cache") + "\"\n";
+  dir_.write("ds.toml", ds);
+  auto r = runAirlock({"run", "--local", "--json", "--policy", dir_.file("ds.toml"), "--profile",
+                       "data-science", "--lang", "shell", "-c",
+                       "pip install -q tqdm && python3 -c 'import tqdm; print(tqdm.VALUE)'"},
+                      "", 180);
+  auto j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out << r.err;
+  ASSERT_EQ(j["airlock_exit_code"], 0) << j.dump(2);
+  EXPECT_EQ(j["stdout"], "stand-in tqdm\n");
+}
+
 TEST_F(Packages, TheSandboxReachesTheProxyAndNothingElse) {
   // Positive control: the host reaches the index (the probe below would see it if it could).
   auto host = runCommand({"/usr/bin/python3", "-c",

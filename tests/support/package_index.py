@@ -10,6 +10,7 @@ OUT_DIR gets, for any static HTTP server to serve at BASE_URL (e.g. http://10.0.
   manifest.json              {"<file>": {"sha256": ..., "bytes": ...}}
 
 Python packages: tinypkg 1.0 and 2.0 (module tinypkg, VALUE = "tiny-<version>"), evilpkg 1.0,
+tqdm 0.0.1 (a stand-in: VALUE = "stand-in tqdm"),
 tinysdist 1.0 (an sdist only), corrupt 1.0 (its link announces a wrong sha256) and, with
 --big-mb, bigpkg 1.0 (a wheel of about N MiB of incompressible data).
 npm packages: tinynpm 1.0.0 (module.exports.value = "npm-ok"), evilnpm 1.0.0.
@@ -90,6 +91,8 @@ def main():
     for v in ("1.0", "2.0"):
         add_wheel("tinypkg", v, {"tinypkg/__init__.py": ('VALUE = "tiny-%s"\n' % v).encode()})
     add_wheel("evilpkg", "1.0", {"evilpkg/__init__.py": b"VALUE = 'evil'\n"})
+    # A stand-in under a name the shipped data-science profile allows.
+    add_wheel("tqdm", "0.0.1", {"tqdm/__init__.py": b"VALUE = 'stand-in tqdm'\n"})
     add_wheel("corrupt", "1.0", {"corrupt/__init__.py": b"VALUE = 1\n"}, announced="0" * 64)
     if big_mb:
         blob = os.urandom(big_mb << 20)
