@@ -2,8 +2,10 @@
 // its file:line:col.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "airlock/policy/policy.h"
@@ -17,6 +19,12 @@ struct Problem {
   // the error points there when the file set only that one.
   std::string other_key = {};
 };
+
+// What every check writes: a value quoted for a message ('value'), and "key = value: must be at
+// least MIN[ unit]" / "at most MAX[ unit]" when value is outside [min, max].
+std::string q(std::string_view s);
+std::optional<Problem> range(std::string_view key, uint64_t value, uint64_t min, uint64_t max,
+                             std::string_view unit = "");
 
 // The first problem of the profile, in a fixed key order, or nothing.
 std::optional<Problem> check(const Profile& profile);

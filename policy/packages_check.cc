@@ -10,18 +10,11 @@ namespace airlock::policy {
 namespace {
 
 using detail::Problem;
+using detail::q;
+using detail::range;
 using Check = std::optional<Problem>;
 
 constexpr uint64_t kMaxMiB = uint64_t{1} << 20;
-
-std::string q(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-Check range(const std::string& key, uint64_t value, uint64_t min, uint64_t max) {
-  const std::string head = key + " = " + std::to_string(value) + ": ";
-  if (value < min) return Problem{key, head + "must be at least " + std::to_string(min)};
-  if (value > max) return Problem{key, head + "must be at most " + std::to_string(max)};
-  return std::nullopt;
-}
 
 // "http://host[:port]/path" or "https://...": the upstreams are fetched by the supervisor.
 bool httpUrl(std::string_view url) {

@@ -15,6 +15,8 @@ namespace airlock::policy {
 namespace {
 
 using detail::Problem;
+using detail::q;
+using detail::range;
 using Check = std::optional<Problem>;
 
 constexpr uint64_t kMaxReviewBytes = uint64_t{1} << 30;  // what limits.max_bytes may allow
@@ -28,8 +30,6 @@ constexpr std::string_view kLanguages[] = {"python", "node", "shell", "transfer"
 constexpr std::string_view kActions[] = {"deny", "allow", "hold"};
 constexpr std::string_view kShellModes[] = {"allowlist", "off"};
 
-std::string q(std::string_view s) { return "'" + std::string(s) + "'"; }
-
 std::string joined(std::span<const std::string_view> names) {
   std::string out;
   for (auto n : names) out += (out.empty() ? "" : ", ") + std::string(n);
@@ -39,15 +39,6 @@ std::string joined(std::span<const std::string_view> names) {
 std::string hint(std::string_view word, std::span<const std::string_view> candidates) {
   std::string_view s = detail::closest(word, candidates);
   return s.empty() ? "" : " (did you mean " + q(s) + "?)";
-}
-
-Check range(const std::string& key, uint64_t value, uint64_t min, uint64_t max,
-            std::string_view unit = "") {
-  const std::string head = key + " = " + std::to_string(value) + ": ";
-  const std::string u = unit.empty() ? "" : " " + std::string(unit);
-  if (value < min) return Problem{key, head + "must be at least " + std::to_string(min) + u};
-  if (value > max) return Problem{key, head + "must be at most " + std::to_string(max) + u};
-  return std::nullopt;
 }
 
 bool inChain(const Review& r, std::string_view name) {

@@ -74,9 +74,9 @@ constexpr uint64_t kMaxSandboxes = 100000;
 constexpr size_t kMaxSocketPath = 107;  // sun_path holds 108 bytes with the final NUL
 
 using detail::Problem;
+using detail::q;
+using detail::range;
 using Check = std::optional<Problem>;
-
-std::string q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 bool allChars(std::string_view s, auto pred) {
   return std::ranges::all_of(s, [&](char c) { return pred(static_cast<unsigned char>(c)); });
@@ -101,15 +101,6 @@ std::string suggestCapability(std::string_view name) {
     }
   }
   return best.empty() ? std::string() : " (did you mean " + q(best) + "?)";
-}
-
-Check range(std::string_view key, uint64_t value, uint64_t min, uint64_t max) {
-  const std::string head = std::string(key) + " = " + std::to_string(value) + ": ";
-  if (value < min)
-    return Problem{std::string(key), head + "must be at least " + std::to_string(min)};
-  if (value > max)
-    return Problem{std::string(key), head + "must be at most " + std::to_string(max)};
-  return std::nullopt;
 }
 
 // An absolute path with no ".." component and no NUL byte.
@@ -580,6 +571,19 @@ Check checkTenant(const Tenant& t, const Policy& policy) {
 }  // namespace
 
 namespace detail {
+
+std::string q(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+std::optional<Problem> range(std::string_view key, uint64_t value, uint64_t min, uint64_t max,
+                             std::string_view unit) {
+  const std::string head = std::string(key) + " = " + std::to_string(value) + ": ";
+  const std::string u = unit.empty() ? "" : " " + std::string(unit);
+  if (value < min)
+    return Problem{std::string(key), head + "must be at least " + std::to_string(min) + u};
+  if (value > max)
+    return Problem{std::string(key), head + "must be at most " + std::to_string(max) + u};
+  return std::nullopt;
+}
 
 std::string profilePrefix(const Profile& profile) {
   return profile.name.empty() ? std::string() : "profile '" + profile.name + "': ";

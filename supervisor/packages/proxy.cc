@@ -114,15 +114,6 @@ std::string localAuthority(int fd) {
   return "127.0.0.1:" + std::to_string(port ? *port : 3141);
 }
 
-ProxyReply errorReply(unsigned status, const std::string& message) {
-  ProxyReply r;
-  r.status = status;
-  r.reason = sanitizeReasonPhrase(message);
-  r.content_type = "application/json";
-  r.body = nlohmann::json{{"error", message}}.dump() + "\n";
-  return r;
-}
-
 }  // namespace
 
 void Proxy::Attachment::Owner::startAccept(const std::shared_ptr<State>& st) {
@@ -154,7 +145,7 @@ void Proxy::Attachment::Owner::onAccepted(const std::shared_ptr<State>& st, tcp:
   }
   if (st->active >= options.max_connections_per_sandbox) {
     // Answered from the io thread: a short write a fresh socket's buffer always takes.
-    const ProxyReply reply = errorReply(
+    const ProxyReply reply = jsonReply(
         503, "airlock: too many connections to the package proxy from this sandbox (at most " +
                  std::to_string(options.max_connections_per_sandbox) + " at once)");
     auto text = std::make_shared<std::string>(
@@ -197,7 +188,7 @@ void Proxy::Attachment::Owner::serveConnection(State& st, UniqueFd fd) {
       break;
     if (ec) {
       // A malformed request, or one with a body: answer and close (the rest is unread).
-      (void)writeReply(stream, errorReply(400, "airlock: bad request: " + ec.message()), false,
+      (void)writeReply(stream, jsonReply(400, "airlock: bad request: " + ec.message()), false,
                        false);
       break;
     }
@@ -206,7 +197,7 @@ void Proxy::Attachment::Owner::serveConnection(State& st, UniqueFd fd) {
     const bool head = req.method() == http::verb::head;
     ProxyReply reply;
     if (req.method() != http::verb::get && !head) {
-      reply = errorReply(405, "airlock: the package proxy serves only GET and HEAD");
+      reply = jsonReply(405, "airlock: the package proxy serves only GET and HEAD");
     } else {
       ProxyRequest request;
       request.head = head;

@@ -22,15 +22,6 @@ std::string withSlash(std::string s) {
 
 std::string inQuotes(std::string_view s) { return "'" + std::string(s) + "'"; }
 
-ProxyReply jsonReply(unsigned status, const std::string& message) {
-  ProxyReply r;
-  r.status = status;
-  r.reason = sanitizeReasonPhrase(message);
-  r.content_type = "application/json";
-  r.body = nlohmann::json{{"error", message}}.dump() + "\n";
-  return r;
-}
-
 ProxyReply abandoned() {
   ProxyReply r;
   r.abandon = true;
@@ -155,6 +146,15 @@ std::string lowercase(std::string s) {
 
 }  // namespace
 
+ProxyReply jsonReply(unsigned status, const std::string& message) {
+  ProxyReply r;
+  r.status = status;
+  r.reason = sanitizeReasonPhrase(message);
+  r.content_type = "application/json";
+  r.body = nlohmann::json{{"error", message}}.dump() + "\n";
+  return r;
+}
+
 std::string sanitizeReasonPhrase(std::string_view message) {
   std::string out;
   for (char c : message) {
@@ -246,6 +246,17 @@ void PackageService::audit(const SandboxSession& s, DownloadEvent event) {
   event.sandbox = s.who.sandbox_id;
   event.tenant = s.who.tenant;
   audit_(event);
+}
+
+void PackageService::auditRefusedPackage(const SandboxSession& s, Ecosystem ecosystem,
+                                         const std::string& package, const Verdict& whole) {
+  DownloadEvent e;
+  e.ecosystem = ecosystem;
+  e.package = package;
+  e.verdict = "denied";
+  e.rule = whole.rule;
+  e.reason = whole.reason;
+  audit(s, std::move(e));
 }
 
 ProxyReply PackageService::refuse(const SandboxSession& s, DownloadEvent event, unsigned status,
@@ -367,15 +378,7 @@ ProxyReply PackageService::pypiPage(const ProxyRequest& req, const SandboxSessio
   // Nothing left: list everything, so that pip picks a file and its download fails with the
   // rule's message, rather than pip's "from versions: none".
   if (kept.empty()) kept = std::move(usable);
-  if (!whole.allowed) {
-    DownloadEvent e;
-    e.ecosystem = Ecosystem::pypi;
-    e.package = project;
-    e.verdict = "denied";
-    e.rule = whole.rule;
-    e.reason = whole.reason;
-    audit(s, std::move(e));
-  }
+  if (!whole.allowed) auditRefusedPackage(s, Ecosystem::pypi, project, whole);
   ProxyReply r;
   r.content_type = "text/html; charset=utf-8";
   r.body = renderIndexPage(project, kept, "http://" + req.host + "/pypi/files/" + project + "/");
@@ -478,15 +481,7 @@ ProxyReply PackageService::npmPackument(const ProxyRequest& req, const SandboxSe
   if (!rewritten)
     return jsonReply(502, "airlock: upstream " + inQuotes(transfer_http::redact(p.url)) + ": " +
                               rewritten.error().message());
-  if (!whole.allowed) {
-    DownloadEvent e;
-    e.ecosystem = Ecosystem::npm;
-    e.package = name;
-    e.verdict = "denied";
-    e.rule = whole.rule;
-    e.reason = whole.reason;
-    audit(s, std::move(e));
-  }
+  if (!whole.allowed) auditRefusedPackage(s, Ecosystem::npm, name, whole);
   ProxyReply r;
   r.content_type = p.content_type.starts_with("application/vnd.npm.install-v1+json")
                        ? "application/vnd.npm.install-v1+json"

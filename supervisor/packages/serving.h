@@ -38,6 +38,9 @@ struct ProxyReply {
   bool abandon = false;  // the sandbox's attachment is closing: answer nothing, close
 };
 
+// An error answer: `message` as the reason phrase (made safe) and as {"error": message}.
+ProxyReply jsonReply(unsigned status, const std::string& message);
+
 // One sandbox, as a request's handling needs it.
 struct SandboxSession {
   const SandboxIdentity& who;
@@ -106,6 +109,9 @@ class PackageService {
   ProxyReply refuse(const SandboxSession&, DownloadEvent event, unsigned status,
                     const std::string& message);
   void audit(const SandboxSession&, DownloadEvent event);
+  // The record of a page or packument served for a package the rules refuse as a whole.
+  void auditRefusedPackage(const SandboxSession&, Ecosystem, const std::string& package,
+                           const Verdict& whole);
 
   ProxyOptions options_;
   AuditSink audit_;
