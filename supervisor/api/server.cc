@@ -33,6 +33,7 @@
 #include "supervisor/api/http_request.h"
 #include "supervisor/api/listeners.h"
 #include "supervisor/api/response_encoding.h"
+#include "supervisor/mcp/http_transport.h"
 
 namespace airlock::api {
 namespace {
@@ -157,6 +158,7 @@ struct Server::Impl {
   TokenTable tokens;
   HttpMetrics metrics;
   Dispatcher dispatcher;
+  mcp::HttpTransport mcp;  // /mcp: MCP's Streamable HTTP transport
   Admission admission;
   std::optional<UnixListener> unix_listener;
   std::optional<TcpListener> tcp_listener;
@@ -190,6 +192,9 @@ struct Server::Impl {
         dispatcher(
             service, tokens, metrics,
             HandlerLimits{options.max_json_body, options.max_upload_bytes, options.stream_poll}),
+        mcp(tokens,
+            mcp::HttpTransportOptions{options.socket_path, options.mcp_max_sessions_per_tenant,
+                                      options.mcp_session_idle_timeout, options.max_json_body}),
         admission(AdmissionLimits{options.max_connections, options.max_connections_per_client,
                                   options.max_requests, options.max_requests_per_client}) {}
 
@@ -430,7 +435,8 @@ class Server::Impl::Connection : public std::enable_shared_from_this<Connection>
                         head.expect_continue);
     std::string label;
     try {
-      label = server_.dispatcher.handle(req, ex, server_.draining.load());
+      label = req.path == "/mcp" ? server_.mcp.handle(req, ex, server_.draining.load())
+                                 : server_.dispatcher.handle(req, ex, server_.draining.load());
     } catch (const std::exception& e) {
       server_.log(std::string("api: ") + req.method + " " + req.path + ": " + e.what());
       if (ex.status() == 0) {

@@ -56,6 +56,10 @@ struct ServerOptions {
       10000};                                   // from a request's first byte to its header's end
   std::chrono::milliseconds io_timeout{60000};  // a body read or response write without progress
   std::chrono::milliseconds stream_poll{100};   // how often a stream checks for a gone client
+  // MCP over HTTP (/mcp): open sessions per tenant, and how long one may sit unused before it
+  // and its sandboxes end.
+  size_t mcp_max_sessions_per_tenant = 16;
+  std::chrono::milliseconds mcp_session_idle_timeout{std::chrono::minutes(30)};
   // One line per connection and per server-side failure; null: silent.
   std::function<void(std::string_view)> log;
 };
