@@ -33,6 +33,7 @@
 #include "supervisor/api/http_request.h"
 #include "supervisor/api/listeners.h"
 #include "supervisor/api/response_encoding.h"
+#include "supervisor/api/tls_listener.h"
 #include "supervisor/mcp/http_transport.h"
 
 namespace airlock::api {
@@ -162,7 +163,8 @@ struct Server::Impl {
   Admission admission;
   std::optional<UnixListener> unix_listener;
   std::optional<TcpListener> tcp_listener;
-  UniqueFd stop_fd;  // stop(): every blocking wait on a request thread ends
+  std::unique_ptr<TlsTerminator> tls;  // owns the TCP listener when TLS is configured
+  UniqueFd stop_fd;                    // stop(): every blocking wait on a request thread ends
 
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -262,6 +264,9 @@ struct Server::Impl {
   }
 
   void admit(UniqueFd fd, const sockaddr_storage& ss, bool tcp);
+  // A connection handed in rather than accepted: `fd` is a Unix socket, `peer` who is really at
+  // the other end (a TLS client through the terminator). Treated as TCP: tokens are required.
+  void admitPeer(UniqueFd fd, const Peer& peer, int family, int protocol, bool tcp);
   void refuse(UniqueFd fd, int status, const std::string& message);
   void evict(uint64_t id);
   std::vector<std::shared_ptr<Connection>> liveConnections();
@@ -558,6 +563,10 @@ class Server::Impl::Connection : public std::enable_shared_from_this<Connection>
 
 void Server::Impl::admit(UniqueFd fd, const sockaddr_storage& ss, bool tcp) {
   Peer peer = peerOf(fd.get(), ss, tcp);
+  admitPeer(std::move(fd), peer, ss.ss_family, tcp ? IPPROTO_TCP : 0, tcp);
+}
+
+void Server::Impl::admitPeer(UniqueFd fd, const Peer& peer, int family, int protocol, bool tcp) {
   uint64_t id = next_connection_id.fetch_add(1);
   Admit verdict = admission.openConnection(id, peer.client);
   if (!verdict.admitted) return refuse(std::move(fd), verdict.status, verdict.refusal);
@@ -566,8 +575,7 @@ void Server::Impl::admit(UniqueFd fd, const sockaddr_storage& ss, bool tcp) {
   metrics.connectionOpened();
   auto conn = std::make_shared<Connection>(*this, id, peer.client, tcp);
   error_code ec;
-  conn->socket().assign(net::generic::stream_protocol(ss.ss_family, tcp ? IPPROTO_TCP : 0),
-                        fd.get(), ec);
+  conn->socket().assign(net::generic::stream_protocol(family, protocol), fd.get(), ec);
   if (ec) {
     log("api: connection " + std::to_string(id) + ": " + ec.message());
     return;  // fd closes here; the connection's destructor gives back its place
@@ -631,6 +639,7 @@ void Server::Impl::closeListeners() {
     unix_listener->fd.reset();
   }
   if (tcp_listener) tcp_listener->fd.reset();
+  if (tls) tls->stopAccepting();
 }
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -660,7 +669,7 @@ Result<std::unique_ptr<Server>> Server::start(sandbox::Service& service, ServerO
   if (!unix_listener) return Unexpected(std::move(unix_listener.error()).wrap("api socket"));
   impl->unix_listener = std::move(*unix_listener);
   if (!impl->options.tcp_listen.empty()) {
-    auto tcp = listenTcpLoopback(impl->options.tcp_listen);
+    auto tcp = listenTcp(impl->options.tcp_listen, !impl->options.tls_cert.empty());
     if (!tcp) {
       unlinkUnixListener(impl->options.socket_path, *impl->unix_listener);
       return Unexpected(std::move(tcp.error()).wrap("api tcp listener"));
@@ -668,8 +677,29 @@ Result<std::unique_ptr<Server>> Server::start(sandbox::Service& service, ServerO
     impl->tcp_listener = std::move(*tcp);
   }
   Impl& s = *impl;
+  if (s.tcp_listener && !s.options.tls_cert.empty()) {
+    TlsOptions tls{s.options.tls_cert,
+                   s.options.tls_key,
+                   s.options.tls_client_ca,
+                   s.options.max_connections,
+                   256,
+                   32,
+                   s.options.header_timeout,
+                   s.options.io_timeout};
+    auto terminator = TlsTerminator::start(
+        std::move(s.tcp_listener->fd), std::move(tls),
+        [&s](UniqueFd fd, std::string client) {
+          s.admitPeer(std::move(fd), Peer{client, client}, AF_UNIX, 0, true);
+        },
+        s.options.log);
+    if (!terminator) {
+      unlinkUnixListener(s.options.socket_path, *s.unix_listener);
+      return Unexpected(std::move(terminator.error()).wrap("api tcp listener"));
+    }
+    s.tls = std::move(*terminator);
+  }
   s.acceptors.push_back(std::make_unique<Impl::Acceptor>(s.ioc, s.unix_listener->fd.get(), false));
-  if (s.tcp_listener) {
+  if (s.tcp_listener && !s.tls) {
     s.acceptors.push_back(std::make_unique<Impl::Acceptor>(s.ioc, s.tcp_listener->fd.get(), true));
   }
   for (auto& a : s.acceptors) {
@@ -706,6 +736,7 @@ void Server::stop() {
     std::unique_lock lock(s.mu);
     s.cv.wait(lock, [&] { return s.request_threads == 0 && s.open.empty(); });
   }
+  if (s.tls) s.tls->stop();
   s.reapThreads();
   s.work.reset();
   s.ioc.stop();
