@@ -64,6 +64,11 @@ async function remoteSandboxes() {
   return (await r.json()).sandboxes;
 }
 
+const jsonHeaders = { 'Content-Type': 'application/json',
+  Accept: 'application/json, text/event-stream', Authorization: `Bearer ${TOKEN}` };
+const initBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+
 const textOf = (result) => result.content.filter((c) => c.type === 'text').map((c) => c.text)
   .join('');
 const mcpUrl = () => new URL(`http://127.0.0.1:${port}/mcp`);
@@ -88,6 +93,8 @@ before(async () => {
   writeFileSync(join(dir, 'policy.toml'),
     `schema = 1\n[server]\nsocket = "${sock}"\nstate_dir = "${join(dir, 'state')}"\n` +
     `tcp = "127.0.0.1:${port}"\n` +
+    // Small bounds so the tests can reach them: 3 sessions per tenant, 2 s idle.
+    'mcp_max_sessions_per_tenant = 3\nmcp_idle_timeout_s = 2\n' +
     `[tenants.remote]\ntoken_sha256 = "${sha}"\n`);
   supervisor = spawn(bin, ['serve', '--policy', join(dir, 'policy.toml')],
     { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -167,3 +174,36 @@ test('deleting the session ends its sandbox and the session id', { skip }, async
     body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list' }) });
   assert.equal(r.status, 404);
 });
+
+test('sessions are bounded per tenant and end, with their sandboxes, when idle', { skip },
+  async () => {
+    // The client's session was deleted above: the tenant has none.
+    const ids = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await fetch(mcpUrl(), { method: 'POST', headers: jsonHeaders, body: initBody });
+      assert.equal(r.status, 200);
+      ids.push(r.headers.get('mcp-session-id'));
+    }
+    let r = await fetch(mcpUrl(), { method: 'POST', headers: jsonHeaders, body: initBody });
+    assert.equal(r.status, 429);
+    assert.match((await r.json()).error.message, /server\.mcp_max_sessions_per_tenant/);
+
+    // One session runs code (its default sandbox), then every session goes quiet.
+    r = await fetch(mcpUrl(), { method: 'POST', headers: { ...jsonHeaders, 'Mcp-Session-Id': ids[0] },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call',
+        params: { name: 'run_code', arguments: { code: 'print(6 * 7)' } } }) });
+    assert.equal(r.status, 200);
+    assert.match(JSON.stringify(await r.json()), /42/);
+    assert.equal((await remoteSandboxes()).length, 1);
+
+    const deadline = Date.now() + 10_000;
+    while ((await remoteSandboxes()).length > 0) {
+      assert.ok(Date.now() < deadline, `the idle session kept its sandbox:\n${serveStderr}`);
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    r = await fetch(mcpUrl(), { method: 'POST', headers: { ...jsonHeaders, 'Mcp-Session-Id': ids[0] },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list' }) });
+    assert.equal(r.status, 404);
+    r = await fetch(mcpUrl(), { method: 'POST', headers: jsonHeaders, body: initBody });
+    assert.equal(r.status, 200, 'idle sessions no longer count against the bound');
+  });
