@@ -160,6 +160,9 @@ class TlsTerminator::Impl::Relay : public std::enable_shared_from_this<Relay> {
       owner_.log("api: tls " + address_ + ": handshake failed: " + sslErrorText(ec));
       return close();
     }
+    // The server stopped taking connections while this one shook hands: it must not arrive after
+    // the server's last look at its connections.
+    if (!owner_.accepting) return close();
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) != 0) {
       owner_.log("api: tls " + address_ + ": socketpair: " + Error::errnoName(errno));
