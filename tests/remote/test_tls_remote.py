@@ -171,6 +171,26 @@ class TlsRemoteAccess(unittest.TestCase):
                 pass
         self.assertFalse(data.startswith(b"HTTP/"), data[:200])
 
+    def test_handshakes_of_one_client_are_bounded(self):
+        # 32 handshakes at once per client address: silent connections beyond that are closed at
+        # once instead of waiting for the handshake timeout.
+        silent = [socket.create_connection((HOST, self.port), timeout=10) for _ in range(40)]
+        try:
+            start = time.monotonic()
+            closed = 0
+            for s in silent[-8:]:
+                s.settimeout(0.5)
+                try:
+                    closed += s.recv(1) == b""
+                except socket.timeout:
+                    pass
+            self.assertEqual(closed, 8)
+            self.assertLess(time.monotonic() - start, 0.9)  # before the 1 s handshake timeout
+        finally:
+            for s in silent:
+                s.close()
+        time.sleep(1.2)  # the others are cut by the handshake timeout; later tests start clean
+
     def assertRefused(self, ctx):
         # With TLS 1.3 the client's handshake may end before the server has checked the client
         # certificate; the refusal then arrives as an alert on the first read.
