@@ -295,7 +295,13 @@ void HttpTransport::post(const api::Request& req, api::Exchange& ex, const std::
     --session->busy;
     session->last_used = Clock::now();
   }
-  ex.setHeader("Mcp-Session-Id", session->id);
+  if (initialize && session->server.protocolVersion().empty()) {
+    // initialize was refused (bad params): no session came of it, so none is kept or named.
+    std::lock_guard lock(mu_);
+    sessions_.erase(session->id);
+  } else {
+    ex.setHeader("Mcp-Session-Id", session->id);
+  }
   if (!answer) {
     ex.respond(202, "", "");  // notifications and responses only: accepted, nothing to say
   } else if (json_ok) {

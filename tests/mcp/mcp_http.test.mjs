@@ -162,6 +162,12 @@ test('wrong or missing token is 401; requests without a session are refused', { 
     assert.equal(r.status, 403);
     r = await fetch(mcpUrl(), { headers: { Authorization: `Bearer ${TOKEN}` } });
     assert.equal(r.status, 405);
+    // A refused initialize opens no session.
+    r = await fetch(mcpUrl(), { method: 'POST', headers: jsonHeaders,
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'initialize', params: {} }) });
+    assert.equal(r.status, 200);
+    assert.match((await r.json()).error.message, /protocolVersion/);
+    assert.equal(r.headers.get('mcp-session-id'), null);
   });
 
 test('deleting the session ends its sandbox and the session id', { skip }, async () => {
