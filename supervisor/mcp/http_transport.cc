@@ -106,21 +106,13 @@ HttpTransport::~HttpTransport() {
   }
   cv_.notify_all();
   sweeper_.join();
-  endAll();
-}
-
-void HttpTransport::endAll() {
-  std::map<std::string, std::shared_ptr<Session>> ended;
-  {
-    std::lock_guard lock(mu_);
-    ended.swap(sessions_);
+  // The server that owns this transport has stopped, and the supervisor ends every sandbox on
+  // its way out: the sessions' sandboxes are forgotten, not ended through a socket that is gone.
+  for (auto& [id, session] : sessions_) {
+    std::lock_guard lock(session->mu);
+    session->tools.detachAll();
   }
-  // Destroyed here, outside the lock: each ends its sandboxes through the API.
-}
-
-size_t HttpTransport::sessions() const {
-  std::lock_guard lock(mu_);
-  return sessions_.size();
+  sessions_.clear();
 }
 
 // Ends sessions idle for longer than idle_timeout, checking a few times per timeout.

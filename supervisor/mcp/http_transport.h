@@ -38,17 +38,12 @@ struct HttpTransportOptions {
 class HttpTransport {
  public:
   HttpTransport(const api::TokenTable& tokens, HttpTransportOptions options);
-  ~HttpTransport();  // ends every session
+  ~HttpTransport();  // drops every session, leaving its sandboxes to the supervisor's shutdown
   HttpTransport(const HttpTransport&) = delete;
   HttpTransport& operator=(const HttpTransport&) = delete;
 
   // Answers one request to /mcp. Returns the route label for metrics.
   std::string handle(const api::Request& req, api::Exchange& ex, bool draining);
-
-  // Ends every session and its sandboxes now (when the server drains).
-  void endAll();
-
-  size_t sessions() const;
 
  private:
   struct Session;
