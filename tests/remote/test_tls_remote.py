@@ -137,6 +137,41 @@ class TlsRemoteAccess(unittest.TestCase):
         status, _, body = self.request(self.context(), "GET", "/v1/sandboxes", token=None)
         self.assertEqual(status, 401, body)
 
+    def test_files_and_streams_cross_the_relay_intact(self):
+        # Megabytes each way on one keep-alive connection: the relay's back-pressure and order.
+        conn = http.client.HTTPSConnection(HOST, self.port, context=self.context(), timeout=60)
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        try:
+            conn.request("POST", "/v1/sandboxes", body="{}",
+                         headers={**auth, "Content-Type": "application/json"})
+            r = conn.getresponse()
+            sandbox = json.loads(r.read())["id"]
+            self.assertEqual(r.status, 201)
+            data = os.urandom(8 << 20)
+            conn.request("PUT", f"/v1/sandboxes/{sandbox}/files?path=/home/user/big.bin",
+                         body=data, headers=auth)
+            r = conn.getresponse()
+            self.assertEqual(r.status, 201, r.read())
+            r.read()
+            conn.request("GET", f"/v1/sandboxes/{sandbox}/files?path=/home/user/big.bin",
+                         headers=auth)
+            r = conn.getresponse()
+            self.assertEqual(r.status, 200)
+            self.assertTrue(r.read() == data, "the file came back changed")
+            conn.request("POST", f"/v1/sandboxes/{sandbox}/code", headers={
+                **auth, "Content-Type": "application/json"}, body=json.dumps(
+                    {"code": "for i in range(3):\n    print('line', i, flush=True)"}))
+            r = conn.getresponse()
+            events = [json.loads(line) for line in r.read().splitlines()]
+            self.assertEqual("".join(e.get("data", "") for e in events if e["type"] == "stdout"),
+                             "line 0\nline 1\nline 2\n")
+            conn.request("DELETE", f"/v1/sandboxes/{sandbox}", headers=auth)
+            r = conn.getresponse()
+            r.read()
+            self.assertEqual(r.status, 204)
+        finally:
+            conn.close()
+
     def test_mcp_over_tls(self):
         init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
