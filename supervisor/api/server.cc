@@ -678,14 +678,14 @@ Result<std::unique_ptr<Server>> Server::start(sandbox::Service& service, ServerO
   }
   Impl& s = *impl;
   if (s.tcp_listener && !s.options.tls_cert.empty()) {
-    TlsOptions tls{s.options.tls_cert,
-                   s.options.tls_key,
-                   s.options.tls_client_ca,
-                   s.options.max_connections,
-                   256,
-                   32,
-                   s.options.header_timeout,
-                   s.options.io_timeout};
+    // The handshake shares the header's deadline; handshake counts keep TlsOptions' defaults.
+    TlsOptions tls;
+    tls.cert_file = s.options.tls_cert;
+    tls.key_file = s.options.tls_key;
+    tls.client_ca_file = s.options.tls_client_ca;
+    tls.max_connections = s.options.max_connections;
+    tls.handshake_timeout = s.options.header_timeout;
+    tls.io_timeout = s.options.io_timeout;
     auto terminator = TlsTerminator::start(
         std::move(s.tcp_listener->fd), std::move(tls),
         [&s](UniqueFd fd, std::string client) {
