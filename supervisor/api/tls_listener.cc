@@ -169,8 +169,9 @@ class TlsTerminator::Impl::Relay : public std::enable_shared_from_this<Relay> {
       return close();
     }
     UniqueFd ours(fds[0]), theirs(fds[1]);
-    plain_.assign(net::local::stream_protocol(), ours.release(), ec);
+    plain_.assign(net::local::stream_protocol(), ours.get(), ec);
     if (ec) return close();
+    (void)ours.release();  // plain_ owns it now
     owner_.deliver(std::move(theirs), "tls " + address_);
     pumpToServer();
     pumpToClient();
