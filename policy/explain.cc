@@ -68,7 +68,12 @@ void explainServer(std::ostream& out, const Policy& policy) {
   out << "server\n"
       << "  socket " << s.socket << ", mode " << s.socket_mode << ", group "
       << (s.socket_group.empty() ? "root's" : s.socket_group) << "\n"
-      << "  tcp " << (s.tcp.empty() ? "off" : s.tcp + " (bearer tokens only)") << "\n"
+      << "  tcp "
+      << (s.tcp.empty() ? "off"
+                        : s.tcp + (s.tls_cert.empty() ? "" : " with TLS") +
+                              (s.tls_client_ca.empty() ? "" : " and client certificates") +
+                              " (bearer tokens only)")
+      << "\n"
       << "  connections " << s.max_connections << " (" << s.max_connections_per_client
       << " a client), requests " << s.max_requests << " (" << s.max_requests_per_client
       << " a client), timeouts idle " << s.idle_timeout_s << " s, header " << s.header_timeout_s

@@ -81,8 +81,9 @@ namespace detail {
 std::vector<std::string> serverRelaxations(const Server& s) {
   std::vector<std::string> out;
   if (!s.tcp.empty()) {
-    out.push_back("server.tcp = '" + s.tcp +
-                  "': the API also listens on loopback TCP (tenants with a token_sha256)");
+    out.push_back("server.tcp = '" + s.tcp + "': the API also listens on " +
+                  (s.tls_cert.empty() ? "loopback TCP" : "TCP with TLS") +
+                  " (tenants with a token_sha256)");
   }
   // Connecting to a Unix socket needs write permission on it.
   if (s.socketModeBits() != UINT32_MAX && (s.socketModeBits() & 0002) != 0) {

@@ -1,5 +1,7 @@
 // The questions `airlock serve` asks its policy while running: which tenant a token names, which
 // profiles a tenant may use, what keep-alive and lifetime a request gets, where to listen.
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <charconv>
 
@@ -42,7 +44,7 @@ uint32_t Server::socketModeBits() const {
   return bits;
 }
 
-Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp) {
+Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp, bool tls) {
   if (tcp.empty()) return std::nullopt;
   const std::string head = "server.tcp = " + q(tcp) + ": ";
   std::string_view host, port;
@@ -66,14 +68,30 @@ Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp) {
   }
   const bool bracketed = tcp.front() == '[';
   TcpEndpoint endpoint;
+  in_addr v4{};
+  in6_addr v6{};
+  const std::string host_text(host);
   if (!bracketed && (host == "127.0.0.1" || host == "localhost")) {
     endpoint.host = "127.0.0.1";
+    endpoint.loopback = true;
   } else if (bracketed && host == "::1") {
     endpoint.host = "::1";
+    endpoint.loopback = true;
+  } else if ((!bracketed && inet_pton(AF_INET, host_text.c_str(), &v4) == 1) ||
+             (bracketed && inet_pton(AF_INET6, host_text.c_str(), &v6) == 1)) {
+    // Exactly 127.0.0.1 and ::1 are "loopback" here: another 127/8 address or a wildcard may be
+    // reachable from namespaces, containers or the network, and bearer tokens must not cross it
+    // in clear text.
+    if (!tls) {
+      return fail(head + "only 127.0.0.1, [::1] or localhost may serve plain HTTP; another " +
+                  "address needs TLS: set server.tls_cert and server.tls_key (or put a TLS " +
+                  "proxy in front, docs/api.md)");
+    }
+    endpoint.host = host_text;
   } else {
-    // Bearer tokens travel in clear text: they must never leave the host.
-    return fail(head + "only loopback is allowed (127.0.0.1, [::1] or localhost): bearer tokens " +
-                "travel unencrypted; put a TLS proxy in front for remote clients");
+    return fail(head + "the host must be an IP address (" +
+                (tls ? std::string("e.g. '0.0.0.0:8720', '[::]:8720'") : "127.0.0.1, [::1]") +
+                ") or localhost");
   }
   unsigned value = 0;
   auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);

@@ -441,7 +441,30 @@ Check checkServer(const Server& s) {
                        ": must be a group name (letters, digits, '_', '-', '.'), a numeric gid, "
                        "or '' for root's group"};
   }
-  if (auto tcp = parseTcp(s.tcp); !tcp) return Problem{"server.tcp", tcp.error().message()};
+  if (s.tls_cert.empty() != s.tls_key.empty()) {
+    const char* missing = s.tls_cert.empty() ? "server.tls_cert" : "server.tls_key";
+    return Problem{missing, std::string(missing) +
+                                " is empty: TLS needs both tls_cert (PEM certificate chain) and "
+                                "tls_key (PEM private key)"};
+  }
+  for (auto [key, path] : {std::pair<const char*, const std::string&>{"tls_cert", s.tls_cert},
+                           {"tls_key", s.tls_key},
+                           {"tls_client_ca", s.tls_client_ca}}) {
+    if (!path.empty())
+      if (auto p = serverPath(key, path)) return p;
+  }
+  const bool tls = !s.tls_cert.empty();
+  if (!s.tls_client_ca.empty() && !tls) {
+    return Problem{"server.tls_client_ca",
+                   "server.tls_client_ca = " + q(s.tls_client_ca) +
+                       ": client certificates need TLS; set server.tls_cert and server.tls_key"};
+  }
+  if (tls && s.tcp.empty()) {
+    return Problem{"server.tls_cert",
+                   "server.tls_cert is set but server.tcp is empty: TLS applies to the TCP "
+                   "listener; set server.tcp (e.g. '0.0.0.0:8443') or remove the TLS keys"};
+  }
+  if (auto tcp = parseTcp(s.tcp, tls); !tcp) return Problem{"server.tcp", tcp.error().message()};
   for (Check c : {
            range("server.max_connections", s.max_connections, 1, 65536),
            range("server.max_connections_per_client", s.max_connections_per_client, 1, 65536),
@@ -453,6 +476,8 @@ Check checkServer(const Server& s) {
            range("server.max_json_body_kb", s.max_json_body_kb, 1, 1 << 20),
            range("server.max_upload_mb", s.max_upload_mb, 1, kMaxMiB),
            range("server.max_sandboxes", s.max_sandboxes, 1, kMaxSandboxes),
+           range("server.mcp_max_sessions_per_tenant", s.mcp_max_sessions_per_tenant, 1, 4096),
+           range("server.mcp_idle_timeout_s", s.mcp_idle_timeout_s, 1, 604800),
        }) {
     if (c) return c;
   }

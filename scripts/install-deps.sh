@@ -22,6 +22,8 @@ packages=(
   libbpf-dev bpftool libelf-dev zlib1g-dev
   # tests
   libgtest-dev libgmock-dev iproute2 util-linux procps
+  # the remote-access test makes its CA and certificates with the openssl CLI (tests/remote)
+  openssl
   # sandbox runtimes and the data-science stack the examples use
   python3 python3-numpy python3-pandas python3-matplotlib python3-reportlab
   # pip inside sandboxes, through the package proxy (docs/packages.md)

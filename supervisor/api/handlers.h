@@ -24,6 +24,12 @@ struct Request {
   std::string accept;  // the Accept header: event streams as frames when it names them
   std::optional<uint64_t> content_length;  // nullopt: chunked or no body
   bool from_tcp = false;
+  // Headers only MCP's Streamable HTTP transport reads (supervisor/mcp/http_transport.h).
+  std::string content_type;
+  std::string origin;
+  std::string host;
+  std::string mcp_session_id;        // Mcp-Session-Id
+  std::string mcp_protocol_version;  // MCP-Protocol-Version
 };
 
 // One request/response exchange on a connection.

@@ -30,6 +30,18 @@ RequestHead readRequestHead(const RequestParser& parser, bool from_tcp) {
   if (auto it = msg.find(http::field::accept); it != msg.end()) {
     req.accept = std::string(it->value());
   }
+  if (auto it = msg.find(http::field::content_type); it != msg.end()) {
+    req.content_type = std::string(it->value());
+  }
+  if (auto it = msg.find(http::field::origin); it != msg.end())
+    req.origin = std::string(it->value());
+  if (auto it = msg.find(http::field::host); it != msg.end()) req.host = std::string(it->value());
+  if (auto it = msg.find("Mcp-Session-Id"); it != msg.end()) {
+    req.mcp_session_id = std::string(it->value());
+  }
+  if (auto it = msg.find("MCP-Protocol-Version"); it != msg.end()) {
+    req.mcp_protocol_version = std::string(it->value());
+  }
   if (auto len = parser.content_length()) req.content_length = *len;
   req.from_tcp = from_tcp;
   if (auto it = msg.find(http::field::expect); it != msg.end()) {

@@ -107,7 +107,7 @@ void unlinkUnixListener(const std::string& path, const UnixListener& listener) {
   }
 }
 
-Result<TcpListener> listenTcpLoopback(const std::string& spec) {
+Result<TcpListener> listenTcp(const std::string& spec, bool any_address) {
   size_t colon = spec.rfind(':');
   if (colon == std::string::npos) return fail("expected HOST:PORT", spec);
   std::string host = spec.substr(0, colon);
@@ -129,8 +129,8 @@ Result<TcpListener> listenTcpLoopback(const std::string& spec) {
   in_addr v4{};
   in6_addr v6{};
   if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
-    if ((ntohl(v4.s_addr) >> 24) != 127) {
-      return fail("refusing a TCP listener on a non-loopback address (use 127.0.0.1)", spec);
+    if (!any_address && ntohl(v4.s_addr) != INADDR_LOOPBACK) {
+      return fail("refusing plain HTTP on an address other than 127.0.0.1 (configure TLS)", spec);
     }
     auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
     sin->sin_family = AF_INET;
@@ -139,8 +139,8 @@ Result<TcpListener> listenTcpLoopback(const std::string& spec) {
     len = sizeof *sin;
     family = AF_INET;
   } else if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
-    if (!IN6_IS_ADDR_LOOPBACK(&v6)) {
-      return fail("refusing a TCP listener on a non-loopback address (use [::1])", spec);
+    if (!any_address && !IN6_IS_ADDR_LOOPBACK(&v6)) {
+      return fail("refusing plain HTTP on an address other than [::1] (configure TLS)", spec);
     }
     auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
     sin6->sin6_family = AF_INET6;
@@ -149,7 +149,8 @@ Result<TcpListener> listenTcpLoopback(const std::string& spec) {
     len = sizeof *sin6;
     family = AF_INET6;
   } else {
-    return fail("expected a loopback IP address (127.0.0.1, ::1 or localhost)", spec);
+    return fail("expected an IP address (127.0.0.1, ::1, localhost, or with TLS any address)",
+                spec);
   }
 
   TcpListener l;

@@ -1,4 +1,5 @@
-// The listening sockets of `airlock serve`: a Unix socket, and optionally loopback TCP.
+// The listening sockets of `airlock serve`: a Unix socket, and optionally TCP (loopback, or any
+// address when TLS terminates it: tls_listener.h).
 #pragma once
 
 #include <sys/types.h>
@@ -29,8 +30,9 @@ struct TcpListener {
   uint16_t port = 0;  // the bound port (useful when the spec asked for port 0)
 };
 
-// "127.0.0.1:8720", "[::1]:8720" or "localhost:8720". Any address that is not loopback is
-// refused: TCP is for local clients that cannot reach the Unix socket, never the network.
-Result<TcpListener> listenTcpLoopback(const std::string& spec);
+// "127.0.0.1:8720", "[::1]:8720" or "localhost:8720". Unless `any_address` (the listener is
+// TLS), an address other than 127.0.0.1 and ::1 is refused: plain HTTP carries bearer tokens in
+// clear text, so it is for local clients that cannot reach the Unix socket, never the network.
+Result<TcpListener> listenTcp(const std::string& spec, bool any_address);
 
 }  // namespace airlock::api

@@ -33,6 +33,8 @@
 #include "supervisor/api/http_request.h"
 #include "supervisor/api/listeners.h"
 #include "supervisor/api/response_encoding.h"
+#include "supervisor/api/tls_listener.h"
+#include "supervisor/mcp/http_transport.h"
 
 namespace airlock::api {
 namespace {
@@ -157,10 +159,12 @@ struct Server::Impl {
   TokenTable tokens;
   HttpMetrics metrics;
   Dispatcher dispatcher;
+  mcp::HttpTransport mcp;  // /mcp: MCP's Streamable HTTP transport
   Admission admission;
   std::optional<UnixListener> unix_listener;
   std::optional<TcpListener> tcp_listener;
-  UniqueFd stop_fd;  // stop(): every blocking wait on a request thread ends
+  std::unique_ptr<TlsTerminator> tls;  // owns the TCP listener when TLS is configured
+  UniqueFd stop_fd;                    // stop(): every blocking wait on a request thread ends
 
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -190,6 +194,9 @@ struct Server::Impl {
         dispatcher(
             service, tokens, metrics,
             HandlerLimits{options.max_json_body, options.max_upload_bytes, options.stream_poll}),
+        mcp(tokens,
+            mcp::HttpTransportOptions{options.socket_path, options.mcp_max_sessions_per_tenant,
+                                      options.mcp_session_idle_timeout, options.max_json_body}),
         admission(AdmissionLimits{options.max_connections, options.max_connections_per_client,
                                   options.max_requests, options.max_requests_per_client}) {}
 
@@ -257,6 +264,9 @@ struct Server::Impl {
   }
 
   void admit(UniqueFd fd, const sockaddr_storage& ss, bool tcp);
+  // A connection handed in rather than accepted: `fd` is a Unix socket, `peer` who is really at
+  // the other end (a TLS client through the terminator). Treated as TCP: tokens are required.
+  void admitPeer(UniqueFd fd, const Peer& peer, int family, int protocol, bool tcp);
   void refuse(UniqueFd fd, int status, const std::string& message);
   void evict(uint64_t id);
   std::vector<std::shared_ptr<Connection>> liveConnections();
@@ -430,7 +440,8 @@ class Server::Impl::Connection : public std::enable_shared_from_this<Connection>
                         head.expect_continue);
     std::string label;
     try {
-      label = server_.dispatcher.handle(req, ex, server_.draining.load());
+      label = req.path == "/mcp" ? server_.mcp.handle(req, ex, server_.draining.load())
+                                 : server_.dispatcher.handle(req, ex, server_.draining.load());
     } catch (const std::exception& e) {
       server_.log(std::string("api: ") + req.method + " " + req.path + ": " + e.what());
       if (ex.status() == 0) {
@@ -552,6 +563,10 @@ class Server::Impl::Connection : public std::enable_shared_from_this<Connection>
 
 void Server::Impl::admit(UniqueFd fd, const sockaddr_storage& ss, bool tcp) {
   Peer peer = peerOf(fd.get(), ss, tcp);
+  admitPeer(std::move(fd), peer, ss.ss_family, tcp ? IPPROTO_TCP : 0, tcp);
+}
+
+void Server::Impl::admitPeer(UniqueFd fd, const Peer& peer, int family, int protocol, bool tcp) {
   uint64_t id = next_connection_id.fetch_add(1);
   Admit verdict = admission.openConnection(id, peer.client);
   if (!verdict.admitted) return refuse(std::move(fd), verdict.status, verdict.refusal);
@@ -560,8 +575,7 @@ void Server::Impl::admit(UniqueFd fd, const sockaddr_storage& ss, bool tcp) {
   metrics.connectionOpened();
   auto conn = std::make_shared<Connection>(*this, id, peer.client, tcp);
   error_code ec;
-  conn->socket().assign(net::generic::stream_protocol(ss.ss_family, tcp ? IPPROTO_TCP : 0),
-                        fd.get(), ec);
+  conn->socket().assign(net::generic::stream_protocol(family, protocol), fd.get(), ec);
   if (ec) {
     log("api: connection " + std::to_string(id) + ": " + ec.message());
     return;  // fd closes here; the connection's destructor gives back its place
@@ -625,6 +639,7 @@ void Server::Impl::closeListeners() {
     unix_listener->fd.reset();
   }
   if (tcp_listener) tcp_listener->fd.reset();
+  if (tls) tls->stopAccepting();
 }
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -654,7 +669,7 @@ Result<std::unique_ptr<Server>> Server::start(sandbox::Service& service, ServerO
   if (!unix_listener) return Unexpected(std::move(unix_listener.error()).wrap("api socket"));
   impl->unix_listener = std::move(*unix_listener);
   if (!impl->options.tcp_listen.empty()) {
-    auto tcp = listenTcpLoopback(impl->options.tcp_listen);
+    auto tcp = listenTcp(impl->options.tcp_listen, !impl->options.tls_cert.empty());
     if (!tcp) {
       unlinkUnixListener(impl->options.socket_path, *impl->unix_listener);
       return Unexpected(std::move(tcp.error()).wrap("api tcp listener"));
@@ -662,8 +677,29 @@ Result<std::unique_ptr<Server>> Server::start(sandbox::Service& service, ServerO
     impl->tcp_listener = std::move(*tcp);
   }
   Impl& s = *impl;
+  if (s.tcp_listener && !s.options.tls_cert.empty()) {
+    // The handshake shares the header's deadline; handshake counts keep TlsOptions' defaults.
+    TlsOptions tls;
+    tls.cert_file = s.options.tls_cert;
+    tls.key_file = s.options.tls_key;
+    tls.client_ca_file = s.options.tls_client_ca;
+    tls.max_connections = s.options.max_connections;
+    tls.handshake_timeout = s.options.header_timeout;
+    tls.io_timeout = s.options.io_timeout;
+    auto terminator = TlsTerminator::start(
+        std::move(s.tcp_listener->fd), std::move(tls),
+        [&s](UniqueFd fd, std::string client) {
+          s.admitPeer(std::move(fd), Peer{client, client}, AF_UNIX, 0, true);
+        },
+        s.options.log);
+    if (!terminator) {
+      unlinkUnixListener(s.options.socket_path, *s.unix_listener);
+      return Unexpected(std::move(terminator.error()).wrap("api tcp listener"));
+    }
+    s.tls = std::move(*terminator);
+  }
   s.acceptors.push_back(std::make_unique<Impl::Acceptor>(s.ioc, s.unix_listener->fd.get(), false));
-  if (s.tcp_listener) {
+  if (s.tcp_listener && !s.tls) {
     s.acceptors.push_back(std::make_unique<Impl::Acceptor>(s.ioc, s.tcp_listener->fd.get(), true));
   }
   for (auto& a : s.acceptors) {
@@ -700,6 +736,7 @@ void Server::stop() {
     std::unique_lock lock(s.mu);
     s.cv.wait(lock, [&] { return s.request_threads == 0 && s.open.empty(); });
   }
+  if (s.tls) s.tls->stop();
   s.reapThreads();
   s.work.reset();
   s.ioc.stop();

@@ -20,7 +20,8 @@
 //   503 over the server's, with the limit named.
 // - GET /healthz is answered on the io_context itself, so it answers while every request thread
 //   is taken.
-// A client is a local uid on the Unix socket and a peer address on loopback TCP.
+// A client is a local uid on the Unix socket and a peer address on TCP ("tls ADDRESS" when TLS
+// terminates it: tls_listener.h hands those connections in over a socketpair).
 #pragma once
 
 #include <chrono>
@@ -41,6 +42,10 @@ struct ServerOptions {
   uint32_t socket_mode = 0660;
   std::string socket_group;  // "": leave the group as created
   std::string tcp_listen;    // "127.0.0.1:8720", "[::1]:8720" or "" (no TCP)
+  // TLS on the TCP listener (tls_listener.h); with it, tcp_listen may be any address.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;  // "": no client certificates
   // sha256 hex of a bearer token → its tenant. TCP requests must carry one; Unix socket
   // requests are tenant "default" unless they do.
   std::map<std::string, std::string> token_sha256_to_tenant;
@@ -56,6 +61,10 @@ struct ServerOptions {
       10000};                                   // from a request's first byte to its header's end
   std::chrono::milliseconds io_timeout{60000};  // a body read or response write without progress
   std::chrono::milliseconds stream_poll{100};   // how often a stream checks for a gone client
+  // MCP over HTTP (/mcp): open sessions per tenant, and how long one may sit unused before it
+  // and its sandboxes end.
+  size_t mcp_max_sessions_per_tenant = 16;
+  std::chrono::milliseconds mcp_session_idle_timeout{std::chrono::minutes(30)};
   // One line per connection and per server-side failure; null: silent.
   std::function<void(std::string_view)> log;
 };

@@ -43,6 +43,11 @@ api::ServerOptions serverOptionsFrom(const policy::Policy& pol) {
   o.socket_mode = pol.server.socketModeBits();
   o.socket_group = pol.server.socket_group;
   o.tcp_listen = pol.server.tcp;
+  o.tls_cert = pol.server.tls_cert;
+  o.tls_key = pol.server.tls_key;
+  o.tls_client_ca = pol.server.tls_client_ca;
+  o.mcp_max_sessions_per_tenant = pol.server.mcp_max_sessions_per_tenant;
+  o.mcp_session_idle_timeout = std::chrono::seconds(pol.server.mcp_idle_timeout_s);
   for (const auto& [name, tenant] : pol.tenants)
     if (!tenant.token_sha256.empty()) o.token_sha256_to_tenant[tenant.token_sha256] = name;
   o.max_connections = pol.server.max_connections;
@@ -141,7 +146,11 @@ int serveCommand(const std::vector<std::string>& args) {
     return sandbox::kExitAirlockError;
   }
   std::cerr << "airlock: serving on unix://" << server_opts.socket_path
-            << (server_opts.tcp_listen.empty() ? "" : " and http://" + server_opts.tcp_listen)
+            << (server_opts.tcp_listen.empty()
+                    ? ""
+                    : (server_opts.tls_cert.empty() ? " and http://" : " and https://") +
+                          server_opts.tcp_listen +
+                          (server_opts.tls_client_ca.empty() ? "" : " (client certificates)"))
             << " (policy " << pol->source << ", sha256 " << pol->hash.substr(0, 12) << ")\n";
 
   for (;;) {

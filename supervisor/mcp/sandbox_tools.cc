@@ -112,6 +112,13 @@ void SandboxTools::endAll() {
   created_.clear();
 }
 
+void SandboxTools::detachAll() {
+  if (default_) default_->detach();
+  default_.reset();
+  for (auto& [id, sb] : created_) sb.detach();
+  created_.clear();
+}
+
 sdk::Result<SandboxTools::Target> SandboxTools::resolve(const Json& args) {
   Target t;
   std::string wanted = stringArg(args, "sandbox_id");

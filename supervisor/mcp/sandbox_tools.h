@@ -36,6 +36,9 @@ class SandboxTools {
 
   // Ends the session's sandboxes now (a failure is logged on stderr).
   void endAll();
+  // Forgets the session's sandboxes without ending them: for when the supervisor itself is going
+  // away and ends every sandbox on its way out.
+  void detachAll();
 
  private:
   struct Target;

@@ -296,6 +296,8 @@ TEST(ApiOpenApi, DocumentCoversExactlyTheRouteTable) {
     }
   }
   for (const Route& r : routeTable()) routed.insert(std::string(r.method) + " " + r.pattern);
+  // MCP's Streamable HTTP transport is answered beside the router (supervisor/mcp).
+  for (const char* m : {"POST", "GET", "DELETE"}) routed.insert(std::string(m) + " /mcp");
   EXPECT_EQ(documented, routed);
 }
 

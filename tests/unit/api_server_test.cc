@@ -500,6 +500,24 @@ TEST_F(ApiServerTest, TcpNeedsABearerToken) {
   EXPECT_EQ(r.status, 401);
 }
 
+// Beyond 127.0.0.1 and ::1 the listener needs TLS, and TLS files that do not load stop the start
+// with the setting named (tests/remote covers handshakes against a real supervisor).
+TEST_F(ApiServerTest, TcpBeyondLoopbackNeedsTlsThatLoads) {
+  options_.token_sha256_to_tenant[policy::sha256Hex("t")] = "a";
+  options_.tcp_listen = "127.0.0.2:0";
+  auto s = Server::start(fake_, options_);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message().find("configure TLS"), std::string::npos) << s.error().message();
+  options_.tls_cert = "/nonexistent/airlock-test.crt";
+  options_.tls_key = "/nonexistent/airlock-test.key";
+  s = Server::start(fake_, options_);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message().find("server.tls_cert: cannot load the certificate chain"),
+            std::string::npos)
+      << s.error().message();
+  EXPECT_NE(s.error().message().find("/nonexistent/airlock-test.crt"), std::string::npos);
+}
+
 TEST_F(ApiServerTest, TcpMustBeLoopbackAndHaveTokens) {
   options_.token_sha256_to_tenant[policy::sha256Hex("t")] = "a";
   for (std::string spec : {"0.0.0.0:0", "10.1.2.3:8720", "[::]:0", "example.com:80"}) {

@@ -168,8 +168,8 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [d1, d2] = TransferHostdir{};
   [[maybe_unused]] auto [z1, z2, z3] = TransferSettings{};
   [[maybe_unused]] auto [r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11] = Review{};
-  [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16,
-                         v17] = Server{};
+  [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16, v17,
+                         v18, v19, v20, v21, v22] = Server{};
   [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
   [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11] = Policy{};
   // Profile: 21 members minus name, minus the 11 sub-tables, plus their 9 + 8 + 2 + 2 + 2 + 4 + 4
@@ -179,7 +179,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
                                       2 + 2 + 3 + 1 + 5 + 12 + 6 + 6);
   EXPECT_EQ(packageSettingsKeys().size(), 6u);
   EXPECT_EQ(transferKeys().size(), 3u);
-  EXPECT_EQ(serverKeys().size(), 17u);
+  EXPECT_EQ(serverKeys().size(), 22u);
   EXPECT_EQ(auditKeys().size(), 5u);
   EXPECT_EQ(egressKeys().size(), 4u);
   EXPECT_EQ(tenantKeys().size(), 5u - 1);  // minus name
@@ -205,6 +205,11 @@ const std::map<std::string, std::string> kServerValues = {
     {"idle_timeout_s", "7"},
     {"header_timeout_s", "7"},
     {"io_timeout_s", "7"},
+    {"mcp_max_sessions_per_tenant", "7"},
+    {"mcp_idle_timeout_s", "7"},
+    {"tls_cert", "\"/etc/airlock/tls.crt\""},
+    {"tls_key", "\"/etc/airlock/tls.key\""},
+    {"tls_client_ca", "\"/etc/airlock/clients.pem\""},
 };
 const std::map<std::string, std::string> kAuditValues = {
     {"log", "\"/var/log/airlock/audit.jsonl\""},
@@ -256,11 +261,28 @@ TEST(PolicyReference, EveryServerAndTenantKeyWritesItsOwnField) {
   const std::string token_tenant = "[tenants.ci]\ntoken_sha256 = \"" + kHashA + "\"\n";
   for (const std::string& key : serverKeys()) {
     ASSERT_TRUE(kServerValues.contains(key)) << "give " << key << " a value in kServerValues";
-    auto p =
-        parse("schema = 1\n[server]\n" + key + " = " + kServerValues.at(key) + "\n" + token_tenant,
-              "k.toml");
+    // The TLS keys are valid only together (and with tcp): each is set beside the others, and
+    // compared with a Server holding just the others.
+    const bool tls_key = key.starts_with("tls_");
+    std::string others;
+    Server baseline;
+    if (tls_key) {
+      baseline.tcp = "127.0.0.1:9";
+      others = "tcp = \"127.0.0.1:9\"\n";
+      for (auto [name, field] : {std::pair{"tls_cert", &Server::tls_cert},
+                                 {"tls_key", &Server::tls_key},
+                                 {"tls_client_ca", &Server::tls_client_ca}}) {
+        if (name == key) continue;
+        others += std::string(name) + " = " + kServerValues.at(name) + "\n";
+        const std::string& quoted = kServerValues.at(name);
+        baseline.*field = quoted.substr(1, quoted.size() - 2);
+      }
+    }
+    auto p = parse("schema = 1\n[server]\n" + others + key + " = " + kServerValues.at(key) + "\n" +
+                       token_tenant,
+                   "k.toml");
     ASSERT_TRUE(p.has_value()) << key << ": " << p.error().message();
-    auto changed = changedLines(serverToToml(Server{}), serverToToml(p->server));
+    auto changed = changedLines(serverToToml(baseline), serverToToml(p->server));
     ASSERT_EQ(changed.size(), 1u) << key;
     EXPECT_EQ(changed[0], key + " = " + kServerValues.at(key)) << key;
   }

@@ -201,6 +201,30 @@ TEST(PolicyServe, ValidatePolicyRules) {
       {"socket 108 bytes", [](Policy& p) { p.server.socket = "/" + std::string(107, 's'); },
        "server.socket = '/" + std::string(107, 's') +
            "': 108 bytes, longer than the 107 a Unix socket address holds"},
+      {"tls cert without key",
+       [](Policy& p) {
+         p.server.tcp = "127.0.0.1:8443";
+         p.server.tls_cert = "/etc/airlock/tls.crt";
+       },
+       "server.tls_key is empty: TLS needs both tls_cert (PEM certificate chain) and tls_key "
+       "(PEM private key)"},
+      {"tls client ca without tls", [](Policy& p) { p.server.tls_client_ca = "/etc/ca.pem"; },
+       "server.tls_client_ca = '/etc/ca.pem': client certificates need TLS; set "
+       "server.tls_cert and server.tls_key"},
+      {"tls without tcp",
+       [](Policy& p) {
+         p.server.tls_cert = "/etc/airlock/tls.crt";
+         p.server.tls_key = "/etc/airlock/tls.key";
+       },
+       "server.tls_cert is set but server.tcp is empty: TLS applies to the TCP listener; set "
+       "server.tcp (e.g. '0.0.0.0:8443') or remove the TLS keys"},
+      {"tls key relative",
+       [](Policy& p) {
+         p.server.tcp = "0.0.0.0:8443";
+         p.server.tls_cert = "/etc/airlock/tls.crt";
+         p.server.tls_key = "tls.key";
+       },
+       "server.tls_key = 'tls.key': must be an absolute path"},
       {"mode 0777", [](Policy& p) { p.server.socket_mode = "0777"; }, std::nullopt},
       {"mode 600", [](Policy& p) { p.server.socket_mode = "600"; }, std::nullopt},
       {"mode 0", [](Policy& p) { p.server.socket_mode = "0"; }, std::nullopt},
@@ -220,11 +244,13 @@ TEST(PolicyServe, ValidatePolicyRules) {
       {"tcp v4", [](Policy& p) { p.server.tcp = "127.0.0.1:1"; }, std::nullopt},
       {"tcp v6", [](Policy& p) { p.server.tcp = "[::1]:65535"; }, std::nullopt},
       {"tcp other loopback", [](Policy& p) { p.server.tcp = "127.0.0.2:80"; },
-       "server.tcp = '127.0.0.2:80': only loopback is allowed (127.0.0.1, [::1] or localhost): "
-       "bearer tokens travel unencrypted; put a TLS proxy in front for remote clients"},
+       "server.tcp = '127.0.0.2:80': only 127.0.0.1, [::1] or localhost may serve plain HTTP; "
+       "another address needs TLS: set server.tls_cert and server.tls_key (or put a TLS proxy "
+       "in front, docs/api.md)"},
       {"tcp any v6", [](Policy& p) { p.server.tcp = "[::]:80"; },
-       "server.tcp = '[::]:80': only loopback is allowed (127.0.0.1, [::1] or localhost): "
-       "bearer tokens travel unencrypted; put a TLS proxy in front for remote clients"},
+       "server.tcp = '[::]:80': only 127.0.0.1, [::1] or localhost may serve plain HTTP; "
+       "another address needs TLS: set server.tls_cert and server.tls_key (or put a TLS proxy "
+       "in front, docs/api.md)"},
       {"tcp port 0", [](Policy& p) { p.server.tcp = "127.0.0.1:0"; },
        "server.tcp = '127.0.0.1:0': the port must be a number from 1 to 65535"},
       {"tcp no port", [](Policy& p) { p.server.tcp = "127.0.0.1"; },
@@ -464,6 +490,28 @@ TEST(PolicyServe, SocketModeBits) {
 }
 
 // ---- relaxations and explain ----
+
+// Plain HTTP only on 127.0.0.1 and ::1; with TLS any IP address, never a host name.
+TEST(PolicyServe, TcpBeyondLoopbackNeedsTls) {
+  for (const char* spec : {"0.0.0.0:8443", "127.0.0.2:8443", "192.0.2.7:443", "[::]:8443"}) {
+    auto plain = parseTcp(spec);
+    ASSERT_FALSE(plain) << spec;
+    EXPECT_NE(plain.error().message().find("needs TLS: set server.tls_cert and server.tls_key"),
+              std::string::npos)
+        << plain.error().message();
+    auto tls = parseTcp(spec, true);
+    ASSERT_TRUE(tls && *tls) << spec;
+    EXPECT_FALSE((*tls)->loopback) << spec;
+  }
+  auto local = parseTcp("127.0.0.1:8443", true);
+  ASSERT_TRUE(local && *local);
+  EXPECT_TRUE((*local)->loopback);
+  auto v6 = parseTcp("[::]:8443", true);
+  EXPECT_EQ((*v6)->host, "::");
+  for (const char* bad : {"example.com:443", "[127.0.0.1]:80", "0.0.0.0:0", "::1:80"}) {
+    EXPECT_FALSE(parseTcp(bad, true)) << bad;
+  }
+}
 
 TEST(PolicyServe, TcpAndWorldWritableSocketAreRelaxations) {
   Policy p = codePolicy();

@@ -137,8 +137,20 @@ struct Server {
   std::string socket_mode = "0660";  // octal permission bits of the socket (at most 0777)
   std::string socket_group;          // group owning the socket, name or gid; "": root's group
   // "127.0.0.1:8720", "[::1]:8720" or "localhost:8720": also listen on loopback TCP, where every
-  // request needs a tenant's bearer token. "": no TCP listener. Only loopback is allowed.
+  // request needs a tenant's bearer token. "": no TCP listener. Any other address ("0.0.0.0:8720",
+  // "192.0.2.7:443", "[::]:8720", even "127.0.0.2:8720") needs TLS (tls_cert and tls_key).
   std::string tcp;
+  // TLS on the TCP listener (docs/api.md, Remote access): PEM certificate chain and private key,
+  // absolute paths read at start. "": plain HTTP, loopback only.
+  std::string tls_cert;
+  std::string tls_key;
+  // PEM CA bundle: when set, every TLS client must present a certificate it signed (on top of
+  // the bearer token). "": no client certificates asked for.
+  std::string tls_client_ca;
+  // MCP's Streamable HTTP transport at /mcp: sessions open at once per tenant, and how long one
+  // may go without a request before it and its sandboxes end.
+  uint32_t mcp_max_sessions_per_tenant = 16;
+  uint32_t mcp_idle_timeout_s = 1800;
   // Open connections, every client together. Over it, the oldest connection waiting for a
   // request is closed for the newcomer; 503 when every one has a request in progress.
   uint32_t max_connections = 4096;
@@ -161,15 +173,18 @@ struct Server {
   uint32_t socketModeBits() const;
 };
 
-// A loopback TCP address, from Server::tcp.
+// A TCP address, from Server::tcp.
 struct TcpEndpoint {
-  std::string host;  // "127.0.0.1" or "::1" ("localhost" is read as 127.0.0.1)
+  std::string host;  // an IP address ("localhost" is read as 127.0.0.1)
   uint16_t port = 0;
+  bool loopback = false;  // 127.0.0.1 or ::1: the addresses plain HTTP may use
 };
 
 // The TCP listener Server::tcp asks for: nullopt for "", else its address or a message saying
-// what is wrong ("'0.0.0.0:80': only loopback ...").
-Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp);
+// what is wrong. Without `tls` only 127.0.0.1, [::1] and localhost are allowed
+// ("'0.0.0.0:80': ... needs TLS: set server.tls_cert and server.tls_key"); with it, any IP
+// address.
+Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp, bool tls = false);
 
 // The supervisor's audit log and eBPF ring buffer ([audit]): one per process, for every profile.
 struct AuditSettings {
