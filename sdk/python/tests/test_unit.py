@@ -40,6 +40,8 @@ AUDIT = {"execution": "9b1e0c2d4f6a8e01", "processes_started": 1,
          "events_dropped": 0, "fail_closed": False, "failed": False,
          "first_denial": "connection to 10.255.255.1:80/tcp refused by protected range "
                          "10.0.0.0/8 (private)"}
+CHART = {"type": "bar", "title": "Sales", "x_label": "month", "y_label": "EUR",
+         "elements": [{"label": "Jan", "group": "2024", "value": 3.5}]}
 REVIEW_ALLOW = {"verdict": "allow", "reviewer": None, "rule": None, "reason": None,
                 "duration_ms": 0.05, "cached": True}
 
@@ -69,7 +71,7 @@ class AddressTest(unittest.TestCase):
 
     def test_bad_urls_name_what_is_wrong(self) -> None:
         cases = {
-            "https://127.0.0.1:1": "scheme 'https'",
+            "ftp://127.0.0.1:1": "scheme 'ftp'",
             "unix://relative.sock": "absolute path",
             "http://127.0.0.1:99999": "bad port",
             "http://127.0.0.1:80/v1": "path '/v1'",
@@ -299,25 +301,33 @@ class RunCodeTest(FakeTestCase):
             {"type": "stdout", "data": "hello\n"},
             {"type": "stderr", "data_base64": base64.b64encode(b"bad \xff byte\n").decode()},
             {"type": "display", "data": {"image/png": base64.b64encode(PNG).decode(),
-                                         "text/plain": "<Figure size 640x480 with 1 Axes>"}},
+                                         "text/plain": "<Figure size 640x480 with 1 Axes>",
+                                         "application/vnd.airlock.chart+json": CHART}},
             {"type": "result", "data": {"text/plain": "   a\n0  1", "text/html": "<table/>",
                                         "application/json": '{"a": [1]}',
                                         "application/x-custom": "c"}},
             {"type": "end", "status": "ok", "duration_ms": 12.5, "context_id": "python",
-             "context_restarted": False, "review": REVIEW_ALLOW, "audit": AUDIT},
+             "context_restarted": False, "review": REVIEW_ALLOW, "audit": AUDIT,
+             "execution_count": 7},
             {"type": "future-event", "data": 1},
         ]))
-        ex = self.sandbox().run_code("df", language="python", timeout=5)
+        ex = self.sandbox().run_code("df", language="python", timeout=5, envs={"K": "V"})
         self.assertEqual(self.fake.last().json(), {"code": "df", "stream": True,
-                                                   "language": "python", "timeout_s": 5})
+                                                   "language": "python", "timeout_s": 5,
+                                                   "env": {"K": "V"}})
+        self.assertEqual(ex.execution_count, 7)
         self.assertEqual(ex.logs.stdout, ["hello\n"])
         self.assertEqual(ex.logs.stderr, ["bad \ufffd byte\n"])
         self.assertIsNone(ex.error)
         self.assertEqual(len(ex.results), 2)
         figure, value = ex.results
-        self.assertEqual(figure.png, PNG)
+        # base64 text, as in E2B and the TypeScript SDK
+        self.assertIsInstance(figure.png, str)
+        self.assertEqual(base64.b64decode(figure.png), PNG)
+        self.assertEqual(figure.chart, CHART)
+        self.assertEqual(figure.data["image/png"], figure.png)
         self.assertFalse(figure.is_main_result)
-        self.assertEqual(figure.formats(), ["png"])
+        self.assertEqual(figure.formats(), ["png", "chart"])
         self.assertTrue(value.is_main_result)
         self.assertEqual(value.html, "<table/>")
         self.assertEqual(value.json, {"a": [1]})

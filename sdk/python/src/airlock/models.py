@@ -112,9 +112,9 @@ class SandboxInfo:
     mounts: list[Mount]  # host directories shown inside, each with its path
     created_at: datetime.datetime | None
     last_active_at: datetime.datetime | None
-    keep_alive_s: float | None
+    keep_alive_s: int | None
     idle_expires_at: datetime.datetime | None
-    lifetime_s: float | None
+    lifetime_s: int | None
     ends_at: datetime.datetime | None
     commands_running: int
     contexts: int
@@ -136,8 +136,8 @@ class SandboxInfo:
             mounts=[Mount.from_json(m) for m in mounts if isinstance(m, dict)]
             if isinstance(mounts, list) else [],
             created_at=_time(d, "created_at"),
-            last_active_at=_time(d, "last_active_at"), keep_alive_s=_float(d, "keep_alive_s"),
-            idle_expires_at=_time(d, "idle_expires_at"), lifetime_s=_float(d, "lifetime_s"),
+            last_active_at=_time(d, "last_active_at"), keep_alive_s=_opt_int(d, "keep_alive_s"),
+            idle_expires_at=_time(d, "idle_expires_at"), lifetime_s=_opt_int(d, "lifetime_s"),
             ends_at=_time(d, "ends_at"), commands_running=_int(d, "commands_running"),
             contexts=_int(d, "contexts"), raw=d)
 
@@ -169,7 +169,8 @@ _RESULT_FORMATS: dict[str, str] = {
     "application/json": "json",
     "application/javascript": "javascript",
 }
-_BINARY_FORMATS = {"png", "jpeg", "pdf"}
+# Chart data extracted from a matplotlib figure (E2B's chart shape; docs/api.md, Code).
+CHART_TYPE = "application/vnd.airlock.chart+json"
 
 
 @dataclass
@@ -177,27 +178,37 @@ class Result:
     """A rich value from a code run: the last expression's value (`is_main_result`) or a display
     (every matplotlib figure open at the end of a run comes back as one, with `png`).
 
-    `png`, `jpeg` and `pdf` are bytes (decoded from the API's base64); `json` is the decoded
-    value; the text formats are str. `raw` is the MIME bundle as sent, `extra` holds MIME types
-    without an attribute."""
+    As in E2B and airlock's TypeScript SDK, every format is what the MIME bundle carries: `png`,
+    `jpeg` and `pdf` are base64 strings (`base64.b64decode(result.png)` gives the image), the
+    text formats are str, `json` is the decoded value. `chart` is the figure's data (type,
+    title, axes, elements) as a dict when the run drew a matplotlib chart. `raw` (also `data`)
+    is the MIME bundle as sent, `extra` holds MIME types without an attribute."""
 
     text: str | None = None
     html: str | None = None
     markdown: str | None = None
     svg: str | None = None
-    png: bytes | None = None
-    jpeg: bytes | None = None
-    pdf: bytes | None = None
+    png: str | None = None
+    jpeg: str | None = None
+    pdf: str | None = None
     latex: str | None = None
     json: Any = None
     javascript: str | None = None
+    chart: dict[str, Any] | None = None
     is_main_result: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    @property
+    def data(self) -> dict[str, Any]:
+        """E2B's name for the MIME bundle."""
+        return self.raw
+
     def formats(self) -> list[str]:
-        """The formats present besides `text`, as E2B lists them: "html", "png", ..."""
+        """The formats present besides `text`, as E2B lists them: "html", "png", "chart", ..."""
         present = [name for name in _RESULT_FORMATS.values() if getattr(self, name) is not None]
+        if self.chart is not None:
+            present.append("chart")
         return present + list(self.extra)
 
     def __str__(self) -> str:
@@ -210,19 +221,28 @@ class Result:
             if mime == "text/plain":
                 result.text = value if isinstance(value, str) else str(value)
                 continue
+            if mime == CHART_TYPE:
+                chart = _json_value(value)
+                result.chart = chart if isinstance(chart, dict) else None
+                continue
             name = _RESULT_FORMATS.get(mime)
             if name is None:
                 result.extra[mime] = value
-            elif name in _BINARY_FORMATS:
-                setattr(result, name, base64.b64decode(value) if isinstance(value, str) else None)
-            elif name == "json" and isinstance(value, str):
-                try:
-                    result.json = json.loads(value)
-                except ValueError:
-                    result.json = value
+            elif name == "json":
+                result.json = _json_value(value)
             else:
-                setattr(result, name, value)
+                setattr(result, name, value if isinstance(value, str) else None)
         return result
+
+
+def _json_value(value: Any) -> Any:
+    """A JSON MIME value: sent as the value itself, or (by some producers) as its text."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 @dataclass
@@ -330,6 +350,7 @@ class Execution:
     logs: Logs = field(default_factory=Logs)
     error: ExecutionError | None = None
     status: str = ""
+    execution_count: int | None = None  # per context, like Jupyter's In [N]
     duration_ms: float | None = None
     context_id: str | None = None
     context_restarted: bool = False
