@@ -8,6 +8,7 @@ import base64
 import datetime
 import enum
 import json
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -261,6 +262,9 @@ class ExecutionError:
     def __str__(self) -> str:
         return f"{self.name}: {self.value}"
 
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "value": self.value, "traceback": self.traceback})
+
     @staticmethod
     def from_event(event: dict[str, Any]) -> ExecutionError:
         tb = event.get("traceback")
@@ -340,6 +344,9 @@ class Logs:
     stdout: list[str] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
 
+    def to_json(self) -> str:
+        return json.dumps({"stdout": self.stdout, "stderr": self.stderr})
+
 
 @dataclass
 class Execution:
@@ -366,6 +373,16 @@ class Execution:
                 return result.text
         return None
 
+    def to_json(self) -> str:
+        """The execution as JSON text (E2B's `Execution.to_json`): results as their MIME
+        bundles, logs, error, execution_count."""
+        return json.dumps({
+            "results": [r.raw for r in self.results],
+            "logs": {"stdout": self.logs.stdout, "stderr": self.logs.stderr},
+            "error": None if self.error is None else json.loads(self.error.to_json()),
+            "execution_count": self.execution_count,
+        })
+
     @property
     def stdout(self) -> str:
         return "".join(self.logs.stdout)
@@ -384,6 +401,7 @@ class Context:
     state: str = ""
     created_at: datetime.datetime | None = None
     runs: int = 0
+    cwd: str = "/home/user"  # the context's working directory (E2B's Context.cwd)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -394,7 +412,7 @@ class Context:
     def from_json(d: dict[str, Any]) -> Context:
         return Context(id=_str(d, "context_id"), language=_str(d, "language"),
                        state=_str(d, "state"), created_at=_time(d, "created_at"),
-                       runs=_int(d, "runs"), raw=d)
+                       runs=_int(d, "runs"), cwd=_str(d, "cwd", "/home/user"), raw=d)
 
 
 # ---- commands ----
@@ -476,6 +494,13 @@ class EntryInfo:
     modified_time: datetime.datetime | None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    @property
+    def permissions(self) -> str:
+        """The mode as `ls -l` shows it ("-rw-r--r--"), as E2B's EntryInfo has it."""
+        kind = {FileType.DIR: stat.S_IFDIR, FileType.SYMLINK: stat.S_IFLNK}.get(self.type,
+                                                                                  stat.S_IFREG)
+        return stat.filemode(kind | (self.mode & 0o7777))
+
     @staticmethod
     def from_json(d: dict[str, Any], directory: str | None = None) -> EntryInfo:
         name = _str(d, "name")
@@ -506,6 +531,7 @@ class WriteInfo:
     path: str
     size: int
     name: str
+    type: FileType = FileType.FILE
 
     @staticmethod
     def from_json(d: dict[str, Any], path: str) -> WriteInfo:

@@ -65,13 +65,16 @@ class RetryPolicy:
     for an idempotent method (GET, PUT, DELETE). A body that is a one-shot iterator (a file being
     streamed up) is never resent.
 
-    The wait before attempt n+1 is a random time in [0, min(max_delay, base_delay * 2**n)] ("full
+    The wait before attempt n+1 is the answer's Retry-After (at most `max_retry_after`) when
+    there is one, else a random time in [0, min(max_delay, base_delay * 2**n)] ("full
     jitter", so clients refused together do not come back together); `max_attempts` counts the
     first one, so 1 turns retries off."""
 
     max_attempts: int = 4
     base_delay: float = 0.25
     max_delay: float = 8.0
+    # A server's Retry-After is honoured as sent, up to this many seconds.
+    max_retry_after: float = 30.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
@@ -83,7 +86,7 @@ class RetryPolicy:
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait after failed attempt number `attempt` (0-based)."""
         if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_delay)
+            return min(max(retry_after, 0.0), self.max_retry_after)
         return random.uniform(0, min(self.max_delay, self.base_delay * (2 ** attempt)))
 
 
