@@ -102,6 +102,12 @@ class AsyncSandbox:
         with translated():
             return await self._native.kill()
 
+    async def close(self) -> None:
+        """Not in E2B: lets go of this object's connections without killing the sandbox. An
+        asyncio client cannot close them when it is garbage-collected, so a connected
+        AsyncSandbox that is not killed should be closed."""
+        await self._native.close()
+
     async def set_timeout(self, timeout: float, request_timeout: float | None = None) -> None:
         """The sandbox now ends `timeout` seconds from now, used or idle (see docs/e2b.md)."""
         with translated():
