@@ -27,7 +27,7 @@ if(NOT _airlock_sdk_python_ok EQUAL 0)
 endif()
 
 add_test(NAME sdk_python.unit
-  COMMAND ${AIRLOCK_SDK_PYTHON} -W error::ResourceWarning -m unittest -v test_unit test_contract
+  COMMAND ${AIRLOCK_SDK_PYTHON} -W error::ResourceWarning -m unittest -v test_unit test_contract test_e2b_unit
   WORKING_DIRECTORY ${AIRLOCK_PY_SDK_DIR}/tests)
 set_tests_properties(sdk_python.unit PROPERTIES
   LABELS "sdk;unit" TIMEOUT 120 ENVIRONMENT "${AIRLOCK_PY_SDK_ENV}")

@@ -64,17 +64,31 @@ _BY_NATIVE: list[tuple[type[native.AirlockError], type[SandboxException]]] = [
 ]
 
 
+_COMBINED: dict[type[native.AirlockError], type[SandboxException]] = {}
+
+
+def _combined(cls: type[native.AirlockError]) -> type[SandboxException]:
+    """A SandboxException that is also the native error's class (ConflictError,
+    DeniedByReview, ...), for the errors E2B has no name of its own for."""
+    if cls not in _COMBINED:
+        _COMBINED[cls] = type(cls.__name__, (SandboxException, cls),
+                              {"__module__": __name__, "__doc__": cls.__doc__})
+    return _COMBINED[cls]
+
+
 def to_e2b(error: native.AirlockError) -> SandboxException:
+    """The same error (message, status, code, body and any extra fields such as `execution`
+    or `review`) as an instance of E2B's class for it."""
     if isinstance(error, SandboxException):
         return error
     if isinstance(error, native.QuotaExceededError) and error.status == 413:
         cls: type[SandboxException] = NotEnoughSpaceException
     else:
-        cls = next((e2b for nat, e2b in _BY_NATIVE if isinstance(error, nat)), SandboxException)
-    if cls is TimeoutException:
-        assert isinstance(error, native.TimeoutError)
-        return TimeoutException(error.message, execution=error.execution, result=error.result)
-    translated = cls(error.message, status=error.status, code=error.code, body=error.body)
+        cls = next((e2b for nat, e2b in _BY_NATIVE if isinstance(error, nat)), None) \
+            or _combined(type(error))
+    translated = cls.__new__(cls)
+    translated.args = error.args
+    translated.__dict__.update(error.__dict__)
     return translated
 
 
