@@ -502,6 +502,10 @@ class AsyncExamplesTest(unittest.TestCase):
                 watch = await sandbox.files.watch_dir("/home/user/w", on_event=events.append)
                 await sandbox.files.write("/home/user/w/f.txt", "hi")
                 self.assertEqual(await sandbox.files.read("/home/user/w/f.txt"), "hi")
+                big = os.urandom(3_000_000)  # more than a Unix socket takes in one write
+                await sandbox.files.write("/home/user/big.bin", io.BytesIO(big))
+                self.assertEqual(await sandbox.files.read("/home/user/big.bin", format="bytes"),
+                                 big)
                 deadline = time.monotonic() + 5
                 while not events and time.monotonic() < deadline:
                     await asyncio.sleep(0.05)

@@ -267,6 +267,9 @@ class AsyncSandboxTest(FakeTestCase):
                 result = await sbx.commands.run("echo hi", on_stdout=seen.append)
                 self.assertEqual(result.stdout, "hi\n")
                 self.assertEqual((await sbx.files.write("a", b"abc")).size, 3)
+                await sbx.files.write("a", io.BytesIO(b"x" * 3_000_000))  # streamed up
+                self.assertTrue(self.fake.last().chunked)
+                self.assertEqual(len(self.fake.last().body), 3_000_000)
                 self.assertEqual(await sbx.files.read("a"), "abc")
                 chunks = [c async for c in await sbx.files.read("a", format="stream")]
                 self.assertEqual(b"".join(chunks), b"abc")

@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from airlock._unix_socket_writes import unix_transport
 from airlock.errors import (
     ConfigurationError,
     SupervisorUnavailableError,
@@ -520,8 +521,11 @@ class AsyncTransport(_Base):
         self._client = self._new_client()
 
     def _new_client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(**self._transport_args),
-                                 **self._client_args)
+        args = dict(self._transport_args)
+        uds = args.pop("uds", None)
+        transport = (unix_transport(uds, **args) if uds is not None
+                     else httpx.AsyncHTTPTransport(**args))
+        return httpx.AsyncClient(transport=transport, **self._client_args)
 
     async def json(self, method: str, path: str, body: Mapping[str, Any] | None = None,
                    query: Query = None, timeout: float | None = None) -> Any:
@@ -546,6 +550,8 @@ class AsyncTransport(_Base):
         what = f"{method} {path}"
         if self._client.is_closed:  # closed by kill() or close(); the object stays usable
             self._client = self._new_client()
+        if not self._replayable(body) and not hasattr(body, "__aiter__"):
+            body = _async_chunks(body)  # httpx.AsyncClient streams only async iterables
         attempt = 0
         while True:
             request = self._build(self._client, method, path, body, headers, query, timeout,
@@ -577,6 +583,13 @@ class AsyncTransport(_Base):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+async def _async_chunks(chunks: Iterable[bytes]) -> AsyncIterator[bytes]:
+    """A blocking iterator of chunks (a file object read in pieces) for httpx.AsyncClient.
+    Each read is small (1 MiB) and local, so it runs in the event loop's thread."""
+    for chunk in chunks:
+        yield chunk
 
 
 def quote(segment: str) -> str:
