@@ -174,7 +174,7 @@ class RecordingTransport:
             schema = content["application/json"]["schema"]
             name = schema_name(schema) or f"{method} {template}"
             found = problems(body, schema, f"{method} {template} body", name)
-            self.test.assertEqual(found, [], f"the SDK's request does not fit openapi.json")
+            self.test.assertEqual(found, [], "the SDK's request does not fit openapi.json")
         return op
 
     @staticmethod
