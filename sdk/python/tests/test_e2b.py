@@ -283,7 +283,8 @@ print("This goes last")
             ["stdout", "This goes first to stdout\n"], ["stderr", "This goes later to stderr\n"],
             ["stdout", "This goes last\n"]])
         # The first line arrived while the run was still sleeping, not at its end.
-        self.assertLess(seen[0][2] - started, seen[2][2] - started - 0.4)
+        self.assertGreater(seen[-1][2] - seen[0][2], 0.4)
+        self.assertLess(seen[0][2] - started, 5)
 
     def test_streaming_results_and_errors(self) -> None:
         results: list[Any] = []
@@ -338,8 +339,14 @@ print("This goes last")
         self.assertEqual(self.sandbox.run_code("2").execution_count, first + 1)
 
     def test_bash_language(self) -> None:
-        needs(self, "context cwd")  # bash contexts come with the same change (track A)
-        execution = self.sandbox.run_code("cd /tmp && X=5", language="bash")
+        try:
+            execution = self.sandbox.run_code("cd /tmp && X=5", language="bash")
+        except InvalidArgumentException as e:
+            # The supervisor's shell plugin has no stateful session driver yet.
+            if "EOPNOTSUPP" not in str(e) or \
+                    os.environ.get("AIRLOCK_TEST_REQUIRE_E2B_CONTRACT") == "1":
+                raise
+            self.skipTest("the supervisor has no bash contexts yet (issue 24, another track)")
         self.assertIsNone(execution.error)
         execution = self.sandbox.run_code('echo "$X in $(pwd)"', language="bash")
         self.assertEqual(execution.logs.stdout, ["5 in /tmp\n"])
