@@ -399,6 +399,10 @@ class CommandsAndFilesTest(unittest.TestCase):
             command.wait()
         done = self.sandbox.commands.run("sleep 0.1; echo done", background=True).wait()
         self.assertEqual(done.stdout, "done\n")
+        handle = self.sandbox.commands.run("echo out; echo err >&2", background=True)
+        seen = sorted((stdout or "", stderr or "") for stdout, stderr, _ in handle)
+        self.assertEqual(seen, [("", "err\n"), ("out\n", "")])
+        self.assertEqual(handle.wait().exit_code, 0)
 
     def test_command_timeout_user_and_cwd(self) -> None:
         with self.assertRaises(TimeoutException):

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import builtins
 import functools
-from collections.abc import Callable, Mapping, Sequence
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -243,6 +245,26 @@ class CommandHandle:
 
     def disconnect(self) -> None:
         """Stops following the command; it keeps running (connect by pid to follow it again)."""
+
+    def __iter__(self) -> Iterator[tuple[str | None, str | None, None]]:
+        """E2B's iteration over a background command: (stdout, stderr, pty) tuples, one side
+        set, as the output arrives, until the command ends. `wait()` afterwards gives the
+        result. (Output callbacks given to `run` take the output instead.)"""
+        chunks: queue.SimpleQueue[tuple[str | None, str | None, None] | None] = \
+            queue.SimpleQueue()
+
+        def follow() -> None:
+            try:
+                self._native.wait(on_stdout=lambda s: chunks.put((s, None, None)),
+                                  on_stderr=lambda s: chunks.put((None, s, None)))
+            except airlock.AirlockError:
+                pass  # wait() raises it again for the caller
+            finally:
+                chunks.put(None)
+
+        threading.Thread(target=follow, name=f"e2b-command-{self.pid}", daemon=True).start()
+        while (chunk := chunks.get()) is not None:
+            yield chunk
 
 
 class Commands:
