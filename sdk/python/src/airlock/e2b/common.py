@@ -3,7 +3,6 @@ callbacks to E2B's shapes, command results, and the polling behind `watch_dir`."
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -87,10 +86,6 @@ def command_id_of(pid: int, commands: Iterable[CommandInfo]) -> str | None:
         if info.pid == pid and info.state == "running":
             return info.command_id
     return None
-
-
-def is_awaitable_result(value: Any) -> bool:
-    return inspect.isawaitable(value)
 
 
 Snapshot = dict[str, tuple[str, int, float | None, int]]
