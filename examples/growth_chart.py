@@ -9,6 +9,7 @@ saved locally as growth_chart.png.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 
 # example_support first: it puts this checkout's SDK on the path when it is not installed.
@@ -56,7 +57,8 @@ def run() -> None:
     with Sandbox.create(profile=args.profile, metadata={"example": "growth_chart"}) as sbx:
         check(sbx.run_code(f"PARAMS = {json.dumps(params)}"), "parameters")
         execution = check(sbx.run_code(CHART), "chart")
-    pngs = [r.png for r in execution.results if r.png is not None]
+    # Result.png is base64 text, as in E2B.
+    pngs = [base64.b64decode(r.png) for r in execution.results if r.png is not None]
     if len(pngs) != 1 or not pngs[0].startswith(PNG_SIGNATURE):
         raise ExampleFailed(f"expected one PNG chart, got formats "
                             f"{[r.formats() for r in execution.results]}")

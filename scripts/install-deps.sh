@@ -26,6 +26,8 @@ packages=(
   openssl
   # sandbox runtimes and the data-science stack the examples use
   python3 python3-numpy python3-pandas python3-matplotlib python3-reportlab
+  # the Python SDK's HTTP client (sdk/python), for its tests
+  python3-httpx
   # pip inside sandboxes, through the package proxy (docs/packages.md)
   python3-pip
   # the microvm backend: QEMU, the guest kernel (Debian's own), erofs images, the initramfs

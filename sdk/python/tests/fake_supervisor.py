@@ -34,6 +34,7 @@ class Answer:
     body: bytes | Iterable[bytes] = b""
     content_type: str = "application/json"
     close: bool = False  # close the connection after the answer
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def json_answer(value: Any, status: int = 200) -> Answer:
@@ -115,6 +116,8 @@ class FakeSupervisor:
                     404, "not_found", f"no route {self.command} {url.path}")
                 self.send_response(answer.status)
                 self.send_header("Content-Type", answer.content_type)
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
                 if answer.close:
                     self.send_header("Connection", "close")
                     self.close_connection = True

@@ -5,6 +5,7 @@ processes must be back to their counts before it once it has stopped."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
@@ -150,7 +151,7 @@ class CodeTest(unittest.TestCase):
             "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('growth')",
             on_result=seen.append)
         self.assertIsNone(ex.error, ex.error and ex.error.traceback)
-        pngs = [r.png for r in ex.results if r.png]
+        pngs = [base64.b64decode(r.png) for r in ex.results if r.png]
         self.assertEqual(len(pngs), 1, ex.results)
         self.assertTrue(pngs[0].startswith(PNG_SIGNATURE))
         self.assertGreater(len(pngs[0]), 5000)

@@ -3,11 +3,13 @@ errors to types, NDJSON streaming and callbacks, base64 output, files, commands,
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
 import os
 import threading
+import time
 import unittest
 from typing import Any
 from unittest import mock
@@ -40,6 +42,8 @@ AUDIT = {"execution": "9b1e0c2d4f6a8e01", "processes_started": 1,
          "events_dropped": 0, "fail_closed": False, "failed": False,
          "first_denial": "connection to 10.255.255.1:80/tcp refused by protected range "
                          "10.0.0.0/8 (private)"}
+CHART = {"type": "bar", "title": "Sales", "x_label": "month", "y_label": "EUR",
+         "elements": [{"label": "Jan", "group": "2024", "value": 3.5}]}
 REVIEW_ALLOW = {"verdict": "allow", "reviewer": None, "rule": None, "reason": None,
                 "duration_ms": 0.05, "cached": True}
 
@@ -69,7 +73,7 @@ class AddressTest(unittest.TestCase):
 
     def test_bad_urls_name_what_is_wrong(self) -> None:
         cases = {
-            "https://127.0.0.1:1": "scheme 'https'",
+            "ftp://127.0.0.1:1": "scheme 'ftp'",
             "unix://relative.sock": "absolute path",
             "http://127.0.0.1:99999": "bad port",
             "http://127.0.0.1:80/v1": "path '/v1'",
@@ -136,7 +140,7 @@ class ErrorMappingTest(FakeTestCase):
                 message = f"{code}: field 'name' was wrong"
                 self.fake.route("POST", "/v1/sandboxes", error_answer(status, code, message))
                 with self.assertRaises(cls) as cm:
-                    Sandbox.create(name="x", url=self.fake.url)
+                    Sandbox.create(name="x", url=self.fake.url, retry=airlock.NO_RETRIES)
                 self.assertEqual(str(cm.exception), message)
                 self.assertEqual((cm.exception.status, cm.exception.code), (status, code))
                 self.assertIsInstance(cm.exception, airlock.AirlockError)
@@ -179,6 +183,100 @@ class ErrorMappingTest(FakeTestCase):
             self.sandbox().run_code("1")
         self.assertEqual(cm.exception.review, {})
         self.assertIsNone(cm.exception.verdict)
+
+
+class RetryTest(FakeTestCase):
+    FAST = airlock.RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.05)
+
+    def test_429_and_503_are_retried_honouring_retry_after(self) -> None:
+        answers = [error_answer(503, "unavailable", "draining", ), error_answer(
+            429, "too_many_requests", "uid 0 has 256 requests in progress")]
+        answers[1].headers["Retry-After"] = "0.2"
+
+        def flaky(request: Request) -> Answer:
+            return answers.pop(0) if answers else json_answer(SANDBOX, 201)
+
+        self.fake.route("POST", "/v1/sandboxes", flaky)
+        started = time.monotonic()
+        sbx = Sandbox.create(url=self.fake.url, retry=self.FAST)
+        self.assertEqual(sbx.id, SANDBOX["id"])
+        self.assertGreaterEqual(time.monotonic() - started, 0.2)  # Retry-After honoured
+        self.assertEqual([r.method for r in self.fake.requests].count("POST"), 3)
+
+    def test_attempts_are_bounded_and_the_last_error_raised(self) -> None:
+        self.fake.route("POST", "/v1/sandboxes", error_answer(429, "too_many_requests", "full"))
+        with self.assertRaises(airlock.QuotaExceededError) as cm:
+            Sandbox.create(url=self.fake.url, retry=self.FAST)
+        self.assertEqual(str(cm.exception), "full")
+        self.assertEqual(len(self.fake.requests), 3)
+
+    def test_other_errors_are_not_retried(self) -> None:
+        self.fake.route("POST", "/v1/sandboxes", error_answer(400, "bad_request", "bad"))
+        with self.assertRaises(airlock.InvalidRequestError):
+            Sandbox.create(url=self.fake.url, retry=self.FAST)
+        self.assertEqual(len(self.fake.requests), 1)
+
+    def test_a_streamed_upload_is_never_resent(self) -> None:
+        sbx = self.sandbox()
+        self.fake.route("PUT", SB_PATH + "/files", error_answer(503, "unavailable", "busy"))
+        sbx._transport.retry = self.FAST
+        with self.assertRaises(airlock.SupervisorUnavailableError):
+            sbx.files.write("/home/user/big", io.BytesIO(b"x" * 10))
+        self.assertEqual([r.method for r in self.fake.requests].count("PUT"), 1)
+
+    def test_connection_refused_is_retried_then_reported(self) -> None:
+        started = time.monotonic()
+        with self.assertRaises(airlock.SupervisorUnavailableError) as cm:
+            Sandbox.create(url="http://127.0.0.1:1", retry=self.FAST)
+        self.assertIn("connection refused", str(cm.exception).lower())
+        self.assertLess(time.monotonic() - started, 5)
+
+    def test_retry_after_forms_and_policy_validation(self) -> None:
+        from airlock.transport import retry_after_seconds
+        self.assertEqual(retry_after_seconds("2"), 2.0)
+        self.assertIsNone(retry_after_seconds("soon"))
+        self.assertAlmostEqual(retry_after_seconds("Thu, 01 Jan 1970 00:00:00 GMT"), 0.0)
+        self.assertLessEqual(airlock.RetryPolicy(base_delay=1, max_delay=2).delay(10), 2)
+        self.assertEqual(airlock.RetryPolicy(max_retry_after=3).delay(0, retry_after=60), 3)
+        with self.assertRaises(airlock.ConfigurationError):
+            airlock.RetryPolicy(max_attempts=0)
+
+
+class AsyncSandboxTest(FakeTestCase):
+    def test_the_same_calls_awaited_with_async_callbacks(self) -> None:
+        self.fake.route("POST", SB_PATH + "/code", frames([
+            ("o", b"one\n"), ("j", {"type": "result", "data": {"text/plain": "2"}}),
+            ("j", {"type": "end", "status": "ok", "execution_count": 3})]))
+        self.fake.route("POST", SB_PATH + "/commands", ndjson([
+            {"type": "start", "command_id": "c1", "pid": 9},
+            {"type": "stdout", "data": "hi\n"},
+            {"type": "exit", "exit_code": 0}]))
+        self.fake.route("PUT", SB_PATH + "/files", json_answer({"path": "/home/user/a", "size": 3},
+                                                              201))
+        self.fake.route("GET", SB_PATH + "/files", Answer(200, b"abc", "application/octet-stream"))
+        seen: list[str] = []
+
+        async def on_stdout(message: airlock.OutputMessage) -> None:
+            await asyncio.sleep(0)
+            seen.append(message.line)
+
+        async def scenario() -> None:
+            async with await airlock.AsyncSandbox.create(url=self.fake.url) as sbx:
+                ex = await sbx.run_code("x", on_stdout=on_stdout, envs={"A": "b"})
+                self.assertEqual((ex.text, ex.execution_count), ("2", 3))
+                result = await sbx.commands.run("echo hi", on_stdout=seen.append)
+                self.assertEqual(result.stdout, "hi\n")
+                self.assertEqual((await sbx.files.write("a", b"abc")).size, 3)
+                await sbx.files.write("a", io.BytesIO(b"x" * 3_000_000))  # streamed up
+                self.assertTrue(self.fake.last().chunked)
+                self.assertEqual(len(self.fake.last().body), 3_000_000)
+                self.assertEqual(await sbx.files.read("a"), "abc")
+                chunks = [c async for c in await sbx.files.read("a", format="stream")]
+                self.assertEqual(b"".join(chunks), b"abc")
+
+        asyncio.run(scenario())
+        self.assertEqual(seen, ["one\n", "hi\n"])
+        self.assertEqual(self.fake.last().method, "DELETE")  # async with killed it
 
 
 class SandboxTest(FakeTestCase):
@@ -299,25 +397,33 @@ class RunCodeTest(FakeTestCase):
             {"type": "stdout", "data": "hello\n"},
             {"type": "stderr", "data_base64": base64.b64encode(b"bad \xff byte\n").decode()},
             {"type": "display", "data": {"image/png": base64.b64encode(PNG).decode(),
-                                         "text/plain": "<Figure size 640x480 with 1 Axes>"}},
+                                         "text/plain": "<Figure size 640x480 with 1 Axes>",
+                                         "application/vnd.airlock.chart+json": CHART}},
             {"type": "result", "data": {"text/plain": "   a\n0  1", "text/html": "<table/>",
                                         "application/json": '{"a": [1]}',
                                         "application/x-custom": "c"}},
             {"type": "end", "status": "ok", "duration_ms": 12.5, "context_id": "python",
-             "context_restarted": False, "review": REVIEW_ALLOW, "audit": AUDIT},
+             "context_restarted": False, "review": REVIEW_ALLOW, "audit": AUDIT,
+             "execution_count": 7},
             {"type": "future-event", "data": 1},
         ]))
-        ex = self.sandbox().run_code("df", language="python", timeout=5)
+        ex = self.sandbox().run_code("df", language="python", timeout=5, envs={"K": "V"})
         self.assertEqual(self.fake.last().json(), {"code": "df", "stream": True,
-                                                   "language": "python", "timeout_s": 5})
+                                                   "language": "python", "timeout_s": 5,
+                                                   "env": {"K": "V"}})
+        self.assertEqual(ex.execution_count, 7)
         self.assertEqual(ex.logs.stdout, ["hello\n"])
         self.assertEqual(ex.logs.stderr, ["bad \ufffd byte\n"])
         self.assertIsNone(ex.error)
         self.assertEqual(len(ex.results), 2)
         figure, value = ex.results
-        self.assertEqual(figure.png, PNG)
+        # base64 text, as in E2B and the TypeScript SDK
+        self.assertIsInstance(figure.png, str)
+        self.assertEqual(base64.b64decode(figure.png), PNG)
+        self.assertEqual(figure.chart, CHART)
+        self.assertEqual(figure.data["image/png"], figure.png)
         self.assertFalse(figure.is_main_result)
-        self.assertEqual(figure.formats(), ["png"])
+        self.assertEqual(figure.formats(), ["png", "chart"])
         self.assertTrue(value.is_main_result)
         self.assertEqual(value.html, "<table/>")
         self.assertEqual(value.json, {"a": [1]})

@@ -10,7 +10,8 @@ The supervisor is found through AIRLOCK_URL (unix:///path.sock or http://127.0.0
 AIRLOCK_TOKEN, or `url=`/`token=`; the default is unix:///run/airlock/airlock.sock.
 """
 
-from airlock.commands import CommandHandle, Commands
+from airlock.async_sandbox import AsyncSandbox
+from airlock.commands import AsyncCommandHandle, AsyncCommands, CommandHandle, Commands
 from airlock.errors import (
     AirlockError,
     AuthenticationError,
@@ -26,7 +27,7 @@ from airlock.errors import (
     TimeoutError,
     TransferError,
 )
-from airlock.files import Files
+from airlock.files import AsyncFiles, Files
 from airlock.models import (
     AuditSummary,
     CommandInfo,
@@ -47,11 +48,18 @@ from airlock.models import (
     WriteInfo,
 )
 from airlock.sandbox import Sandbox
+from airlock.transport import NO_RETRIES, RetryPolicy
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AirlockError",
+    "AsyncCommandHandle",
+    "AsyncCommands",
+    "AsyncFiles",
+    "AsyncSandbox",
+    "NO_RETRIES",
+    "RetryPolicy",
     "AuthenticationError",
     "CommandHandle",
     "AuditSummary",

@@ -4,6 +4,7 @@ background runs answer at once with a `CommandHandle` that attaches to the comma
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import builtins
 import threading
@@ -17,8 +18,9 @@ from airlock.errors import (
     TimeoutError,
     stream_ended_early,
 )
+from airlock.code import call, string_map
 from airlock.models import AuditSummary, CommandInfo, CommandResult, event_bytes
-from airlock.transport import Transport, quote
+from airlock.transport import AsyncTransport, Transport, quote
 
 OutputCallback = Callable[[str], Any]
 
@@ -38,7 +40,9 @@ class _Collector:
         self._errors: list[str] = []
         self.exit: dict[str, Any] | None = None
 
-    def feed(self, event: dict[str, Any]) -> None:
+    def feed(self, event: dict[str, Any]) -> list[tuple[OutputCallback, str]]:
+        """Takes one event; returns the output callbacks to make for it (called by the blocking
+        client, awaited by the asyncio one)."""
         kind = event.get("type")
         if kind == "start":
             cid, pid = event.get("command_id"), event.get("pid")
@@ -49,13 +53,18 @@ class _Collector:
             (self._stdout if kind == "stdout" else self._stderr).append(data)
             handler = self._on_stdout if kind == "stdout" else self._on_stderr
             if handler is not None:
-                handler(data.decode("utf-8", "replace"))
+                return [(handler, data.decode("utf-8", "replace"))]
         elif kind == "error":
             message = event.get("message")
             if isinstance(message, str):
                 self._errors.append(message)
         elif kind == "exit":
             self.exit = event
+        return []
+
+    def feed_and_call(self, event: dict[str, Any]) -> None:
+        for fn, arg in self.feed(event):
+            fn(arg)
 
     def result(self, what: str, timeout: float | None) -> CommandResult:
         if self.exit is None:
@@ -144,7 +153,7 @@ class CommandHandle:
         try:
             with self._commands._transport.stream("GET", self._commands._path(self.id, "/events")) as r:
                 for event in r.events():
-                    collector.feed(event)
+                    collector.feed_and_call(event)
             return collector.result(f"command {self.id}", self._timeout)
         except Exception as e:  # kept, and raised by wait() in the caller's thread
             return e
@@ -205,7 +214,7 @@ class Commands:
         # No socket timeout, as for code runs: the supervisor enforces the command's timeout.
         with self._transport.stream("POST", self._base, body) as r:
             for event in r.events():
-                collector.feed(event)
+                collector.feed_and_call(event)
         return collector.result(f"command {_describe(cmd)}", timeout)
 
     def run_background(self, cmd: str | Sequence[str], envs: Mapping[str, str] | None = None,
@@ -269,7 +278,7 @@ class Commands:
                 raise InvalidRequestError(f"commands.run: argv must be a non-empty list of str, got {cmd!r}")
             body["argv"] = argv
         if envs:
-            body["env"] = dict(envs)
+            body["env"] = string_map(envs, "commands.run envs")
         if cwd is not None:
             body["cwd"] = cwd
         if isinstance(stdin, str):
@@ -284,3 +293,121 @@ class Commands:
 def _describe(cmd: str | Sequence[str]) -> str:
     text = cmd if isinstance(cmd, str) else " ".join(cmd)
     return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
+class AsyncCommandHandle:
+    """CommandHandle for asyncio: `await handle.wait()`, `await handle.kill()`. With output
+    callbacks given (plain or coroutine functions), a task attaches at once so they are called
+    live."""
+
+    def __init__(self, commands: AsyncCommands, command_id: str, pid: int | None,
+                 on_stdout: OutputCallback | None = None, on_stderr: OutputCallback | None = None,
+                 timeout: float | None = None) -> None:
+        self._commands = commands
+        self.id = command_id
+        self.pid = pid
+        self._timeout = timeout
+        self._on_stdout = on_stdout
+        self._on_stderr = on_stderr
+        self._reader: asyncio.Task[CommandResult] | None = None
+        if on_stdout is not None or on_stderr is not None:
+            self._reader = asyncio.ensure_future(self._attach(on_stdout, on_stderr))
+
+    @property
+    def command_id(self) -> str:
+        return self.id
+
+    async def wait(self, on_stdout: OutputCallback | None = None,
+                   on_stderr: OutputCallback | None = None) -> CommandResult:
+        if self._reader is None:
+            self._reader = asyncio.ensure_future(self._attach(on_stdout or self._on_stdout,
+                                                              on_stderr or self._on_stderr))
+        return await asyncio.shield(self._reader)
+
+    async def kill(self) -> bool:
+        return await self._commands.kill(self.id)
+
+    async def send_stdin(self, data: str | bytes, eof: bool = False) -> None:
+        await self._commands.send_stdin(self.id, data, eof=eof)
+
+    async def close_stdin(self) -> None:
+        await self._commands.send_stdin(self.id, b"", eof=True)
+
+    async def signal(self, signal: str | int) -> None:
+        await self._commands.signal(self.id, signal)
+
+    async def _attach(self, on_stdout: OutputCallback | None,
+                      on_stderr: OutputCallback | None) -> CommandResult:
+        collector = _Collector(self.id, self.pid, on_stdout, on_stderr)
+        r = await self._commands._transport.stream("GET", self._commands._path(self.id, "/events"))
+        async with r:
+            async for event in r.events():
+                for fn, arg in collector.feed(event):
+                    await call(fn, arg)
+        return collector.result(f"command {self.id}", self._timeout)
+
+    def __repr__(self) -> str:
+        return f"AsyncCommandHandle(id={self.id!r}, pid={self.pid!r})"
+
+
+class AsyncCommands:
+    """`sbx.commands` of an AsyncSandbox: the calls of `Commands`, awaited."""
+
+    def __init__(self, transport: AsyncTransport, sandbox_id: str) -> None:
+        self._transport = transport
+        self._base = f"/v1/sandboxes/{quote(sandbox_id)}/commands"
+
+    async def run(self, cmd: str | Sequence[str], background: bool = False,
+                  envs: Mapping[str, str] | None = None, cwd: str | None = None,
+                  stdin: str | bytes | None = None, on_stdout: OutputCallback | None = None,
+                  on_stderr: OutputCallback | None = None,
+                  timeout: float | None = None) -> CommandResult | AsyncCommandHandle:
+        """As `Commands.run`; callbacks may be coroutine functions."""
+        body = Commands._body(cmd, envs, cwd, stdin, timeout)
+        if background:
+            body["background"] = True
+            answer = await self._transport.json("POST", self._base, body)
+            pid = answer.get("pid")
+            return AsyncCommandHandle(self, str(answer.get("command_id", "")),
+                                      pid if isinstance(pid, int) else None, on_stdout,
+                                      on_stderr, timeout)
+        collector = _Collector("", None, on_stdout, on_stderr)
+        r = await self._transport.stream("POST", self._base, body)
+        async with r:
+            async for event in r.events():
+                for fn, arg in collector.feed(event):
+                    await call(fn, arg)
+        return collector.result(f"command {_describe(cmd)}", timeout)
+
+    async def list(self) -> builtins.list[CommandInfo]:
+        answer = await self._transport.json("GET", self._base)
+        return [CommandInfo.from_json(c) for c in answer.get("commands", []) if isinstance(c, dict)]
+
+    async def connect(self, command_id: str, on_stdout: OutputCallback | None = None,
+                      on_stderr: OutputCallback | None = None) -> AsyncCommandHandle:
+        for info in await self.list():
+            if info.command_id == command_id:
+                return AsyncCommandHandle(self, command_id, info.pid, on_stdout, on_stderr)
+        raise NotFoundError(f"command '{command_id}' not found in this sandbox", status=404,
+                            code="not_found")
+
+    async def kill(self, command_id: str) -> bool:
+        try:
+            await self._transport.json("DELETE", self._path(command_id))
+            return True
+        except (NotFoundError, ConflictError):
+            return False
+
+    async def send_stdin(self, command_id: str, data: str | bytes, eof: bool = False) -> None:
+        body: dict[str, Any] = {"eof": eof}
+        if isinstance(data, str):
+            body["data"] = data
+        else:
+            body["data_base64"] = base64.b64encode(data).decode("ascii")
+        await self._transport.json("POST", self._path(command_id, "/stdin"), body)
+
+    async def signal(self, command_id: str, signal: str | int) -> None:
+        await self._transport.json("POST", self._path(command_id, "/signal"), {"signal": signal})
+
+    def _path(self, command_id: str, suffix: str = "") -> str:
+        return f"{self._base}/{quote(command_id)}{suffix}"

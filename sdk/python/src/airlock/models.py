@@ -8,6 +8,7 @@ import base64
 import datetime
 import enum
 import json
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,9 +113,9 @@ class SandboxInfo:
     mounts: list[Mount]  # host directories shown inside, each with its path
     created_at: datetime.datetime | None
     last_active_at: datetime.datetime | None
-    keep_alive_s: float | None
+    keep_alive_s: int | None
     idle_expires_at: datetime.datetime | None
-    lifetime_s: float | None
+    lifetime_s: int | None
     ends_at: datetime.datetime | None
     commands_running: int
     contexts: int
@@ -136,8 +137,8 @@ class SandboxInfo:
             mounts=[Mount.from_json(m) for m in mounts if isinstance(m, dict)]
             if isinstance(mounts, list) else [],
             created_at=_time(d, "created_at"),
-            last_active_at=_time(d, "last_active_at"), keep_alive_s=_float(d, "keep_alive_s"),
-            idle_expires_at=_time(d, "idle_expires_at"), lifetime_s=_float(d, "lifetime_s"),
+            last_active_at=_time(d, "last_active_at"), keep_alive_s=_opt_int(d, "keep_alive_s"),
+            idle_expires_at=_time(d, "idle_expires_at"), lifetime_s=_opt_int(d, "lifetime_s"),
             ends_at=_time(d, "ends_at"), commands_running=_int(d, "commands_running"),
             contexts=_int(d, "contexts"), raw=d)
 
@@ -169,7 +170,8 @@ _RESULT_FORMATS: dict[str, str] = {
     "application/json": "json",
     "application/javascript": "javascript",
 }
-_BINARY_FORMATS = {"png", "jpeg", "pdf"}
+# Chart data extracted from a matplotlib figure (E2B's chart shape; docs/api.md, Code).
+CHART_TYPE = "application/vnd.airlock.chart+json"
 
 
 @dataclass
@@ -177,27 +179,37 @@ class Result:
     """A rich value from a code run: the last expression's value (`is_main_result`) or a display
     (every matplotlib figure open at the end of a run comes back as one, with `png`).
 
-    `png`, `jpeg` and `pdf` are bytes (decoded from the API's base64); `json` is the decoded
-    value; the text formats are str. `raw` is the MIME bundle as sent, `extra` holds MIME types
-    without an attribute."""
+    As in E2B and airlock's TypeScript SDK, every format is what the MIME bundle carries: `png`,
+    `jpeg` and `pdf` are base64 strings (`base64.b64decode(result.png)` gives the image), the
+    text formats are str, `json` is the decoded value. `chart` is the figure's data (type,
+    title, axes, elements) as a dict when the run drew a matplotlib chart. `raw` (also `data`)
+    is the MIME bundle as sent, `extra` holds MIME types without an attribute."""
 
     text: str | None = None
     html: str | None = None
     markdown: str | None = None
     svg: str | None = None
-    png: bytes | None = None
-    jpeg: bytes | None = None
-    pdf: bytes | None = None
+    png: str | None = None
+    jpeg: str | None = None
+    pdf: str | None = None
     latex: str | None = None
     json: Any = None
     javascript: str | None = None
+    chart: dict[str, Any] | None = None
     is_main_result: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    @property
+    def data(self) -> dict[str, Any]:
+        """E2B's name for the MIME bundle."""
+        return self.raw
+
     def formats(self) -> list[str]:
-        """The formats present besides `text`, as E2B lists them: "html", "png", ..."""
+        """The formats present besides `text`, as E2B lists them: "html", "png", "chart", ..."""
         present = [name for name in _RESULT_FORMATS.values() if getattr(self, name) is not None]
+        if self.chart is not None:
+            present.append("chart")
         return present + list(self.extra)
 
     def __str__(self) -> str:
@@ -210,19 +222,28 @@ class Result:
             if mime == "text/plain":
                 result.text = value if isinstance(value, str) else str(value)
                 continue
+            if mime == CHART_TYPE:
+                chart = _json_value(value)
+                result.chart = chart if isinstance(chart, dict) else None
+                continue
             name = _RESULT_FORMATS.get(mime)
             if name is None:
                 result.extra[mime] = value
-            elif name in _BINARY_FORMATS:
-                setattr(result, name, base64.b64decode(value) if isinstance(value, str) else None)
-            elif name == "json" and isinstance(value, str):
-                try:
-                    result.json = json.loads(value)
-                except ValueError:
-                    result.json = value
+            elif name == "json":
+                result.json = _json_value(value)
             else:
-                setattr(result, name, value)
+                setattr(result, name, value if isinstance(value, str) else None)
         return result
+
+
+def _json_value(value: Any) -> Any:
+    """A JSON MIME value: sent as the value itself, or (by some producers) as its text."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 @dataclass
@@ -240,6 +261,9 @@ class ExecutionError:
 
     def __str__(self) -> str:
         return f"{self.name}: {self.value}"
+
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "value": self.value, "traceback": self.traceback})
 
     @staticmethod
     def from_event(event: dict[str, Any]) -> ExecutionError:
@@ -320,6 +344,9 @@ class Logs:
     stdout: list[str] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
 
+    def to_json(self) -> str:
+        return json.dumps({"stdout": self.stdout, "stderr": self.stderr})
+
 
 @dataclass
 class Execution:
@@ -330,6 +357,7 @@ class Execution:
     logs: Logs = field(default_factory=Logs)
     error: ExecutionError | None = None
     status: str = ""
+    execution_count: int | None = None  # per context, like Jupyter's In [N]
     duration_ms: float | None = None
     context_id: str | None = None
     context_restarted: bool = False
@@ -344,6 +372,16 @@ class Execution:
             if result.is_main_result:
                 return result.text
         return None
+
+    def to_json(self) -> str:
+        """The execution as JSON text (E2B's `Execution.to_json`): results as their MIME
+        bundles, logs, error, execution_count."""
+        return json.dumps({
+            "results": [r.raw for r in self.results],
+            "logs": {"stdout": self.logs.stdout, "stderr": self.logs.stderr},
+            "error": None if self.error is None else json.loads(self.error.to_json()),
+            "execution_count": self.execution_count,
+        })
 
     @property
     def stdout(self) -> str:
@@ -363,6 +401,7 @@ class Context:
     state: str = ""
     created_at: datetime.datetime | None = None
     runs: int = 0
+    cwd: str = "/home/user"  # the context's working directory (E2B's Context.cwd)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -373,7 +412,7 @@ class Context:
     def from_json(d: dict[str, Any]) -> Context:
         return Context(id=_str(d, "context_id"), language=_str(d, "language"),
                        state=_str(d, "state"), created_at=_time(d, "created_at"),
-                       runs=_int(d, "runs"), raw=d)
+                       runs=_int(d, "runs"), cwd=_str(d, "cwd", "/home/user"), raw=d)
 
 
 # ---- commands ----
@@ -455,6 +494,13 @@ class EntryInfo:
     modified_time: datetime.datetime | None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    @property
+    def permissions(self) -> str:
+        """The mode as `ls -l` shows it ("-rw-r--r--"), as E2B's EntryInfo has it."""
+        kind = {FileType.DIR: stat.S_IFDIR, FileType.SYMLINK: stat.S_IFLNK}.get(self.type,
+                                                                                  stat.S_IFREG)
+        return stat.filemode(kind | (self.mode & 0o7777))
+
     @staticmethod
     def from_json(d: dict[str, Any], directory: str | None = None) -> EntryInfo:
         name = _str(d, "name")
@@ -485,6 +531,7 @@ class WriteInfo:
     path: str
     size: int
     name: str
+    type: FileType = FileType.FILE
 
     @staticmethod
     def from_json(d: dict[str, Any], path: str) -> WriteInfo:

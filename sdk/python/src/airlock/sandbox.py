@@ -5,17 +5,18 @@ import (see sdk/python/README.md for the mapping)."""
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import IO, Any
 
-from airlock.code import CodeRunner, ErrorHandler, OutputHandler, ResultHandler
+from airlock.code import CodeRunner, string_map, ErrorHandler, OutputHandler, ResultHandler
 from airlock.commands import Commands
-from airlock.errors import NotFoundError
+from airlock.errors import InvalidRequestError, NotFoundError
 from airlock.files import Files
 from airlock.models import Context, Execution, Mount, SandboxInfo, TransferRecord
 from airlock.transfers import ProgressHandler, Transfers
-from airlock.transport import Transport, quote
+from airlock.transport import RetryPolicy, Transport, quote
 
 
 class Sandbox:
@@ -40,7 +41,7 @@ class Sandbox:
                lifetime: float | None = None, persistent: bool = False, *,
                mounts: Iterable[Mount | str | Mapping[str, Any]] | None = None,
                isolation: str | None = None, url: str | None = None, token: str | None = None,
-               request_timeout: float | None = None) -> Sandbox:
+               request_timeout: float | None = None, retry: RetryPolicy | None = None) -> Sandbox:
         """Creates a sandbox and returns once it can run code (milliseconds from the warm pool).
 
         `profile` picks the policy profile (limits, languages, review; the policy's default if
@@ -55,24 +56,13 @@ class Sandbox:
         operator's writable_roots (InvalidRequestError for a bad source or path,
         ForbiddenError when the profile forbids the root or writes); `isolation` picks another
         backend ("gvisor") where the profile's `isolation_choices` allow it. `url`/`token`
-        override AIRLOCK_URL/AIRLOCK_TOKEN."""
-        body: dict[str, Any] = {}
-        for key, value in (("profile", profile), ("language", language), ("name", name),
-                           ("keep_alive_s", keep_alive), ("lifetime_s", lifetime),
-                           ("isolation", isolation)):
-            if value is not None:
-                body[key] = value
-        if envs:
-            body["env"] = dict(envs)
-        if metadata:
-            body["metadata"] = dict(metadata)
-        if persistent:
-            body["persistent"] = True
-        if mounts is not None:
-            wanted = [_mount_json(m) for m in mounts]
-            if wanted:
-                body["mounts"] = wanted
-        transport = Transport(url, token, request_timeout)
+        override AIRLOCK_URL/AIRLOCK_TOKEN; `request_timeout` bounds each ordinary call
+        (seconds, default 60); `retry` sets how refused (429/503) and failed requests are sent
+        again (`RetryPolicy`). Durations are whole seconds, as the API takes them: a fraction
+        is rounded up."""
+        body = create_body(profile, language, name, envs, metadata, keep_alive, lifetime,
+                           persistent, mounts, isolation)
+        transport = Transport(url, token, request_timeout, retry)
         # A cold start (no warm sandbox left) takes longer than an ordinary call.
         answer = transport.json("POST", "/v1/sandboxes", body,
                                 timeout=max(transport.request_timeout, 120.0))
@@ -80,9 +70,9 @@ class Sandbox:
 
     @classmethod
     def connect(cls, name_or_id: str, *, url: str | None = None, token: str | None = None,
-                request_timeout: float | None = None) -> Sandbox:
+                request_timeout: float | None = None, retry: RetryPolicy | None = None) -> Sandbox:
         """Attaches to a running sandbox of this tenant by id or name; NotFoundError if none."""
-        transport = Transport(url, token, request_timeout)
+        transport = Transport(url, token, request_timeout, retry)
         answer = transport.json("GET", f"/v1/sandboxes/{quote(name_or_id)}")
         return cls(SandboxInfo.from_json(answer), transport)
 
@@ -128,12 +118,20 @@ class Sandbox:
     def set_timeout(self, seconds: float, lifetime: float | None = None) -> SandboxInfo:
         """Resets the idle timer and sets the idle time allowed from now on to `seconds` (within
         the profile's maximum); `lifetime` moves the hard end too."""
-        body: dict[str, Any] = {"keep_alive_s": seconds}
-        if lifetime is not None:
-            body["lifetime_s"] = lifetime
+        body = keepalive_body(seconds, lifetime)
         self._info = SandboxInfo.from_json(self._transport.json("POST", self._path("/keepalive"),
                                                                 body))
         return self._info
+
+    def port_url(self, port: int) -> str:
+        """A URL that reaches `port` inside the sandbox through the supervisor, carrying its own
+        authorization (an unguessable token bound to this tenant, sandbox and port, valid until
+        the sandbox ends), so a browser can open it. It is the SDK's base URL plus the link's
+        path; over a Unix socket that is a unix:// URL (reach it with a client that speaks
+        Unix sockets, e.g. `curl --unix-socket`). ForbiddenError when the profile turns
+        ports off."""
+        return self._transport.endpoint.public_url(self._transport.json(
+            "POST", self._path(f"/ports/{port_number(port)}/link"))["path"])
 
     def kill(self) -> bool:
         """Destroys the sandbox and everything in it. False when it was already gone."""
@@ -150,7 +148,8 @@ class Sandbox:
     def run_code(self, code: str, language: str | None = None,
                  context: Context | str | None = None, on_stdout: OutputHandler | None = None,
                  on_stderr: OutputHandler | None = None, on_result: ResultHandler | None = None,
-                 on_error: ErrorHandler | None = None, timeout: float | None = None) -> Execution:
+                 on_error: ErrorHandler | None = None, timeout: float | None = None,
+                 envs: Mapping[str, str] | None = None) -> Execution:
         """Runs `code` in a stateful context (the sandbox's default one for the language unless
         `context` is given): variables, imports and files persist between calls.
 
@@ -158,12 +157,15 @@ class Sandbox:
         that hits `timeout` (seconds; the profile's limit if None) raises `airlock.TimeoutError`
         with the partial `execution`. A review denial raises `DeniedByReview`. Callbacks get
         output chunks (`OutputMessage`), results (`Result`, displays included) and the error
-        as they happen."""
+        as they happen. `envs` are environment variables for this run only (os.environ in
+        Python, exported in bash), restored after it."""
         return self._code.run(code, language, context, on_stdout, on_stderr, on_result,
-                              on_error, timeout)
+                              on_error, timeout, envs)
 
-    def create_code_context(self, language: str = "python") -> Context:
-        return self._code.create_context(language)
+    def create_code_context(self, language: str = "python", cwd: str | None = None) -> Context:
+        """A new stateful interpreter ("python", "javascript", "bash", ...) whose working
+        directory is `cwd` (default /home/user)."""
+        return self._code.create_context(language, cwd)
 
     def list_code_contexts(self) -> builtins.list[Context]:
         return self._code.list_contexts()
@@ -233,6 +235,59 @@ class Sandbox:
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, name={self.name!r}, profile={self._info.profile!r})"
+
+
+def create_body(profile: str | None, language: str | None, name: str | None,
+                envs: Mapping[str, str] | None, metadata: Mapping[str, str] | None,
+                keep_alive: float | None, lifetime: float | None, persistent: bool,
+                mounts: Iterable[Mount | str | Mapping[str, Any]] | None,
+                isolation: str | None) -> dict[str, Any]:
+    """The body of `POST /v1/sandboxes` (the SandboxSpec schema)."""
+    body: dict[str, Any] = {}
+    for key, value in (("profile", profile), ("language", language), ("name", name),
+                       ("isolation", isolation)):
+        if value is not None:
+            body[key] = value
+    if keep_alive is not None:
+        body["keep_alive_s"] = whole_seconds(keep_alive, "keep_alive")
+    if lifetime is not None:
+        body["lifetime_s"] = whole_seconds(lifetime, "lifetime")
+    if envs:
+        body["env"] = string_map(envs, "envs")
+    if metadata:
+        body["metadata"] = string_map(metadata, "metadata")
+    if persistent:
+        body["persistent"] = True
+    if mounts is not None:
+        wanted = [_mount_json(m) for m in mounts]
+        if wanted:
+            body["mounts"] = wanted
+    return body
+
+
+def keepalive_body(seconds: float | None, lifetime: float | None) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if seconds is not None:
+        body["keep_alive_s"] = whole_seconds(seconds, "keep_alive")
+    if lifetime is not None:
+        body["lifetime_s"] = whole_seconds(lifetime, "lifetime")
+    return body
+
+
+def whole_seconds(value: float, what: str) -> int:
+    """The API's durations are integers (`keep_alive_s`, `lifetime_s`): a fraction rounds up so
+    a sandbox never ends earlier than asked."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise InvalidRequestError(f"{what}: a number of seconds, got {value!r}")
+    if value <= 0:
+        raise InvalidRequestError(f"{what}: must be more than 0 seconds, got {value!r}")
+    return int(math.ceil(value))
+
+
+def port_number(port: int) -> int:
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise InvalidRequestError(f"port must be an int from 1 to 65535, got {port!r}")
+    return port
 
 
 def _mount_json(mount: Mount | str | Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from airlock.errors import (
     TransferError,
     stream_ended_early,
 )
-from airlock.files import _DOWNLOAD_CHUNK, _absolute, _chunks_of, _json_of
+from airlock.files import _absolute, _chunks_of, _json_of
 from airlock.models import TransferProgress, TransferRecord
 from airlock.transport import Transport, quote
 
@@ -98,9 +98,9 @@ class Transfers:
         response = self._transport.open("GET", self._base + "/archive",
                                         query=[("path", path), ("format", format)])
         if file is None:
-            return b"".join(response.chunks(_DOWNLOAD_CHUNK))
+            return b"".join(response.chunks())
         written = 0
-        for chunk in response.chunks(_DOWNLOAD_CHUNK):
+        for chunk in response.chunks():
             file.write(chunk)
             written += len(chunk)
         return written
