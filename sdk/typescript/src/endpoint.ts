@@ -14,7 +14,25 @@ export interface ConnectionOptions {
   token?: string;
   /** Seconds an ordinary call (create, list, files...) may take; default 60. */
   requestTimeout?: number;
+  /**
+   * Retries of a request the supervisor turned away (429, 503) or could not be reached for
+   * (connection refused or reset; idempotent requests only), with exponential backoff and
+   * jitter; `false` turns them off. Default: 3 attempts, 0.2 s doubling up to 5 s.
+   */
+  retry?: Partial<RetryOptions> | false;
 }
+
+/** How often and how long the transport retries (seconds). */
+export interface RetryOptions {
+  /** Attempts in all, the first included; 1 means no retry. */
+  attempts: number;
+  /** The wait before the first retry; each next one doubles it, with random jitter. */
+  backoff: number;
+  /** No single wait is longer; a Retry-After asking for more ends the retries at once. */
+  maxBackoff: number;
+}
+
+export const DEFAULT_RETRY: RetryOptions = { attempts: 3, backoff: 0.2, maxBackoff: 5 };
 
 /** A parsed supervisor address: a Unix socket path, or a TCP host and port. */
 export type Endpoint =
@@ -73,6 +91,7 @@ export interface ResolvedConnection {
   endpoint: Endpoint;
   token: string | undefined;
   requestTimeout: number;
+  retry: RetryOptions;
 }
 
 export const DEFAULT_REQUEST_TIMEOUT = 60;
@@ -89,7 +108,21 @@ export function resolveConnection(options: ConnectionOptions = {}): ResolvedConn
   if (!(requestTimeout > 0)) {
     throw new ConfigurationError(`requestTimeout: must be a positive number of seconds, got ${requestTimeout}`);
   }
-  return { endpoint: parseUrl(url), token, requestTimeout };
+  return { endpoint: parseUrl(url), token, requestTimeout, retry: resolveRetry(options.retry) };
+}
+
+function resolveRetry(retry: Partial<RetryOptions> | false | undefined): RetryOptions {
+  if (retry === false) return { ...DEFAULT_RETRY, attempts: 1 };
+  const resolved = { ...DEFAULT_RETRY, ...retry };
+  if (!Number.isInteger(resolved.attempts) || resolved.attempts < 1) {
+    throw new ConfigurationError(`retry.attempts: must be a whole number >= 1, got ${resolved.attempts}`);
+  }
+  for (const key of ['backoff', 'maxBackoff'] as const) {
+    if (!(resolved[key] >= 0) || !Number.isFinite(resolved[key])) {
+      throw new ConfigurationError(`retry.${key}: must be a number of seconds >= 0, got ${resolved[key]}`);
+    }
+  }
+  return resolved;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {
