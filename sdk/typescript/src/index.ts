@@ -11,6 +11,7 @@
 export { Sandbox, type ListOptions, type MountSpec, type SandboxOptions } from './sandbox.js';
 export {
   type CodeRunner,
+  type ContextRef,
   type CreateContextOptions,
   type ErrorHandler,
   type OutputHandler,
