@@ -8,7 +8,11 @@ export const DEFAULT_URL = 'unix:///run/airlock/airlock.sock';
 
 /** How to reach a supervisor; every field falls back to the environment. */
 export interface ConnectionOptions {
-  /** `unix:///path/to.sock` or `http://127.0.0.1:PORT`; default AIRLOCK_URL, then the default socket. */
+  /**
+   * `unix:///path/to.sock`, `http://127.0.0.1:PORT`, or `https://host:PORT` for a supervisor
+   * serving TLS (its certificate checked against the system's CAs and NODE_EXTRA_CA_CERTS);
+   * default AIRLOCK_URL, then the default socket.
+   */
   url?: string;
   /** Bearer token of a tenant; default AIRLOCK_TOKEN. Required over TCP. */
   token?: string;
@@ -37,7 +41,7 @@ export const DEFAULT_RETRY: RetryOptions = { attempts: 3, backoff: 0.2, maxBacko
 /** A parsed supervisor address: a Unix socket path, or a TCP host and port. */
 export type Endpoint =
   | { url: string; kind: 'unix'; socketPath: string }
-  | { url: string; kind: 'tcp'; host: string; port: number };
+  | { url: string; kind: 'tcp'; host: string; port: number; tls: boolean };
 
 export function parseUrl(url: string): Endpoint {
   if (url.startsWith('unix://')) {
@@ -60,12 +64,12 @@ export function parseUrl(url: string): Endpoint {
     parsed = new URL(url);
   } catch {
     throw new ConfigurationError(
-      `airlock URL '${url}': expected unix:///path/to.sock or http://127.0.0.1:PORT`,
+      `airlock URL '${url}': expected unix:///path/to.sock, http://127.0.0.1:PORT or https://HOST:PORT`,
     );
   }
-  if (parsed.protocol !== 'http:') {
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
     throw new ConfigurationError(
-      `airlock URL '${url}': expected unix:///path/to.sock or http://127.0.0.1:PORT ` +
+      `airlock URL '${url}': expected unix:///path/to.sock, http://127.0.0.1:PORT or https://HOST:PORT ` +
         `(scheme '${parsed.protocol.replace(/:$/, '')}' is not supported)`,
     );
   }
@@ -84,7 +88,8 @@ export function parseUrl(url: string): Endpoint {
   }
   // URL keeps IPv6 hosts bracketed ("[::1]"); http.request wants them bare.
   const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
-  return { url, kind: 'tcp', host, port: parsed.port ? Number(parsed.port) : 80 };
+  const tls = parsed.protocol === 'https:';
+  return { url, kind: 'tcp', host, port: parsed.port ? Number(parsed.port) : tls ? 443 : 80, tls };
 }
 
 export interface ResolvedConnection {

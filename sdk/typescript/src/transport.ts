@@ -80,7 +80,7 @@ export class Transport {
     this.origin =
       this.endpoint.kind === 'unix'
         ? 'http://localhost'
-        : `http://${this.endpoint.host.includes(':') ? `[${this.endpoint.host}]` : this.endpoint.host}:${this.endpoint.port}`;
+        : `${this.endpoint.tls ? 'https' : 'http'}://${this.endpoint.host.includes(':') ? `[${this.endpoint.host}]` : this.endpoint.host}:${this.endpoint.port}`;
   }
 
   /** The base URL of links into the supervisor (`portUrl`): the URL this transport was given. */
