@@ -549,6 +549,8 @@ export interface TransferRecord {
   ms: number | null;
   status: string;
   error: string | null;
+  /** The review chain's verdict on the transfer, when the profile reviews transfers. */
+  review: Review | null;
   raw: JsonObject;
 }
 
@@ -568,6 +570,7 @@ export function parseTransfer(o: JsonObject): TransferRecord {
     ms: optNum(o, 'ms'),
     status: str(o, 'status'),
     error: optStr(o, 'error'),
+    review: optReview(o),
     raw: o,
   };
 }
