@@ -220,8 +220,9 @@ export class Filesystem {
 
   /**
    * Calls `onEvent` for each change in `path` until stop() or `timeoutMs`. Polls the listing
-   * (airlock has no watch endpoint): creations, removals, writes (size or mtime changed) and
-   * mode changes between two polls, a rename as a remove plus a create.
+   * (airlock has no watch endpoint): creations (a new non-empty file also as a write, as E2B
+   * reports it), removals, writes (size or mtime changed) and mode changes between two polls;
+   * a rename is a remove plus a create.
    */
   async watchDir(
     path: string,
@@ -272,7 +273,11 @@ export class Filesystem {
         const current = await snapshot();
         for (const [name, state] of current) {
           const before = previous.get(name);
-          if (before === undefined) await onEvent({ name, type: FilesystemEventType.CREATE });
+          if (before === undefined) {
+            await onEvent({ name, type: FilesystemEventType.CREATE });
+            // A file made with content was also written to, as inotify reports it to E2B.
+            if (state.startsWith('file|') && !state.startsWith('file|0|')) await onEvent({ name, type: FilesystemEventType.WRITE });
+          }
           else if (before !== state) {
             const [, , , modeBefore] = before.split('|');
             const [, , , modeNow] = state.split('|');

@@ -3,7 +3,7 @@
 // What differs is listed in docs/e2b-typescript.md; options airlock cannot honour are refused
 // with a message saying why (options.ts).
 
-import { NotFoundError } from '../errors.js';
+import { NotFoundError, TimeoutError } from '../errors.js';
 import { Sandbox as NativeSandbox } from '../sandbox.js';
 import type { Context as NativeContext, Execution, ExecutionError, Result } from '../models.js';
 import { Commands } from './commands.js';
@@ -172,23 +172,31 @@ export class Sandbox {
     }
     const timeout = msToSeconds(opts.timeoutMs, 'runCode timeoutMs');
     const language = languageOf(opts.language);
-    const output = (handler: ((m: OutputMessage) => unknown) | undefined) =>
-      handler === undefined
-        ? undefined
-        : (m: { line: string; error: boolean; timestamp: Date }) =>
-            handler(new OutputMessage(m.line, m.timestamp.getTime() * 1_000_000, m.error));
-    const onStdout = output(opts.onStdout);
-    const onStderr = output(opts.onStderr);
-    return this.airlock.runCode(code, {
-      ...(language !== undefined && { language }),
-      ...(opts.context !== undefined && { context: opts.context.id }),
-      ...(onStdout !== undefined && { onStdout }),
-      ...(onStderr !== undefined && { onStderr }),
-      ...(opts.onResult !== undefined && { onResult: opts.onResult }),
-      ...(opts.onError !== undefined && { onError: opts.onError }),
-      ...(opts.envs !== undefined && { envs: opts.envs }),
-      ...(timeout !== undefined && { timeout }),
-    });
+    // E2B hands out output line by line (Jupyter's stream messages); airlock's interpreters send
+    // each write as it is flushed ("hello", then "\n"). Whole lines are passed on as they
+    // complete; a last line without its newline at the end of the run.
+    const stdout = new LineBuffer(opts.onStdout, false);
+    const stderr = new LineBuffer(opts.onStderr, true);
+    let execution: Execution;
+    try {
+      execution = await this.airlock.runCode(code, {
+        ...(language !== undefined && { language }),
+        ...(opts.context !== undefined && { context: opts.context.id }),
+        ...(opts.onStdout !== undefined && { onStdout: (m) => stdout.push(m.line, m.timestamp) }),
+        ...(opts.onStderr !== undefined && { onStderr: (m) => stderr.push(m.line, m.timestamp) }),
+        ...(opts.onResult !== undefined && { onResult: opts.onResult }),
+        ...(opts.onError !== undefined && { onError: opts.onError }),
+        ...(opts.envs !== undefined && { envs: opts.envs }),
+        ...(timeout !== undefined && { timeout }),
+      });
+    } catch (err) {
+      if (err instanceof TimeoutError && err.execution !== undefined) asLines(err.execution);
+      throw err;
+    } finally {
+      await stdout.end();
+      await stderr.end();
+    }
+    return asLines(execution);
   }
 
   async createCodeContext(opts: CreateCodeContextOpts = {}): Promise<Context> {
@@ -265,6 +273,46 @@ export class Sandbox {
   toString(): string {
     return `Sandbox(sandboxId=${this.sandboxId})`;
   }
+}
+
+/** Passes whole lines of one stream to an E2B callback as their last chunk arrives. */
+class LineBuffer {
+  private pending = '';
+  private last = new Date();
+
+  constructor(
+    private readonly handler: ((m: OutputMessage) => unknown) | undefined,
+    private readonly isStderr: boolean,
+  ) {}
+
+  async push(chunk: string, at: Date): Promise<void> {
+    this.pending += chunk;
+    this.last = at;
+    let eol: number;
+    while ((eol = this.pending.indexOf('\n')) >= 0) {
+      const line = this.pending.slice(0, eol + 1);
+      this.pending = this.pending.slice(eol + 1);
+      await this.emit(line);
+    }
+  }
+
+  async end(): Promise<void> {
+    if (this.pending) await this.emit(this.pending);
+    this.pending = '';
+  }
+
+  private emit(line: string): unknown {
+    return this.handler?.(new OutputMessage(line, this.last.getTime() * 1_000_000, this.isStderr));
+  }
+}
+
+/** The execution with its logs as whole lines, as E2B's are. */
+function asLines(execution: Execution): Execution {
+  for (const stream of [execution.logs.stdout, execution.logs.stderr]) {
+    const lines = stream.join('').match(/[^\n]*\n|[^\n]+$/g) ?? [];
+    stream.splice(0, stream.length, ...lines);
+  }
+  return execution;
 }
 
 function toContext(context: NativeContext): Context {

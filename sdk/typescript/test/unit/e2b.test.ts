@@ -208,11 +208,11 @@ describe('E2B entry point', () => {
       { name: 'mode', type: 'file', size: 1, mode: 0o600, mtime_ms: 1 },
       { name: 'new', type: 'file', size: 1, mode: 0o644, mtime_ms: 2 },
     ];
-    while (events.length < 4) await new Promise((r) => setTimeout(r, 10));
+    while (events.length < 5) await new Promise((r) => setTimeout(r, 10));
     await handle.stop();
     assert.deepEqual(
       events.map((e) => `${e.type}:${e.name}`).sort(),
-      [`${FilesystemEventType.CHMOD}:mode`, 'create:new', 'remove:gone', 'write:keep'],
+      [`${FilesystemEventType.CHMOD}:mode`, 'create:new', 'remove:gone', 'write:keep', 'write:new'],
     );
     assert.equal(exited, 1);
   });
