@@ -3,7 +3,7 @@
 // What differs is listed in docs/e2b-typescript.md; options airlock cannot honour are refused
 // with a message saying why (options.ts).
 
-import { NotFoundError, TimeoutError } from '../errors.js';
+import { InvalidRequestError, NotFoundError, TimeoutError } from '../errors.js';
 import { Sandbox as NativeSandbox } from '../sandbox.js';
 import type { Context as NativeContext, Execution, ExecutionError, Result } from '../models.js';
 import { Commands } from './commands.js';
@@ -133,6 +133,8 @@ export class Sandbox {
       ...(opts.metadata !== undefined && { metadata: opts.metadata }),
       ...(opts.envs !== undefined && { envs: opts.envs }),
       ...(seconds !== undefined && { keepAlive: seconds, lifetime: seconds }),
+    }).catch((err: unknown) => {
+      throw timeoutRefused(err, opts.timeoutMs ?? DEFAULT_SANDBOX_TIMEOUT_MS, 'Sandbox.create');
     });
     return new Sandbox(native);
   }
@@ -246,7 +248,9 @@ export class Sandbox {
     if (seconds === undefined) throw new InvalidArgumentError('setTimeout: timeoutMs must be > 0');
     const created = (await this.airlock.getInfo()).createdAt;
     const age = created === null ? 0 : Math.max(0, Math.ceil((Date.now() - created.getTime()) / 1000));
-    await this.airlock.setTimeout(seconds, { lifetime: age + seconds });
+    await this.airlock.setTimeout(seconds, { lifetime: age + seconds }).catch((err: unknown) => {
+      throw timeoutRefused(err, timeoutMs, 'setTimeout');
+    });
   }
 
   /** Kills the sandbox and everything in it. */
@@ -313,6 +317,19 @@ function asLines(execution: Execution): Execution {
     stream.splice(0, stream.length, ...lines);
   }
   return execution;
+}
+
+/**
+ * A refusal of keep_alive_s or lifetime_s (past the profile's maximum) said in terms of the
+ * `timeoutMs` the caller gave; other errors pass as they are.
+ */
+function timeoutRefused(err: unknown, timeoutMs: number, what: string): unknown {
+  if (!(err instanceof InvalidRequestError) || !/keep_alive_s|lifetime_s/.test(err.message)) return err;
+  return new InvalidArgumentError(
+    `${what}: timeoutMs ${timeoutMs} is more than the airlock profile allows (it sets the sandbox's ` +
+      `keep_alive_s and lifetime_s): ${err.message}`,
+    { ...(err.status !== undefined && { status: err.status }), ...(err.code !== undefined && { code: err.code }), body: err.body, cause: err },
+  );
 }
 
 function toContext(context: NativeContext): Context {

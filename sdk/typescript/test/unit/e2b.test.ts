@@ -59,6 +59,18 @@ describe('E2B entry point', () => {
     assert.equal(fake.requests.filter((r) => r.method === 'POST').length, 1);
   });
 
+  it('says a timeoutMs past the profile maximum in terms of timeoutMs', async () => {
+    fake.on('POST', '/v1/sandboxes', (_req, res) =>
+      sendJson(res, 400, { error: { code: 'bad_request', message: 'keep_alive_s 7200 is above the profile maximum 3600' } }),
+    );
+    await assert.rejects(Sandbox.create({ url: fake.url, timeoutMs: 7_200_000 }), (e: unknown) => {
+      assert.ok(e instanceof InvalidArgumentError, String(e));
+      assert.match(e.message, /^Sandbox.create: timeoutMs 7200000 is more than the airlock profile allows .*: keep_alive_s 7200 is above/);
+      return true;
+    });
+    fake.on('POST', '/v1/sandboxes', (req, res) => sendCreated(req, res));
+  });
+
   it('runs code with envs, timeoutMs in seconds, language aliases, E2B OutputMessages and executionCount', async () => {
     fake.on('POST', `${SB}/code`, (_req, res) =>
       sendNdjson(res, [
