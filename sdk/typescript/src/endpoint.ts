@@ -19,6 +19,11 @@ export interface ConnectionOptions {
   /** Seconds an ordinary call (create, list, files...) may take; default 60. */
   requestTimeout?: number;
   /**
+   * For an https:// URL: the certificate authority (PEM) that signed the supervisor's
+   * certificate, when it is a private one; default the system's (and NODE_EXTRA_CA_CERTS).
+   */
+  ca?: string | Buffer;
+  /**
    * Retries of a request the supervisor turned away (429, 503) or could not be reached for
    * (connection refused or reset; idempotent requests only), with exponential backoff and
    * jitter; `false` turns them off. Default: 3 attempts, 0.2 s doubling up to 5 s.
@@ -97,6 +102,7 @@ export interface ResolvedConnection {
   token: string | undefined;
   requestTimeout: number;
   retry: RetryOptions;
+  ca: string | Buffer | undefined;
 }
 
 export const DEFAULT_REQUEST_TIMEOUT = 60;
@@ -113,7 +119,11 @@ export function resolveConnection(options: ConnectionOptions = {}): ResolvedConn
   if (!(requestTimeout > 0)) {
     throw new ConfigurationError(`requestTimeout: must be a positive number of seconds, got ${requestTimeout}`);
   }
-  return { endpoint: parseUrl(url), token, requestTimeout, retry: resolveRetry(options.retry) };
+  const endpoint = parseUrl(url);
+  if (options.ca !== undefined && !(endpoint.kind === 'tcp' && endpoint.tls)) {
+    throw new ConfigurationError(`ca: a certificate authority is only used with an https:// URL, not '${url}'`);
+  }
+  return { endpoint, token, requestTimeout, retry: resolveRetry(options.retry), ca: options.ca };
 }
 
 function resolveRetry(retry: Partial<RetryOptions> | false | undefined): RetryOptions {

@@ -67,6 +67,7 @@ export class Transport {
   readonly requestTimeout: number;
   readonly retry: RetryOptions;
   private readonly token: string | undefined;
+  private readonly ca: string | Buffer | undefined;
   private readonly origin: string;
   private pool: Agent | undefined;
 
@@ -76,6 +77,7 @@ export class Transport {
     this.token = resolved.token;
     this.requestTimeout = resolved.requestTimeout;
     this.retry = resolved.retry;
+    this.ca = resolved.ca;
     // undici wants an origin even on a Unix socket, where the host only fills the Host header.
     this.origin =
       this.endpoint.kind === 'unix'
@@ -162,7 +164,11 @@ export class Transport {
   private agent(): Agent {
     // Keep-alive: a code run right after another reuses the connection. Idle pooled sockets
     // are unref'd by undici, so an idle pool never keeps the process alive.
-    this.pool ??= new Agent(this.endpoint.kind === 'unix' ? { connect: { socketPath: this.endpoint.socketPath } } : {});
+    this.pool ??= new Agent(
+      this.endpoint.kind === 'unix' ? { connect: { socketPath: this.endpoint.socketPath } }
+      : this.ca !== undefined ? { connect: { ca: this.ca } }
+      : {},
+    );
     return this.pool;
   }
 

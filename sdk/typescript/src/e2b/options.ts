@@ -75,6 +75,8 @@ export interface SandboxOpts {
   requestTimeoutMs?: number;
   /** Where the supervisor is: unix:///path.sock, http(s)://host:port; default AIRLOCK_URL. */
   url?: string;
+  /** For an https:// `url` signed by a private CA: that CA's certificate (PEM). */
+  ca?: string | Buffer;
   /** Accepted; the SDK logs nothing. */
   logger?: unknown;
   /** E2B's `secure` (token-protected sandbox URLs): airlock's port links always carry a token. */
@@ -101,6 +103,7 @@ const ACCEPTED = new Set([
   'accessToken',
   'requestTimeoutMs',
   'url',
+  'ca',
   'logger',
   'secure',
   'allowInternetAccess',
@@ -137,11 +140,17 @@ export function checkSandboxOpts(opts: SandboxOpts, what: string): void {
 }
 
 /** The native connection options of E2B's. */
-export function connectionOf(opts: SandboxOpts): { url?: string; token?: string; requestTimeout?: number } {
+export function connectionOf(opts: SandboxOpts): {
+  url?: string;
+  token?: string;
+  requestTimeout?: number;
+  ca?: string | Buffer;
+} {
   const token = opts.apiKey ?? opts.accessToken;
   const requestTimeout = msToSeconds(opts.requestTimeoutMs ?? 30_000, 'requestTimeoutMs');
   return {
     ...(opts.url !== undefined && { url: opts.url }),
+    ...(opts.ca !== undefined && { ca: opts.ca }),
     ...(token !== undefined && { token }),
     ...(requestTimeout !== undefined && { requestTimeout }),
   };
