@@ -16,6 +16,7 @@ export {
   HostPromise,
   OutputMessage,
   Sandbox,
+  SandboxPaginator,
   type Context,
   type CreateCodeContextOpts,
   type RunCodeOpts,

@@ -5,7 +5,13 @@
 
 import { InvalidRequestError, NotFoundError, TimeoutError } from '../errors.js';
 import { Sandbox as NativeSandbox } from '../sandbox.js';
-import type { Context as NativeContext, Execution, ExecutionError, Result } from '../models.js';
+import type {
+  Context as NativeContext,
+  Execution,
+  ExecutionError,
+  Result,
+  SandboxInfo as NativeInfo,
+} from '../models.js';
 import { Commands } from './commands.js';
 import { InvalidArgumentError } from './errors.js';
 import { Filesystem } from './filesystem.js';
@@ -147,6 +153,23 @@ export class Sandbox {
     return sandbox;
   }
 
+  /**
+   * The tenant's sandboxes as E2B's paginator: `await paginator.nextItems()` answers them all
+   * (airlock lists in one page), after which `hasNext` is false. `query.metadata` keeps those
+   * whose metadata has every given key and value; `query.state` other than running finds none
+   * (airlock does not pause sandboxes).
+   */
+  static list(opts: SandboxOpts & { query?: { metadata?: Record<string, string>; state?: string[] }; limit?: number } = {}): SandboxPaginator {
+    const { query, limit, ...rest } = opts;
+    checkSandboxOpts(rest, 'Sandbox.list');
+    return new SandboxPaginator(async () => {
+      if (query?.state !== undefined && !query.state.includes('running')) return [];
+      const infos = await NativeSandbox.list({ ...connectionOf(rest), ...(query?.metadata !== undefined && { metadata: query.metadata }) });
+      const out = infos.map(toInfo);
+      return limit === undefined ? out : out.slice(0, limit);
+    });
+  }
+
   /** Kills the sandbox with this id; false when there was none. */
   static async kill(sandboxId: string, opts: SandboxOpts = {}): Promise<boolean> {
     checkSandboxOpts(opts, 'Sandbox.kill');
@@ -225,18 +248,7 @@ export class Sandbox {
   }
 
   async getInfo(): Promise<SandboxInfo> {
-    const info = await this.airlock.getInfo();
-    const ends = [info.endsAt, info.idleExpiresAt].filter((d): d is Date => d !== null);
-    const out: SandboxInfo = {
-      sandboxId: info.id,
-      templateId: info.profile,
-      metadata: info.metadata,
-      startedAt: info.createdAt ?? new Date(0),
-      endAt: ends.length ? new Date(Math.min(...ends.map((d) => d.getTime()))) : new Date(0),
-      state: 'running',
-    };
-    if (info.name !== null) out.name = info.name;
-    return out;
+    return toInfo(await this.airlock.getInfo());
   }
 
   /**
@@ -330,6 +342,44 @@ function timeoutRefused(err: unknown, timeoutMs: number, what: string): unknown 
       `keep_alive_s and lifetime_s): ${err.message}`,
     { ...(err.status !== undefined && { status: err.status }), ...(err.code !== undefined && { code: err.code }), body: err.body, cause: err },
   );
+}
+
+/** E2B's SandboxInfo of a native one. */
+function toInfo(info: NativeInfo): SandboxInfo {
+  const ends = [info.endsAt, info.idleExpiresAt].filter((d): d is Date => d !== null);
+  const out: SandboxInfo = {
+    sandboxId: info.id,
+    templateId: info.profile,
+    metadata: info.metadata,
+    startedAt: info.createdAt ?? new Date(0),
+    endAt: ends.length ? new Date(Math.min(...ends.map((d) => d.getTime()))) : new Date(0),
+    state: 'running',
+  };
+  if (info.name !== null) out.name = info.name;
+  return out;
+}
+
+/** E2B's paginator over Sandbox.list: one page, since airlock lists every sandbox at once. */
+export class SandboxPaginator {
+  private done = false;
+
+  constructor(private readonly fetchAll: () => Promise<SandboxInfo[]>) {}
+
+  get hasNext(): boolean {
+    return !this.done;
+  }
+
+  /** undefined: airlock has a single page. */
+  get nextToken(): string | undefined {
+    return undefined;
+  }
+
+  async nextItems(): Promise<SandboxInfo[]> {
+    if (this.done) throw new InvalidArgumentError('Sandbox.list: no more items to fetch');
+    const items = await this.fetchAll();
+    this.done = true;
+    return items;
+  }
 }
 
 function toContext(context: NativeContext): Context {

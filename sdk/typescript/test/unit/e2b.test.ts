@@ -239,6 +239,18 @@ describe('E2B entry point', () => {
     await assert.rejects(sbx.airlock.portUrl(70000), /port must be a whole number from 1 to 65535/);
   });
 
+  it('lists sandboxes through a one-page paginator, filtered by metadata', async () => {
+    fake.on('GET', '/v1/sandboxes', (_req, res) => sendJson(res, 200, { sandboxes: [sandboxDoc(), sandboxDoc({ id: 'b' })] }));
+    const paginator = Sandbox.list({ url: fake.url, query: { metadata: { user: 'u1' } } });
+    assert.equal(paginator.hasNext, true);
+    const items = await paginator.nextItems();
+    assert.deepEqual(items.map((i) => i.sandboxId), ['3f2a9c0d1e4b5a67', 'b']);
+    assert.equal(fake.last('GET', '/v1/sandboxes').query.get('metadata.user'), 'u1');
+    assert.equal(paginator.hasNext, false);
+    await assert.rejects(paginator.nextItems(), /no more items/);
+    assert.deepEqual(await Sandbox.list({ url: fake.url, query: { state: ['paused'] } }).nextItems(), []);
+  });
+
   it("setTimeout moves the end to timeoutMs from now; getInfo answers E2B's shape", async () => {
     fake.on('POST', `${SB}/keepalive`, (_req, res) => sendJson(res, 200, sandboxDoc()));
     fake.on('GET', SB, (_req, res) => sendJson(res, 200, sandboxDoc({ created_at: Date.now() - 10_000 })));
