@@ -266,8 +266,9 @@ TEST(SdkContract, Requests) {
   checkRequest("SandboxSpec", sentTo(server, "POST", "/v1/sandboxes"));
 
   ASSERT_TRUE(sb->runCode("1", {.language = "python", .context_id = "c", .timeout_s = 5}));
-  // The C++ SDK always reads a run as events, and has no per-run environment yet.
-  checkRequest("CodeSpec", sentTo(server, "POST", kSb + "/code"), {"stream"});
+  // The C++ SDK always reads a run as events, and has no per-run environment (the contract's
+  // `env`, which the TypeScript and Python SDKs send) yet.
+  checkRequest("CodeSpec", sentTo(server, "POST", kSb + "/code"), {"stream", "env"});
 
   ASSERT_TRUE(sb->commands().run(
       "echo", {.env = {{"A", "b"}}, .cwd = "/tmp", .stdin_data = "in", .timeout_s = 5}));
