@@ -17,11 +17,13 @@ set_tests_properties(sdk_typescript_build PROPERTIES
   LABELS sdk TIMEOUT 180 FIXTURES_SETUP sdk_typescript_compiled)
 
 if(AIRLOCK_NODE_EXECUTABLE)
+  # The contract test reads the API description the supervisor serves as GET /v1/openapi.json.
   add_test(NAME sdk_typescript_unit
     COMMAND ${AIRLOCK_NODE_EXECUTABLE} --test ${AIRLOCK_TS_SDK_OUT}/test/unit/
     WORKING_DIRECTORY ${AIRLOCK_TS_SDK_DIR})
   set_tests_properties(sdk_typescript_unit PROPERTIES
-    LABELS sdk TIMEOUT 180 FIXTURES_REQUIRED sdk_typescript_compiled)
+    LABELS sdk TIMEOUT 180 FIXTURES_REQUIRED sdk_typescript_compiled
+    ENVIRONMENT "AIRLOCK_OPENAPI=${PROJECT_SOURCE_DIR}/supervisor/api/openapi.json")
 
   # Starts its own supervisor and sandboxes: never beside the other host-wide tests.
   add_test(NAME sdk_typescript_integration
@@ -29,5 +31,14 @@ if(AIRLOCK_NODE_EXECUTABLE)
     WORKING_DIRECTORY ${AIRLOCK_TS_SDK_DIR})
   set_tests_properties(sdk_typescript_integration PROPERTIES
     LABELS sdk TIMEOUT 600 RESOURCE_LOCK airlock_host FIXTURES_REQUIRED sdk_typescript_compiled
+    ENVIRONMENT "AIRLOCK_BIN=$<TARGET_FILE:airlock>")
+
+  # E2B's documented examples with only the import changed (test/e2b): one supervisor, one
+  # shared sandbox; examples waiting for another track's feature are reported as TODO.
+  add_test(NAME sdk_typescript_e2b
+    COMMAND ${AIRLOCK_NODE_EXECUTABLE} --test ${AIRLOCK_TS_SDK_OUT}/test/e2b/
+    WORKING_DIRECTORY ${AIRLOCK_TS_SDK_DIR})
+  set_tests_properties(sdk_typescript_e2b PROPERTIES
+    LABELS sdk TIMEOUT 300 RESOURCE_LOCK airlock_host FIXTURES_REQUIRED sdk_typescript_compiled
     ENVIRONMENT "AIRLOCK_BIN=$<TARGET_FILE:airlock>")
 endif()

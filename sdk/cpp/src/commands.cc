@@ -154,11 +154,14 @@ Result<std::vector<CommandInfo>> Commands::list() const {
       for (const auto& arg : *a)
         if (arg.is_string()) info.argv.push_back(arg.get<std::string>());
     info.pid = fields::integer(c, "pid");
-    info.running = fields::str(c, "state") == "running";
+    info.state = fields::str(c, "state");
+    info.running = info.state == "running";
     info.background = fields::boolean(c, "background");
     info.started_at = fields::integer(c, "started_at");
     if (auto e = c.find("exit_code"); e != c.end() && e->is_number())
       info.exit_code = e->get<int>();
+    if (auto s = c.find("signal"); s != c.end() && s->is_number() && s->get<int>() != 0)
+      info.signal = s->get<int>();
     out.push_back(std::move(info));
   }
   return out;

@@ -11,6 +11,7 @@
 #include "airlock/client/http.h"
 #include "airlock/client/sandbox.h"
 #include "airlock/unique_fd.h"
+#include "api_error.h"
 #include "json_fields.h"
 
 namespace airlock::sdk {
@@ -35,6 +36,8 @@ TransferRecord recordFrom(const Json& doc) {
   t.ms = fields::number(doc, "ms");
   t.status = fields::str(doc, "status");
   t.error = fields::str(doc, "error");
+  if (auto it = doc.find("review"); it != doc.end() && it->is_object())
+    t.review = reviewFromJson(*it);
   return t;
 }
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // Compiles the SDK and its tests into OUT_DIR (default build-test/) with the TypeScript that
 // `npm ci` installed, so ctest can run `node --test OUT_DIR/test/<suite>/` with no npm in the
-// loop. A missing node_modules is a failure that says how to fix it.
+// loop. A missing node_modules is a failure that says how to fix it. OUT_DIR gets a link to the
+// SDK's node_modules (its runtime dependency, undici, resolves from there) and a package.json
+// marking the compiled files as ES modules, so it may live anywhere (ctest's build tree).
 
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -28,4 +30,17 @@ if (result.status !== 0) {
   console.error(`sdk/typescript: tsc failed (exit ${result.status ?? result.signal})`);
   process.exit(1);
 }
+const link = join(outDir, 'node_modules');
+if (existsSync(link) || isLink(link)) rmSync(link, { recursive: false, force: true });
+mkdirSync(outDir, { recursive: true });
+if (resolve(outDir) !== sdkDir) symlinkSync(join(sdkDir, 'node_modules'), link, 'dir');
+writeFileSync(join(outDir, 'package.json'), '{"type": "module"}\n');
 console.log(`sdk/typescript: compiled the SDK and its tests into ${outDir}`);
+
+function isLink(path) {
+  try {
+    return lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}

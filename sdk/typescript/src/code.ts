@@ -1,7 +1,7 @@
 // Code runs in stateful contexts: `POST /v1/sandboxes/{sb}/code` read as NDJSON events, and the
 // context routes. Sandbox.runCode and the *CodeContext methods call in here.
 
-import { TimeoutError, streamEndedEarly } from './errors.js';
+import { InvalidRequestError, TimeoutError, streamEndedEarly } from './errors.js';
 import { eventBytes, isObject, objects, optNum, optStr, str, type JsonObject } from './json.js';
 import { Execution, ExecutionError, OutputMessage, Result, parseContext, type Context } from './models.js';
 import { optAudit } from './audit.js';
@@ -13,11 +13,14 @@ export type OutputHandler = (output: OutputMessage) => unknown;
 export type ResultHandler = (result: Result) => unknown;
 export type ErrorHandler = (error: ExecutionError) => unknown;
 
+/** A context, or its id: anything with an `id` will do. */
+export type ContextRef = Context | { id: string } | string;
+
 export interface RunCodeOptions {
   /** "python", "node", ...; default: the sandbox's language. */
   language?: string;
   /** A context from createCodeContext (or its id); default: the language's default context. */
-  context?: Context | string;
+  context?: ContextRef;
   onStdout?: OutputHandler;
   onStderr?: OutputHandler;
   /** Each result as it arrives: displays (figures) and the last expression's value. */
@@ -25,11 +28,15 @@ export interface RunCodeOptions {
   onError?: ErrorHandler;
   /** Seconds before the run is interrupted; default: the profile's limit. */
   timeout?: number;
+  /** Environment variables set for this run only (os.environ in Python, exported in bash). */
+  envs?: Record<string, string>;
 }
 
 export interface CreateContextOptions {
-  /** Default "python". */
+  /** Default "python"; "bash" (or "shell", "sh") for a persistent shell. */
   language?: string;
+  /** The context's working directory, absolute; default /home/user. */
+  cwd?: string;
 }
 
 // The connection waits this long past the run's own timeout: the supervisor reports the
@@ -52,6 +59,7 @@ export class CodeRunner {
     if (options.language !== undefined) body['language'] = options.language;
     if (options.context !== undefined) body['context_id'] = contextId(options.context);
     if (options.timeout !== undefined) body['timeout_s'] = options.timeout;
+    if (options.envs !== undefined && Object.keys(options.envs).length > 0) body['env'] = { ...options.envs };
     const execution = new Execution();
     const events = this.transport.events('POST', `${this.base}/code`, body, {
       timeout: options.timeout === undefined ? null : options.timeout + STREAM_GRACE_S,
@@ -108,27 +116,32 @@ export class CodeRunner {
   }
 
   async createContext(options: CreateContextOptions = {}): Promise<Context> {
-    return parseContext(
-      await this.transport.json('POST', `${this.base}/contexts`, { language: options.language ?? 'python' }),
-    );
+    const body: JsonObject = { language: options.language ?? 'python' };
+    if (options.cwd !== undefined) {
+      if (typeof options.cwd !== 'string' || !options.cwd.startsWith('/')) {
+        throw new InvalidRequestError(`createCodeContext: cwd must be an absolute path, got ${JSON.stringify(options.cwd)}`);
+      }
+      body['cwd'] = options.cwd;
+    }
+    return parseContext(await this.transport.json('POST', `${this.base}/contexts`, body));
   }
 
   async listContexts(): Promise<Context[]> {
     return objects(await this.transport.json('GET', `${this.base}/contexts`), 'contexts').map(parseContext);
   }
 
-  async restartContext(context: Context | string): Promise<Context> {
+  async restartContext(context: ContextRef): Promise<Context> {
     return parseContext(
       await this.transport.json('POST', `${this.base}/contexts/${quote(contextId(context))}/restart`),
     );
   }
 
-  async removeContext(context: Context | string): Promise<void> {
+  async removeContext(context: ContextRef): Promise<void> {
     await this.transport.json('DELETE', `${this.base}/contexts/${quote(contextId(context))}`);
   }
 }
 
-function contextId(context: Context | string): string {
+function contextId(context: ContextRef): string {
   return typeof context === 'string' ? context : context.id;
 }
 
@@ -137,6 +150,7 @@ function applyEnd(execution: Execution, event: JsonObject): void {
   execution.durationMs = optNum(event, 'duration_ms');
   execution.contextId = optStr(event, 'context_id');
   execution.contextRestarted = event['context_restarted'] === true;
+  execution.executionCount = optNum(event, 'execution_count');
   execution.review = optReview(event);
   execution.audit = optAudit(event);
   execution.rawEnd = event;

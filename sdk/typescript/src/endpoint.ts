@@ -8,18 +8,45 @@ export const DEFAULT_URL = 'unix:///run/airlock/airlock.sock';
 
 /** How to reach a supervisor; every field falls back to the environment. */
 export interface ConnectionOptions {
-  /** `unix:///path/to.sock` or `http://127.0.0.1:PORT`; default AIRLOCK_URL, then the default socket. */
+  /**
+   * `unix:///path/to.sock`, `http://127.0.0.1:PORT`, or `https://host:PORT` for a supervisor
+   * serving TLS (its certificate checked against the system's CAs and NODE_EXTRA_CA_CERTS);
+   * default AIRLOCK_URL, then the default socket.
+   */
   url?: string;
   /** Bearer token of a tenant; default AIRLOCK_TOKEN. Required over TCP. */
   token?: string;
   /** Seconds an ordinary call (create, list, files...) may take; default 60. */
   requestTimeout?: number;
+  /**
+   * For an https:// URL: the certificate authority (PEM) that signed the supervisor's
+   * certificate, when it is a private one; default the system's (and NODE_EXTRA_CA_CERTS).
+   */
+  ca?: string | Buffer;
+  /**
+   * Retries of a request the supervisor turned away (429, 503) or could not be reached for
+   * (connection refused or reset; idempotent requests only), with exponential backoff and
+   * jitter; `false` turns them off. Default: 3 attempts, 0.2 s doubling up to 5 s.
+   */
+  retry?: Partial<RetryOptions> | false;
 }
+
+/** How often and how long the transport retries (seconds). */
+export interface RetryOptions {
+  /** Attempts in all, the first included; 1 means no retry. */
+  attempts: number;
+  /** The wait before the first retry; each next one doubles it, with random jitter. */
+  backoff: number;
+  /** No single wait is longer; a Retry-After asking for more ends the retries at once. */
+  maxBackoff: number;
+}
+
+export const DEFAULT_RETRY: RetryOptions = { attempts: 3, backoff: 0.2, maxBackoff: 5 };
 
 /** A parsed supervisor address: a Unix socket path, or a TCP host and port. */
 export type Endpoint =
   | { url: string; kind: 'unix'; socketPath: string }
-  | { url: string; kind: 'tcp'; host: string; port: number };
+  | { url: string; kind: 'tcp'; host: string; port: number; tls: boolean };
 
 export function parseUrl(url: string): Endpoint {
   if (url.startsWith('unix://')) {
@@ -42,12 +69,12 @@ export function parseUrl(url: string): Endpoint {
     parsed = new URL(url);
   } catch {
     throw new ConfigurationError(
-      `airlock URL '${url}': expected unix:///path/to.sock or http://127.0.0.1:PORT`,
+      `airlock URL '${url}': expected unix:///path/to.sock, http://127.0.0.1:PORT or https://HOST:PORT`,
     );
   }
-  if (parsed.protocol !== 'http:') {
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
     throw new ConfigurationError(
-      `airlock URL '${url}': expected unix:///path/to.sock or http://127.0.0.1:PORT ` +
+      `airlock URL '${url}': expected unix:///path/to.sock, http://127.0.0.1:PORT or https://HOST:PORT ` +
         `(scheme '${parsed.protocol.replace(/:$/, '')}' is not supported)`,
     );
   }
@@ -66,13 +93,16 @@ export function parseUrl(url: string): Endpoint {
   }
   // URL keeps IPv6 hosts bracketed ("[::1]"); http.request wants them bare.
   const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
-  return { url, kind: 'tcp', host, port: parsed.port ? Number(parsed.port) : 80 };
+  const tls = parsed.protocol === 'https:';
+  return { url, kind: 'tcp', host, port: parsed.port ? Number(parsed.port) : tls ? 443 : 80, tls };
 }
 
 export interface ResolvedConnection {
   endpoint: Endpoint;
   token: string | undefined;
   requestTimeout: number;
+  retry: RetryOptions;
+  ca: string | Buffer | undefined;
 }
 
 export const DEFAULT_REQUEST_TIMEOUT = 60;
@@ -89,7 +119,25 @@ export function resolveConnection(options: ConnectionOptions = {}): ResolvedConn
   if (!(requestTimeout > 0)) {
     throw new ConfigurationError(`requestTimeout: must be a positive number of seconds, got ${requestTimeout}`);
   }
-  return { endpoint: parseUrl(url), token, requestTimeout };
+  const endpoint = parseUrl(url);
+  if (options.ca !== undefined && !(endpoint.kind === 'tcp' && endpoint.tls)) {
+    throw new ConfigurationError(`ca: a certificate authority is only used with an https:// URL, not '${url}'`);
+  }
+  return { endpoint, token, requestTimeout, retry: resolveRetry(options.retry), ca: options.ca };
+}
+
+function resolveRetry(retry: Partial<RetryOptions> | false | undefined): RetryOptions {
+  if (retry === false) return { ...DEFAULT_RETRY, attempts: 1 };
+  const resolved = { ...DEFAULT_RETRY, ...retry };
+  if (!Number.isInteger(resolved.attempts) || resolved.attempts < 1) {
+    throw new ConfigurationError(`retry.attempts: must be a whole number >= 1, got ${resolved.attempts}`);
+  }
+  for (const key of ['backoff', 'maxBackoff'] as const) {
+    if (!(resolved[key] >= 0) || !Number.isFinite(resolved[key])) {
+      throw new ConfigurationError(`retry.${key}: must be a number of seconds >= 0, got ${resolved[key]}`);
+    }
+  }
+  return resolved;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

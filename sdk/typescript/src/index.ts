@@ -11,6 +11,7 @@
 export { Sandbox, type ListOptions, type MountSpec, type SandboxOptions } from './sandbox.js';
 export {
   type CodeRunner,
+  type ContextRef,
   type CreateContextOptions,
   type ErrorHandler,
   type OutputHandler,
@@ -44,10 +45,15 @@ export {
   type AirlockErrorDetails,
 } from './errors.js';
 export {
+  CHART_MIME,
   Execution,
   ExecutionError,
   OutputMessage,
   Result,
+  type BarElement,
+  type BoxAndWhiskerElement,
+  type Chart,
+  type ChartPoint,
   type CommandInfo,
   type CommandResult,
   type Context,
@@ -55,6 +61,8 @@ export {
   type FileType,
   type Logs,
   type Mount,
+  type PieElement,
+  type PointElement,
   type SandboxInfo,
   type TransferProgress,
   type TransferRecord,

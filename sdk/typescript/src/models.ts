@@ -2,6 +2,7 @@
 // unknown ones; the answer as sent stays available as `raw`.
 
 import {
+  isObject,
   num,
   obj,
   objects,
@@ -52,10 +53,14 @@ export interface SandboxInfo {
   mounts: Mount[];
   createdAt: Date | null;
   lastActiveAt: Date | null;
-  /** Idle seconds allowed before the sandbox is destroyed. */
+  /** Idle seconds allowed before the sandbox is destroyed (the API's and Python's keep_alive_s). */
+  keepAliveS: number | null;
+  /** @deprecated the same as keepAliveS; kept for code written before the SDKs agreed on names. */
   keepAlive: number | null;
   idleExpiresAt: Date | null;
-  /** Hard end, seconds after creation. */
+  /** Hard end, seconds after creation (lifetime_s). */
+  lifetimeS: number | null;
+  /** @deprecated the same as lifetimeS. */
   lifetime: number | null;
   endsAt: Date | null;
   commandsRunning: number;
@@ -81,8 +86,10 @@ export function parseSandboxInfo(o: JsonObject): SandboxInfo {
     mounts: objects(o, 'mounts').map(parseMount),
     createdAt: time(o, 'created_at'),
     lastActiveAt: time(o, 'last_active_at'),
+    keepAliveS: optNum(o, 'keep_alive_s'),
     keepAlive: optNum(o, 'keep_alive_s'),
     idleExpiresAt: time(o, 'idle_expires_at'),
+    lifetimeS: optNum(o, 'lifetime_s'),
     lifetime: optNum(o, 'lifetime_s'),
     endsAt: time(o, 'ends_at'),
     commandsRunning: num(o, 'commands_running'),
@@ -120,7 +127,61 @@ const RESULT_FORMATS = {
   'application/javascript': 'javascript',
 } as const;
 
+/** The MIME type under which a Python context describes a matplotlib figure (docs/api.md). */
+export const CHART_MIME = 'application/vnd.airlock.chart+json';
+
 type FormatName = (typeof RESULT_FORMATS)[keyof typeof RESULT_FORMATS];
+
+/** One series point of a line or scatter chart: [x, y] (numbers, or strings for dates and categories). */
+export type ChartPoint = [number | string, number | string];
+
+export interface PointElement {
+  label: string;
+  points: ChartPoint[];
+}
+
+export interface BarElement {
+  label: string;
+  group: string;
+  value: number;
+}
+
+export interface PieElement {
+  label: string;
+  angle: number;
+  radius: number;
+}
+
+export interface BoxAndWhiskerElement {
+  label: string;
+  min: number;
+  first_quartile: number;
+  median: number;
+  third_quartile: number;
+  max: number;
+  outliers: number[];
+}
+
+/**
+ * A matplotlib figure's data as the supervisor sends it (field names as on the wire, as E2B's
+ * are): `type` says which element shape `elements` holds; a "superchart" holds charts.
+ */
+export interface Chart {
+  type: 'line' | 'scatter' | 'bar' | 'pie' | 'box_and_whisker' | 'superchart' | 'unknown';
+  title: string | null;
+  elements: (PointElement | BarElement | PieElement | BoxAndWhiskerElement | Chart)[];
+  x_label?: string | null;
+  y_label?: string | null;
+  x_unit?: string | null;
+  y_unit?: string | null;
+  x_ticks?: (number | string)[];
+  x_tick_labels?: string[];
+  x_scale?: string;
+  y_ticks?: (number | string)[];
+  y_tick_labels?: string[];
+  y_scale?: string;
+  [key: string]: unknown;
+}
 
 /**
  * A rich value from a code run: the last expression's value (`isMainResult`) or a display (every
@@ -141,6 +202,17 @@ export class Result {
   latex?: string;
   json?: unknown;
   javascript?: string;
+  /**
+   * The figure's data when the result is a matplotlib figure, in E2B's chart shape: `type`
+   * ("line", "scatter", "bar", "pie", "box_and_whisker", "superchart", "unknown"), `title`,
+   * `elements`, and for 2-D charts the axis labels, units, ticks and scales.
+   */
+  chart?: Chart;
+  /**
+   * A table's data as pandas' table schema (`application/vnd.dataresource+json`), when the
+   * interpreter sends one (pandas does with display.html.table_schema on).
+   */
+  data?: Record<string, unknown>;
   readonly extra: Record<string, unknown> = {};
 
   constructor(
@@ -150,6 +222,16 @@ export class Result {
     for (const [mime, value] of Object.entries(raw)) {
       if (mime === 'text/plain') {
         this.text = typeof value === 'string' ? value : JSON.stringify(value);
+        continue;
+      }
+      if (mime === CHART_MIME) {
+        const chart = typeof value === 'string' ? parseJsonOr(value) : value;
+        if (isObject(chart)) this.chart = chart as unknown as Chart;
+        continue;
+      }
+      if (mime === 'application/vnd.dataresource+json') {
+        const data = typeof value === 'string' ? parseJsonOr(value) : value;
+        if (isObject(data)) this.data = data;
         continue;
       }
       const name: FormatName | undefined = (RESULT_FORMATS as Record<string, FormatName>)[mime];
@@ -174,7 +256,9 @@ export class Result {
 
   /** The formats present besides `text`, as E2B lists them: "html", "png", ... */
   formats(): string[] {
-    const present = Object.values(RESULT_FORMATS).filter((name) => this[name] !== undefined);
+    const present: string[] = Object.values(RESULT_FORMATS).filter((name) => this[name] !== undefined);
+    if (this.chart !== undefined) present.push('chart');
+    if (this.data !== undefined) present.push('data');
     return [...present, ...Object.keys(this.extra)];
   }
 
@@ -231,6 +315,8 @@ export class Execution {
   durationMs: number | null = null;
   contextId: string | null = null;
   contextRestarted = false;
+  /** The run's number in its context, as Jupyter's In [N]; null when the supervisor sends none. */
+  executionCount: number | null = null;
   /** The review chain's verdict, when the supervisor reports one. */
   review: Review | null = null;
   /** The execution's audit summary; null when the profile audits nothing. */
@@ -264,6 +350,7 @@ export class Execution {
       durationMs: this.durationMs,
       contextId: this.contextId,
       contextRestarted: this.contextRestarted,
+      executionCount: this.executionCount,
     };
   }
 }
@@ -272,6 +359,8 @@ export class Execution {
 export interface Context {
   id: string;
   language: string;
+  /** Its working directory (default /home/user); null when the supervisor does not say. */
+  cwd: string | null;
   state: string;
   createdAt: Date | null;
   runs: number;
@@ -282,6 +371,7 @@ export function parseContext(o: JsonObject): Context {
   return {
     id: str(o, 'context_id'),
     language: str(o, 'language'),
+    cwd: optStr(o, 'cwd'),
     state: str(o, 'state'),
     createdAt: time(o, 'created_at'),
     runs: num(o, 'runs'),
@@ -341,6 +431,8 @@ export function parseExit(
 /** A command as `GET /v1/sandboxes/{sb}/commands` lists it. */
 export interface CommandInfo {
   id: string;
+  /** The same as `id`, under the API's (and Python's) name. */
+  commandId: string;
   argv: string[];
   pid: number | null;
   /** "running" or "exited". */
@@ -356,6 +448,7 @@ export function parseCommandInfo(o: JsonObject): CommandInfo {
   const argv = o['argv'];
   return {
     id: str(o, 'command_id'),
+    commandId: str(o, 'command_id'),
     argv: Array.isArray(argv) ? argv.filter((a): a is string => typeof a === 'string') : [],
     pid: optNum(o, 'pid'),
     state: str(o, 'state'),
@@ -456,6 +549,8 @@ export interface TransferRecord {
   ms: number | null;
   status: string;
   error: string | null;
+  /** The review chain's verdict on the transfer, when the profile reviews transfers. */
+  review: Review | null;
   raw: JsonObject;
 }
 
@@ -475,6 +570,7 @@ export function parseTransfer(o: JsonObject): TransferRecord {
     ms: optNum(o, 'ms'),
     status: str(o, 'status'),
     error: optStr(o, 'error'),
+    review: optReview(o),
     raw: o,
   };
 }

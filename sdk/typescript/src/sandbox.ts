@@ -4,13 +4,13 @@
 
 import type { Readable } from 'node:stream';
 
-import { CodeRunner, type CreateContextOptions, type RunCodeOptions } from './code.js';
+import { CodeRunner, type ContextRef, type CreateContextOptions, type RunCodeOptions } from './code.js';
 import { Commands } from './commands.js';
 import './dispose.js';
 import type { ConnectionOptions } from './endpoint.js';
-import { NotFoundError } from './errors.js';
+import { InternalError, InvalidRequestError, NotFoundError } from './errors.js';
 import { Files } from './files.js';
-import { objects, type JsonObject } from './json.js';
+import { objects, str, type JsonObject } from './json.js';
 import { parseSandboxInfo, type Context, type Execution, type SandboxInfo, type TransferRecord } from './models.js';
 import { Transfers, type ArchiveSource, type DownloadArchiveOptions, type TransferOptions } from './transfers.js';
 import { Transport, quote } from './transport.js';
@@ -178,6 +178,25 @@ export class Sandbox {
     return this.info;
   }
 
+  /**
+   * A URL that reaches `port` inside the sandbox through the supervisor (HTTP and WebSocket),
+   * with no header needed: its path carries a token bound to this tenant, sandbox and port,
+   * valid until the sandbox ends. It is the SDK's base URL plus that path (for a Unix-socket
+   * connection a unix:// URL, which only clients that speak Unix sockets can open). A profile
+   * with ports turned off answers ForbiddenError naming the setting.
+   */
+  async portUrl(port: number): Promise<string> {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new InvalidRequestError(`portUrl: port must be a whole number from 1 to 65535, got ${port}`);
+    }
+    const answer = await this.transport.json('POST', this.path(`/ports/${port}/link`));
+    const path = str(answer, 'path');
+    if (!path.startsWith('/')) {
+      throw new InternalError(`POST ${this.path(`/ports/${port}/link`)}: the answer has no link path: ${JSON.stringify(answer)}`);
+    }
+    return `${this.transport.baseUrl}${path}`;
+  }
+
   /** Destroys the sandbox and everything in it. False when it was already gone. */
   async kill(): Promise<boolean> {
     try {
@@ -213,11 +232,11 @@ export class Sandbox {
   }
 
   /** A fresh interpreter under the same context id: its variables and imports are gone. */
-  restartCodeContext(context: Context | string): Promise<Context> {
+  restartCodeContext(context: ContextRef): Promise<Context> {
     return this.code.restartContext(context);
   }
 
-  removeCodeContext(context: Context | string): Promise<void> {
+  removeCodeContext(context: ContextRef): Promise<void> {
     return this.code.removeContext(context);
   }
 

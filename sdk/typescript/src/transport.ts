@@ -1,11 +1,13 @@
-// HTTP/1.1 to the supervisor over a Unix socket or loopback TCP (node:http, keep-alive), with
-// JSON calls, event streams (frames, or NDJSON) read as they arrive, and raw bodies streamed
-// both ways.
+// HTTP/1.1 to the supervisor over a Unix socket or TCP through undici (one keep-alive pool per
+// Transport), with JSON calls, event streams (frames, or NDJSON) read as they arrive, raw bodies
+// streamed both ways, and bounded retries of requests the supervisor turned away.
 
-import http from 'node:http';
-import { Readable, pipeline } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Readable } from 'node:stream';
 
-import { resolveConnection, type ConnectionOptions, type Endpoint } from './endpoint.js';
+import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
+
+import { resolveConnection, type ConnectionOptions, type Endpoint, type RetryOptions } from './endpoint.js';
 import {
   AirlockError,
   InternalError,
@@ -22,7 +24,7 @@ export type UploadSource = string | Uint8Array | Readable | AsyncIterable<Uint8A
 
 export interface RequestOptions {
   query?: Query;
-  /** Seconds of silence on the connection before giving up; null waits for ever. */
+  /** Seconds of silence on the answer before giving up; null waits for ever. */
   timeout?: number | null;
   /**
    * Seconds to wait for the answer to start, when that differs from `timeout`: a code run or
@@ -33,40 +35,72 @@ export interface RequestOptions {
 
 interface OpenOptions extends RequestOptions {
   json?: unknown;
-  raw?: Uint8Array | Readable;
+  raw?: Uint8Array | Readable | AsyncIterable<Uint8Array | string>;
   headers?: Record<string, string>;
+}
+
+/** An answer with status < 400: its headers and its body as a stream. */
+export interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Readable;
 }
 
 // An error answer larger than this is cut: it is only read for its message.
 const ERROR_BODY_LIMIT = 64 * 1024;
 
+// Requests that may be sent twice without doing twice what they do (RFC 9110, 9.2.2). Only these
+// are retried after a connection failed mid-request: a POST that reached the supervisor may have
+// started a command.
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
+
+// 429: a tenant or host quota; 503: the supervisor is draining or busy. Either way it did not act.
+const RETRY_STATUSES = new Set([429, 503]);
+
+// Failures where no connection was made, and failures of a connection in use.
+const CONNECT_CODES = new Set(['ENOENT', 'ECONNREFUSED', 'EACCES', 'UND_ERR_CONNECT_TIMEOUT']);
+const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
+
 /** One supervisor connection pool; closed by `close()` (Sandbox.kill does it). */
 export class Transport {
   readonly endpoint: Endpoint;
   readonly requestTimeout: number;
+  readonly retry: RetryOptions;
   private readonly token: string | undefined;
-  // Keep-alive: a code run right after another reuses the connection. Node unrefs idle pooled
-  // sockets, so an idle pool never keeps the process alive.
-  private readonly agent = new http.Agent({ keepAlive: true });
+  private readonly ca: string | Buffer | undefined;
+  private readonly origin: string;
+  private pool: Agent | undefined;
 
   constructor(options: ConnectionOptions = {}) {
     const resolved = resolveConnection(options);
     this.endpoint = resolved.endpoint;
     this.token = resolved.token;
     this.requestTimeout = resolved.requestTimeout;
+    this.retry = resolved.retry;
+    this.ca = resolved.ca;
+    // undici wants an origin even on a Unix socket, where the host only fills the Host header.
+    this.origin =
+      this.endpoint.kind === 'unix'
+        ? 'http://localhost'
+        : `${this.endpoint.tls ? 'https' : 'http'}://${this.endpoint.host.includes(':') ? `[${this.endpoint.host}]` : this.endpoint.host}:${this.endpoint.port}`;
+  }
+
+  /** The base URL of links into the supervisor (`portUrl`): the URL this transport was given. */
+  get baseUrl(): string {
+    return this.endpoint.url.replace(/\/+$/, '');
   }
 
   /** A JSON call: the decoded answer, or {} for an empty one (204). */
   async json(method: string, path: string, body?: unknown, options: RequestOptions = {}): Promise<JsonObject> {
     const res = await this.open(method, path, { ...options, json: body });
-    const payload = await readAll(res, `${method} ${path}`);
+    const payload = await readAll(res.body, `${method} ${path}`);
     if (payload.length === 0) return {};
     let decoded: unknown;
     try {
       decoded = JSON.parse(payload.toString('utf8'));
     } catch {
       throw new InternalError(
-        `${method} ${path}: the supervisor answered HTTP ${res.statusCode} with a body that is not JSON: ` +
+        `${method} ${path}: the supervisor answered HTTP ${res.status} with a body that is not JSON: ` +
           payload.subarray(0, 200).toString('utf8'),
       );
     }
@@ -85,41 +119,28 @@ export class Transport {
       json: body,
       headers: { Accept: `${FRAMES_TYPE}, application/x-ndjson` },
     });
-    if ((res.headers['content-type'] ?? '').startsWith(FRAMES_TYPE)) {
-      yield* frames(res, what);
-      return;
-    }
-    res.setEncoding('utf8');
-    let pending = '';
     try {
-      for await (const chunk of res as AsyncIterable<string>) {
-        pending += chunk;
-        let eol: number;
-        while ((eol = pending.indexOf('\n')) >= 0) {
-          const line = pending.slice(0, eol);
-          pending = pending.slice(eol + 1);
-          if (line.trim()) yield parseEventLine(line, what);
-        }
+      const type = res.headers['content-type'];
+      if ((typeof type === 'string' ? type : '').startsWith(FRAMES_TYPE)) {
+        yield* frames(res.body, what);
+        return;
       }
-    } catch (err) {
-      throw connectionLost(err, what);
+      yield* ndjson(res.body, what);
+    } finally {
+      // Left early (break, a throwing callback): hang up, so the supervisor stops the run.
+      if (!res.body.readableEnded) res.body.destroy();
     }
-    if (pending.trim()) yield parseEventLine(pending, what);
   }
 
   /** Streams `source` as the request body; the decoded JSON answer. */
   async upload(method: string, path: string, source: UploadSource, options: RequestOptions = {}): Promise<JsonObject> {
-    const raw =
-      typeof source === 'string' ? Buffer.from(source, 'utf8')
-      : source instanceof Uint8Array ? source
-      : source instanceof Readable ? source
-      : Readable.from(source);
+    const raw = typeof source === 'string' ? Buffer.from(source, 'utf8') : source;
     const res = await this.open(method, path, {
       ...options,
       raw,
       headers: { 'Content-Type': 'application/octet-stream' },
     });
-    const payload = await readAll(res, `${method} ${path}`);
+    const payload = await readAll(res.body, `${method} ${path}`);
     try {
       const decoded: unknown = payload.length ? JSON.parse(payload.toString('utf8')) : {};
       return isObject(decoded) ? decoded : {};
@@ -128,122 +149,161 @@ export class Transport {
     }
   }
 
-  /** A raw answer (status < 400), for streamed downloads. */
-  download(path: string, options: RequestOptions = {}): Promise<http.IncomingMessage> {
-    return this.open('GET', path, options);
+  /** A raw answer (status < 400) as a stream, for downloads; destroying it stops the download. */
+  async download(path: string, options: RequestOptions = {}): Promise<Readable> {
+    return (await this.open('GET', path, options)).body;
   }
 
   /** Closes the pooled connections. Calls made after this open new ones. */
   close(): void {
-    this.agent.destroy();
+    const pool = this.pool;
+    this.pool = undefined;
+    pool?.destroy().catch(() => {});
   }
 
-  private open(method: string, path: string, options: OpenOptions): Promise<http.IncomingMessage> {
-    const replayable = !(options.raw instanceof Readable);
-    // A pooled connection the supervisor closed while idle fails at once with ECONNRESET; the
-    // request never reached it, so one retry on a fresh connection is safe.
-    return this.attempt(method, path, options).catch((err: unknown) => {
-      if (replayable && err instanceof StaleConnection) return this.attempt(method, path, options);
-      throw err instanceof StaleConnection ? err.error : err;
-    });
+  private agent(): Agent {
+    // Keep-alive: a code run right after another reuses the connection. Idle pooled sockets
+    // are unref'd by undici, so an idle pool never keeps the process alive.
+    this.pool ??= new Agent(
+      this.endpoint.kind === 'unix' ? { connect: { socketPath: this.endpoint.socketPath } }
+      : this.ca !== undefined ? { connect: { ca: this.ca } }
+      : {},
+    );
+    return this.pool;
   }
 
-  private attempt(method: string, path: string, options: OpenOptions): Promise<http.IncomingMessage> {
+  /**
+   * Sends the request, retrying (within `retry`) an answer of 429 or 503 and, for idempotent
+   * methods, a failed connection. A body that is a stream cannot be sent twice: it is never
+   * retried.
+   */
+  private async open(method: string, path: string, options: OpenOptions): Promise<Answer> {
+    const replayable = !(options.raw !== undefined && !(options.raw instanceof Uint8Array));
+    const { attempts, backoff, maxBackoff } = this.retry;
+    for (let attempt = 1; ; attempt++) {
+      const last = attempt >= attempts || !replayable;
+      try {
+        return await this.attempt(method, path, options);
+      } catch (err) {
+        if (last || !(err instanceof Retryable)) throw err instanceof Retryable ? err.error : err;
+        if (err.onlyIfIdempotent && !IDEMPOTENT.has(method)) throw err.error;
+        // Full jitter on an exponential step, so clients turned away together do not return together.
+        let delay = Math.min(maxBackoff, backoff * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
+        if (err.retryAfter !== undefined) {
+          if (err.retryAfter > maxBackoff) throw err.error; // asks for more patience than allowed
+          delay = Math.max(delay, err.retryAfter);
+        }
+        await sleep(delay * 1000);
+      }
+    }
+  }
+
+  private async attempt(method: string, path: string, options: OpenOptions): Promise<Answer> {
     const what = `${method} ${path}`;
     const query = options.query === undefined ? '' : new URLSearchParams(options.query).toString();
-    const headers: Record<string, string | number> = { Accept: 'application/json', ...options.headers };
+    const headers: Record<string, string> = { Accept: 'application/json', ...options.headers };
     if (this.token !== undefined) headers['Authorization'] = `Bearer ${this.token}`;
-    let body: Uint8Array | Readable | undefined = options.raw;
+    let body: Dispatcher.DispatchOptions['body'] = options.raw as Dispatcher.DispatchOptions['body'];
     if (options.json !== undefined) {
       body = Buffer.from(JSON.stringify(options.json), 'utf8');
       headers['Content-Type'] = 'application/json';
     }
-    if (body instanceof Uint8Array) headers['Content-Length'] = body.byteLength;
-    else if (body === undefined && method !== 'GET' && method !== 'HEAD') headers['Content-Length'] = 0;
-
-    const target =
-      this.endpoint.kind === 'unix'
-        ? { socketPath: this.endpoint.socketPath }
-        : { host: this.endpoint.host, port: this.endpoint.port };
+    if (body === undefined && method !== 'GET' && method !== 'HEAD') body = Buffer.alloc(0);
     const timeout = options.timeout === undefined ? this.requestTimeout : options.timeout;
     const answerTimeout = options.answerTimeout === undefined ? timeout : options.answerTimeout;
 
-    return new Promise((resolve, reject) => {
-      const req = http.request({
-        ...target,
-        agent: this.agent,
-        method,
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await this.agent().request({
+        origin: this.origin,
+        method: method as Dispatcher.HttpMethod,
         path: query ? `${path}?${query}` : path,
         headers,
+        body,
+        // undici counts both in ms, 0 for none: the wait for the answer's head, and the
+        // silence between chunks of its body (a long stream that keeps sending is never cut).
+        headersTimeout: answerTimeout === null ? 0 : Math.ceil(answerTimeout * 1000),
+        bodyTimeout: timeout === null ? 0 : Math.ceil(timeout * 1000),
       });
-      let response: http.IncomingMessage | undefined;
-      // Socket inactivity, so a long stream that keeps sending is never cut. One listener; the
-      // limit in force changes when the answer starts.
-      let limit = answerTimeout;
-      req.on('timeout', () => {
-        const err = new TimeoutError(
-          response === undefined
-            ? `${what}: the supervisor at ${this.endpoint.url} did not answer within ${limit} s`
-            : `${what}: the supervisor at ${this.endpoint.url} sent nothing for ${limit} s`,
-        );
-        response?.destroy(err); // a reader of the body sees this error, not a bare reset
-        req.destroy(err);
-      });
-      const armTimeout = (seconds: number | null): void => {
-        limit = seconds;
-        req.setTimeout(seconds === null ? 0 : Math.ceil(seconds * 1000));
-      };
-      armTimeout(answerTimeout);
-      req.on('response', (res) => {
-        response = res;
-        if (answerTimeout !== timeout) armTimeout(timeout);
-        const status = res.statusCode ?? 0;
-        if (status < 400) {
-          resolve(res);
-          return;
-        }
-        readAll(res, what, ERROR_BODY_LIMIT).then(
-          (payload) => reject(errorFromResponse(status, payload, what)),
-          () => reject(errorFromResponse(status, Buffer.alloc(0), what)),
-        );
-      });
-      req.on('error', (err: NodeJS.ErrnoException) => {
-        if (err instanceof AirlockError) reject(err);
-        else if (req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) {
-          reject(new StaleConnection(this.connectError(err, what)));
-        } else reject(this.connectError(err, what));
-      });
-      if (body instanceof Readable) {
-        // An error answer can arrive before the upload ends (a quota hit): the answer wins, and
-        // the broken pipe that follows is only the server having stopped reading.
-        pipeline(body, req, () => {});
-      } else {
-        req.end(body);
-      }
-    });
+    } catch (err) {
+      throw this.requestFailed(err, what, answerTimeout);
+    }
+    // A body that goes silent past `timeout` ends in a TimeoutError, for whoever reads it.
+    res.body.on('error', () => {});
+    const answer: Answer = { status: res.statusCode, headers: res.headers, body: res.body };
+    interceptBodyTimeout(answer.body, () => new TimeoutError(`${what}: the supervisor at ${this.endpoint.url} sent nothing for ${timeout} s`));
+    if (res.statusCode < 400) return answer;
+    let payload: Buffer;
+    try {
+      payload = await readAll(answer.body, what, ERROR_BODY_LIMIT);
+    } catch {
+      payload = Buffer.alloc(0);
+    }
+    const error = errorFromResponse(res.statusCode, payload, what);
+    if (RETRY_STATUSES.has(res.statusCode)) {
+      throw new Retryable(error, false, retryAfterSeconds(res.headers['retry-after']));
+    }
+    throw error;
   }
 
-  private connectError(err: NodeJS.ErrnoException, what: string): AirlockError {
+  private requestFailed(err: unknown, what: string, answerTimeout: number | null): AirlockError | Retryable {
+    if (err instanceof AirlockError) return err;
+    if (err instanceof undiciErrors.HeadersTimeoutError) {
+      return new TimeoutError(`${what}: the supervisor at ${this.endpoint.url} did not answer within ${answerTimeout} s`);
+    }
+    const code = (err as { code?: unknown }).code;
+    const error = this.connectError(err, what);
+    if (typeof code === 'string' && CONNECT_CODES.has(code) && code !== 'EACCES') return new Retryable(error, true);
+    if (typeof code === 'string' && RESET_CODES.has(code)) return new Retryable(error, true);
+    return error;
+  }
+
+  private connectError(err: unknown, what: string): AirlockError {
     const where = this.endpoint.kind === 'unix' ? this.endpoint.socketPath : `${this.endpoint.host}:${this.endpoint.port}`;
-    if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') {
-      return new SupervisorUnavailableError(`cannot connect to ${where}: ${err.code} — is airlock serve running?`, {
+    const code = (err as { code?: unknown }).code;
+    const message = err instanceof Error ? err.message : String(err);
+    if (code === 'ENOENT' || code === 'ECONNREFUSED') {
+      return new SupervisorUnavailableError(`cannot connect to ${where}: ${code} — is airlock serve running?`, {
         cause: err,
       });
     }
-    if (err.code === 'EACCES') {
+    if (code === 'EACCES') {
       return new SupervisorUnavailableError(
         `cannot connect to ${where}: EACCES — the socket's mode or group (policy [server] socket_mode, socket_group) does not let this user in`,
         { cause: err },
       );
     }
-    return new SupervisorUnavailableError(`${what}: connection to ${where} failed: ${err.message}`, { cause: err });
+    return new SupervisorUnavailableError(`${what}: connection to ${where} failed: ${message}`, { cause: err });
   }
 }
 
-class StaleConnection extends Error {
-  constructor(readonly error: AirlockError) {
+/** A failure the retry loop may try again; `error` is what the caller sees when it stops. */
+class Retryable extends Error {
+  constructor(
+    readonly error: AirlockError,
+    /** A connection failure: the request may have reached the supervisor. */
+    readonly onlyIfIdempotent: boolean,
+    /** The answer's Retry-After, in seconds. */
+    readonly retryAfter?: number,
+  ) {
     super(error.message);
   }
+}
+
+/** Retry-After as seconds: a number of seconds or an HTTP date (RFC 9110, 10.2.3). */
+export function retryAfterSeconds(header: string | string[] | undefined): number | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value === undefined || value.trim() === '') return undefined;
+  if (/^\s*\d+\s*$/.test(value)) return Number(value);
+  const when = Date.parse(value);
+  return Number.isNaN(when) ? undefined : Math.max(0, (when - Date.now()) / 1000);
+}
+
+/** Turns undici's body timeout on `body` into the SDK's TimeoutError. */
+function interceptBodyTimeout(body: Readable, make: () => TimeoutError): void {
+  const destroy = body.destroy.bind(body);
+  body.destroy = (error?: Error): Readable =>
+    destroy(error instanceof undiciErrors.BodyTimeoutError ? make() : error);
 }
 
 function parseEventLine(line: string, what: string): JsonObject {
@@ -265,7 +325,7 @@ function connectionLost(err: unknown, what: string): AirlockError {
 }
 
 /** The whole body of an answer, up to `limit` bytes (the rest is drained and dropped). */
-export async function readAll(res: http.IncomingMessage, what: string, limit = Infinity): Promise<Buffer> {
+export async function readAll(res: Readable, what: string, limit = Infinity): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   try {
@@ -290,10 +350,29 @@ export function quote(segment: string): string {
 /** Event streams as frames (docs/api.md): a kind byte, a 4-byte big-endian length, the payload. */
 export const FRAMES_TYPE = 'application/vnd.airlock.frames';
 
-async function* frames(res: http.IncomingMessage, what: string): AsyncGenerator<JsonObject> {
+async function* ndjson(body: Readable, what: string): AsyncGenerator<JsonObject> {
+  body.setEncoding('utf8');
+  let pending = '';
+  try {
+    for await (const chunk of body as AsyncIterable<string>) {
+      pending += chunk;
+      let eol: number;
+      while ((eol = pending.indexOf('\n')) >= 0) {
+        const line = pending.slice(0, eol);
+        pending = pending.slice(eol + 1);
+        if (line.trim()) yield parseEventLine(line, what);
+      }
+    }
+  } catch (err) {
+    throw connectionLost(err, what);
+  }
+  if (pending.trim()) yield parseEventLine(pending, what);
+}
+
+async function* frames(body: Readable, what: string): AsyncGenerator<JsonObject> {
   let pending: Buffer<ArrayBufferLike> = Buffer.alloc(0);
   try {
-    for await (const chunk of res as AsyncIterable<Buffer>) {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
       pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
       let at = 0;
       while (pending.length - at >= 5) {

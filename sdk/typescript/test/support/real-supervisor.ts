@@ -81,10 +81,11 @@ export class RealSupervisor {
 
   /** SIGTERM, then waits for the exit; SIGKILL (to this pid only) if it has not ended in 60 s. */
   async stop(): Promise<number | null> {
+    // The timer is unref'd: a pending one must not hold the test process open after the exit.
     if (this.child.exitCode === null && this.child.signalCode === null) {
       const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
       this.child.kill('SIGTERM');
-      const inTime = await Promise.race([exited.then(() => true), sleep(60_000).then(() => false)]);
+      const inTime = await Promise.race([exited.then(() => true), sleep(60_000, undefined, { ref: false }).then(() => false)]);
       if (!inTime) {
         this.child.kill('SIGKILL');
         await exited;

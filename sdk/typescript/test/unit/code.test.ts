@@ -37,7 +37,7 @@ describe('runCode', () => {
     fake.on('POST', '/v1/sandboxes/c0ffee0000000001/code', async (_req, res) => {
       const stream = startNdjson(res);
       stream.write({ type: 'stdout', data: 'tick\n' });
-      calledBeforeEnd = await Promise.race([called.then(() => true), sleep(5000).then(() => false)]);
+      calledBeforeEnd = await Promise.race([called.then(() => true), sleep(5000, undefined, { ref: false }).then(() => false)]);
       stream.write({ type: 'end', status: 'ok', duration_ms: 1, context_id: 'python', context_restarted: false });
       stream.end();
     });

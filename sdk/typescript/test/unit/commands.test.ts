@@ -60,7 +60,7 @@ describe('commands', () => {
       const stream = startNdjson(res);
       stream.write({ type: 'start', command_id: 'c1', pid: 7 });
       stream.write({ type: 'stdout', data: 'hi\n' });
-      stdoutBeforeExit = await Promise.race([chunkSeen.then(() => true), sleep(5000).then(() => false)]);
+      stdoutBeforeExit = await Promise.race([chunkSeen.then(() => true), sleep(5000, undefined, { ref: false }).then(() => false)]);
       stream.write({ type: 'stderr', data_base64: Buffer.from([0xff]).toString('base64') });
       stream.write({ ...exitEvent, exit_code: 3, review: { verdict: 'allow', reviewer: null, rule: null, reason: null }, audit: { execution: 'e2', skipped: 'another execution ...' }, new_field: true });
       stream.end();
@@ -151,7 +151,7 @@ describe('commands', () => {
     });
     const err: string[] = [];
     const handle = await sbx.commands.run('x', { background: true, onStderr: (d) => void err.push(d) });
-    await Promise.race([attachedNow, sleep(5000).then(() => assert.fail('the handle did not attach to the events'))]);
+    await Promise.race([attachedNow, sleep(5000, undefined, { ref: false }).then(() => assert.fail('the handle did not attach to the events'))]);
     const result = await handle.wait();
     assert.deepEqual(err, ['e']);
     assert.equal(result.stderr, 'e');

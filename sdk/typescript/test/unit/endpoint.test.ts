@@ -19,13 +19,15 @@ describe('parseUrl', () => {
   });
 
   it('reads loopback TCP URLs, IPv4 and IPv6', () => {
-    assert.deepEqual(parseUrl('http://127.0.0.1:8080'), { url: 'http://127.0.0.1:8080', kind: 'tcp', host: '127.0.0.1', port: 8080 });
-    assert.deepEqual(parseUrl('http://[::1]:9000/'), { url: 'http://[::1]:9000/', kind: 'tcp', host: '::1', port: 9000 });
+    assert.deepEqual(parseUrl('http://127.0.0.1:8080'), { url: 'http://127.0.0.1:8080', kind: 'tcp', host: '127.0.0.1', port: 8080, tls: false });
+    assert.deepEqual(parseUrl('https://airlock.example:8443'), { url: 'https://airlock.example:8443', kind: 'tcp', host: 'airlock.example', port: 8443, tls: true });
+    assert.equal((parseUrl('https://airlock.example') as { port: number }).port, 443);
+    assert.deepEqual(parseUrl('http://[::1]:9000/'), { url: 'http://[::1]:9000/', kind: 'tcp', host: '::1', port: 9000, tls: false });
   });
 
   it('refuses relative socket paths, other schemes, paths and credentials with a message saying what to use', () => {
     assert.throws(() => parseUrl('unix://run/airlock.sock'), (e: unknown) => e instanceof ConfigurationError && /absolute path/.test(e.message));
-    assert.throws(() => parseUrl('https://127.0.0.1:8443'), (e: unknown) => e instanceof ConfigurationError && /scheme 'https' is not supported/.test(e.message));
+    assert.throws(() => parseUrl('ftp://127.0.0.1:8443'), (e: unknown) => e instanceof ConfigurationError && /scheme 'ftp' is not supported/.test(e.message));
     assert.throws(() => parseUrl('/run/airlock.sock'), (e: unknown) => e instanceof ConfigurationError && /expected unix:\/\/\/path/.test(e.message));
     assert.throws(() => parseUrl('http://127.0.0.1:8080/v1'), (e: unknown) => e instanceof ConfigurationError && /only a host and port/.test(e.message));
     assert.throws(() => parseUrl('http://tok@127.0.0.1:8080'), (e: unknown) => e instanceof ConfigurationError && /AIRLOCK_TOKEN/.test(e.message));
@@ -56,7 +58,7 @@ describe('resolveConnection', () => {
     process.env['AIRLOCK_URL'] = 'http://127.0.0.1:7000';
     process.env['AIRLOCK_TOKEN'] = 'secret-token';
     const c = resolveConnection();
-    assert.deepEqual(c.endpoint, { url: 'http://127.0.0.1:7000', kind: 'tcp', host: '127.0.0.1', port: 7000 });
+    assert.deepEqual(c.endpoint, { url: 'http://127.0.0.1:7000', kind: 'tcp', host: '127.0.0.1', port: 7000, tls: false });
     assert.equal(c.token, 'secret-token');
   });
 

@@ -47,10 +47,12 @@ struct CommandInfo {
   std::string command_id;
   std::vector<std::string> argv;
   int64_t pid = 0;
-  bool running = false;
+  std::string state;     // running or exited, as the API says it
+  bool running = false;  // state == "running"
   bool background = false;
   int64_t started_at = 0;
   std::optional<int> exit_code;
+  std::optional<int> signal;  // the signal that ended it, once it has ended by one
 };
 
 // A background command. Copyable; the command keeps running when every handle is gone.

@@ -6,7 +6,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+
+#include "airlock/client/error.h"
 
 namespace airlock::sdk {
 
@@ -24,8 +27,9 @@ struct TransferRecord {
   uint64_t archive_bytes = 0;  // the archive's bytes that crossed
   std::string sha256;          // "" when nothing crossed
   double ms = 0;
-  std::string status;  // ok, error, denied, cancelled; running while it runs
-  std::string error;   // what was wrong, naming the entry, URL or rule; "" when ok
+  std::string status;            // ok, error, denied, cancelled; running while it runs
+  std::string error;             // what was wrong, naming the entry, URL or rule; "" when ok
+  std::optional<Review> review;  // the review chain's verdict, when the profile reviews transfers
 
   bool ok() const { return status == "ok"; }
 };
