@@ -8,7 +8,7 @@
 //   console.log(execution.text); // 2
 //
 // The supervisor is found as by the native SDK (AIRLOCK_URL, AIRLOCK_TOKEN, or the `url` and
-// `apiKey` options). docs/e2b-typescript.md lists what maps to what and what is refused.
+// `apiKey` options). docs/e2b.md (its TypeScript section) lists what maps to what and what is refused.
 
 import { Sandbox } from './sandbox.js';
 

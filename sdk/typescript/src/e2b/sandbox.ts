@@ -1,6 +1,6 @@
 // E2B's `Sandbox` (code-interpreter JS SDK) over airlock's native one: the same constructors,
 // methods, option names and units (milliseconds), so E2B code runs with only its import changed.
-// What differs is listed in docs/e2b-typescript.md; options airlock cannot honour are refused
+// What differs is listed in docs/e2b.md (its TypeScript section); options airlock cannot honour are refused
 // with a message saying why (options.ts).
 
 import { InvalidRequestError, NotFoundError, TimeoutError } from '../errors.js';
