@@ -147,17 +147,7 @@ class Agent {
   int serve();
 
  private:
-  enum class Slot {
-    kChannel,
-    kSignal,
-    kStdout,
-    kStderr,
-    kStdin,
-    kSync,
-    kTimer,
-    kControl,
-    kPort
-  };
+  enum class Slot { kChannel, kSignal, kStdout, kStderr, kStdin, kSync, kTimer, kControl, kPort };
 
   template <typename M>
   bool send(uint32_t id, const M& m) {

@@ -50,12 +50,12 @@ class PortRelay {
     uint32_t id = 0;
     uint16_t port = 0;
     UniqueFd sock;
-    int family_index = 0;      // 0: 127.0.0.1, 1: [::1]
-    bool connecting = false;   // a non-blocking connect is in progress
-    std::string to_socket;     // supervisor bytes not yet written (at most one window)
-    bool peer_eof = false;     // the supervisor half-closed: shut the socket's write side after
-    bool write_shut = false;   // SHUT_WR done
-    bool read_eof = false;     // the socket said EOF, and the supervisor was told
+    int family_index = 0;     // 0: 127.0.0.1, 1: [::1]
+    bool connecting = false;  // a non-blocking connect is in progress
+    std::string to_socket;    // supervisor bytes not yet written (at most one window)
+    bool peer_eof = false;    // the supervisor half-closed: shut the socket's write side after
+    bool write_shut = false;  // SHUT_WR done
+    bool read_eof = false;    // the socket said EOF, and the supervisor was told
     uint32_t send_credit = protocol::kPortWindow;  // bytes the agent may still send
   };
 

@@ -61,8 +61,8 @@ enum class MsgType : uint16_t {
   kFileRename = 20,   // supervisor → agent: rename within the sandbox; answered by kOk
   kReattach = 21,     // supervisor → agent: a new supervisor took over the channel
   kReattached = 22,  // agent → supervisor: answers Reattach: what the dead supervisor left behind
-  kPortOpen = 23,    // supervisor → agent: connect to a port on the sandbox's loopback; kOk/kError
-  kPortData = 24,    // both ways: bytes of a port stream (eof flag: that side will send no more)
+  kPortOpen = 23,  // supervisor → agent: connect to a port on the sandbox's loopback; kOk/kError
+  kPortData = 24,  // both ways: bytes of a port stream (eof flag: that side will send no more)
   kPortCredit = 25,  // both ways: the receiver consumed bytes; the sender may send that many more
   kPortClose = 26,   // both ways: the stream is over (supervisor: abort; agent: ended or failed)
   // 27..63 reserved for sessions and stats.
