@@ -12,6 +12,7 @@ airlock_add_test(agent_tests LABEL privileged
     ${CMAKE_CURRENT_LIST_DIR}/agent_confinement_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_pid1_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_handshake_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/agent_ports_test.cc
     ${CMAKE_SOURCE_DIR}/supervisor/sandbox/agent/handshake.cc
     ${CMAKE_SOURCE_DIR}/supervisor/sandbox/agent/connection.cc
     ${CMAKE_SOURCE_DIR}/supervisor/sandbox/agent/program.cc
