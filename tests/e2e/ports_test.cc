@@ -105,6 +105,12 @@ int connectTcp(int port) {
   return fd;
 }
 
+// "GET path HTTP/1.1" with Host, Connection: close and `fields` (each ending in CRLF).
+std::string request(const std::string& method, const std::string& path,
+                    const std::string& fields = "") {
+  return method + " " + path + " HTTP/1.1\r\nHost: h\r\nConnection: close\r\n" + fields + "\r\n";
+}
+
 // Sends `request` and reads until the server closes: the raw response.
 std::string exchange(int fd, const std::string& request) {
   (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
@@ -171,8 +177,8 @@ TEST_F(PortsTest, HttpAndWebSocketThroughTheAgentWithNetworkNone) {
             "path=/hello?x=1&y=%2F host=localhost:8000 prefix=/v1/sandboxes/web/ports/8000 auth=-");
 
   // The server's own header fields come through.
-  std::string raw = exchange(connectUnix(serve.sock()),
-                             "GET /v1/sandboxes/web/ports/8000/ HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string raw =
+      exchange(connectUnix(serve.sock()), request("GET", "/v1/sandboxes/web/ports/8000/"));
   EXPECT_TRUE(raw.starts_with("HTTP/1.1 200")) << raw;
   EXPECT_NE(raw.find("X-Sandbox-Server: yes"), std::string::npos) << raw;
 
@@ -186,26 +192,25 @@ TEST_F(PortsTest, HttpAndWebSocketThroughTheAgentWithNetworkNone) {
 
   // Over TCP the tenant's token is needed, and it is not passed on to the sandbox.
   const std::string auth = std::string("Authorization: Bearer ") + kToken + "\r\n";
-  raw = exchange(connectTcp(tcp), "GET /v1/sandboxes/web/ports/8000/a HTTP/1.1\r\nHost: h\r\n" +
-                                      auth + "Connection: close\r\n\r\n");
+  raw = exchange(connectTcp(tcp), request("GET", "/v1/sandboxes/web/ports/8000/a", auth));
   EXPECT_TRUE(raw.starts_with("HTTP/1.1 200")) << raw;
   EXPECT_NE(raw.find("auth=-"), std::string::npos) << raw;
-  raw = exchange(connectTcp(tcp), "GET /v1/sandboxes/web/ports/8000/a HTTP/1.1\r\nHost: h\r\n\r\n");
+  raw = exchange(connectTcp(tcp), request("GET", "/v1/sandboxes/web/ports/8000/a"));
   EXPECT_TRUE(raw.starts_with("HTTP/1.1 401")) << raw;
 
   // A link: its path alone opens the port, over TCP with no token (as a browser would).
-  raw = exchange(connectTcp(tcp), "POST /v1/sandboxes/web/ports/8000/link HTTP/1.1\r\nHost: h\r\n" +
-                                      auth + "Content-Length: 0\r\nConnection: close\r\n\r\n");
+  raw = exchange(connectTcp(tcp), request("POST", "/v1/sandboxes/web/ports/8000/link",
+                                          auth + "Content-Length: 0\r\n"));
   ASSERT_TRUE(raw.starts_with("HTTP/1.1 200")) << raw;
   auto link = Json::parse(raw.substr(raw.find("\r\n\r\n") + 4));
   EXPECT_EQ(link["port"], 8000);
   const std::string path = link["path"];
   ASSERT_TRUE(path.starts_with("/v1/ports/") && path.ends_with("/")) << path;
   EXPECT_GE(path.size(), std::string("/v1/ports/").size() + 22 + 1);  // >= 128 bits, base64url
-  raw = exchange(connectTcp(tcp), "GET " + path + "page HTTP/1.1\r\nHost: h\r\n\r\n");
+  raw = exchange(connectTcp(tcp), request("GET", path + "page"));
   EXPECT_TRUE(raw.starts_with("HTTP/1.1 200")) << raw;
   EXPECT_NE(raw.find("path=/page host=localhost:8000 prefix=- auth=-"), std::string::npos) << raw;
-  raw = exchange(connectTcp(tcp), "GET /v1/ports/not-a-token/page HTTP/1.1\r\nHost: h\r\n\r\n");
+  raw = exchange(connectTcp(tcp), request("GET", "/v1/ports/not-a-token/page"));
   EXPECT_TRUE(raw.starts_with("HTTP/1.1 404")) << raw;
 
   // WebSocket: the 101, then one masked frame each way.
@@ -258,7 +263,7 @@ TEST_F(PortsTest, HttpAndWebSocketThroughTheAgentWithNetworkNone) {
 
   // The link ends with its sandbox.
   ASSERT_EQ(http(serve.sock(), "DELETE", "/v1/sandboxes/web").status, 204);
-  raw = exchange(connectTcp(tcp), "GET " + path + "page HTTP/1.1\r\nHost: h\r\n\r\n");
+  raw = exchange(connectTcp(tcp), request("GET", path + "page"));
   EXPECT_TRUE(raw.starts_with("HTTP/1.1 404")) << raw;
   EXPECT_EQ(http(serve.sock(), "DELETE", "/v1/sandboxes/" + cid).status, 204);
 }
