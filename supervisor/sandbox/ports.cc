@@ -52,7 +52,15 @@ SResult<std::unique_ptr<PortStream>> Manager::openPort(const Caller& caller, con
   auto s = findWithPorts(caller, sb);
   if (!s) return std::unexpected(s.error());
   auto stream = PortStream::open((*s)->conn, port, kConnectTimeout);
-  if (stream && audit_log_ != nullptr) {
+  if (!stream) return stream;
+  // The sandbox counts as busy while the connection is open, like a running command.
+  std::shared_ptr<LiveSandbox> box = *s;
+  ++box->busy;
+  (*stream)->hold(std::shared_ptr<void>(nullptr, [box](void*) {
+    box->last_active_at = nowMs();
+    --box->busy;
+  }));
+  if (audit_log_ != nullptr) {
     // One record per proxied connection; the link token (if one was used) is never written.
     audit::RecordIds ids{(*s)->id, (*s)->tenant, ""};
     const auto now = std::chrono::system_clock::now().time_since_epoch();

@@ -55,6 +55,10 @@ class PortStream {
   // Half-closes: the server reads EOF once it has read everything written.
   SResult<> writeEof();
 
+  // Something to keep for as long as the stream lives (the sandbox's busy mark: a WebSocket
+  // open for an hour must not see its sandbox idled out under it).
+  void hold(std::shared_ptr<void> keep) { keep_ = std::move(keep); }
+
   struct State;
 
  private:
@@ -68,6 +72,7 @@ class PortStream {
   uint32_t id_;
   uint16_t port_;
   bool eof_sent_ = false;
+  std::shared_ptr<void> keep_;
 };
 
 }  // namespace airlock::sandbox
