@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "agent_harness.h"
+#include "airlock/protocol/channel.h"
+#include "supervisor/sandbox/agent/port_stream.h"
 
 namespace airlock::agent::testing {
 namespace {
@@ -220,6 +222,100 @@ TEST_F(AgentPorts, FramesThatBreakTheRulesEndTheStream) {
   ASSERT_TRUE(f);
   ASSERT_EQ(f->first.type, proto::MsgType::kError);
   EXPECT_THAT(proto::decodeError(f->second)->message, HasSubstr("grows the window past"));
+}
+
+// The supervisor's end (sandbox/agent/port_stream.h) against the real agent: open, bytes both
+// ways with credit returned, the server's close seen as eof and the stream's end.
+TEST(PortStreamWithAgent, RelaysAndEnds) {
+  AgentProcess agent;
+  ASSERT_EQ(agent.configure(AgentProcess::defaultConfigure()).first.type, proto::MsgType::kOk);
+  UniqueFd channel = agent.takeChannel();
+  auto hub = sandbox::ChannelHub::start(sandbox::ChannelHub::Mode::kThread);
+  ASSERT_TRUE(hub) << hub.error().message();
+  auto conn = (*hub)->attach(channel.get(), "sb-test");
+  ASSERT_TRUE(conn) << conn.error().message();
+  uint16_t closed_port;
+  {
+    Listener gone;
+    closed_port = gone.port;
+  }
+  auto refused = sandbox::PortStream::open(*conn, closed_port, std::chrono::seconds(10));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, sandbox::ErrorCode::kBadGateway);
+  EXPECT_THAT(refused.error().message,
+              HasSubstr("nothing listens on port " + std::to_string(closed_port)));
+
+  Listener server;
+
+  auto stream = sandbox::PortStream::open(*conn, server.port, std::chrono::seconds(10));
+  ASSERT_TRUE(stream) << stream.error().message;
+  UniqueFd peer = server.accept();
+  ASSERT_TRUE(peer);
+  EXPECT_EQ((*stream)->sendWindow(), proto::kPortWindow);
+  ASSERT_TRUE((*stream)->write("ping"));
+  EXPECT_EQ(readExactly(peer.get(), 4), "ping");
+  std::string big(2 * proto::kPortWindow, 'b');
+  ASSERT_EQ(::write(peer.get(), big.data(), big.size()), static_cast<ssize_t>(big.size()));
+  peer.reset();  // the server closes: after its bytes, eof, then the stream ends
+  std::string got;
+  sandbox::PortStream::Arrived a;
+  while (!a.ended) {
+    pollfd p{(*stream)->readyFd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10000), 1) << "got " << got.size() << " bytes";
+    a = (*stream)->take();
+    got += a.data;
+    ASSERT_TRUE((*stream)->consumed(a.data.size()));
+    if (a.eof && !a.ended) {
+      ASSERT_TRUE((*stream)->writeEof());  // both sides done: the agent ends the stream
+    }
+  }
+  EXPECT_EQ(got.size(), big.size());
+  EXPECT_TRUE(got == big);
+  EXPECT_TRUE(a.eof);
+  EXPECT_EQ(a.error, "");
+  stream->reset();
+  (*hub)->detach(*conn);
+}
+
+// A hostile agent: data past the window the supervisor granted ends the stream, naming it.
+TEST(PortStreamWithAgent, AgentOverrunningTheWindowEndsTheStream) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd ours(sv[0]), theirs(sv[1]);
+  auto hub = sandbox::ChannelHub::start(sandbox::ChannelHub::Mode::kThread);
+  ASSERT_TRUE(hub);
+  auto conn = (*hub)->attach(ours.get(), "sb-hostile");
+  ASSERT_TRUE(conn);
+  std::thread fake([&] {
+    proto::FrameReader reader;
+    auto open = proto::readFrame(theirs.get(), reader, 10000);
+    if (!open || open->first.type != proto::MsgType::kPortOpen) return;
+    const uint32_t id = open->first.request_id;
+    std::string out;
+    proto::encode(out, id, proto::Ok{});
+    proto::encode(out, id, proto::PortData{std::string(proto::kMaxChunk, 'x'), false});
+    proto::encode(out, id, proto::PortData{"!", false});  // one byte past the window
+    (void)proto::writeFrame(theirs.get(), out);
+  });
+  auto stream = sandbox::PortStream::open(*conn, 8000, std::chrono::seconds(10));
+  fake.join();
+  ASSERT_TRUE(stream) << stream.error().message;
+  sandbox::PortStream::Arrived a;
+  for (int i = 0; i < 100 && !a.ended; ++i) {
+    pollfd p{(*stream)->readyFd(), POLLIN, 0};
+    ::poll(&p, 1, 100);
+    auto more = (*stream)->take();
+    a.data += more.data;
+    a.ended = more.ended;
+    a.error = more.error;
+  }
+  EXPECT_TRUE(a.ended);
+  EXPECT_EQ(a.data.size(), proto::kMaxChunk);  // what fit the window was delivered
+  EXPECT_THAT(a.error, HasSubstr("agent overran its 262144-byte window"));
+  EXPECT_EQ((*stream)->sendWindow(), 0u);
+  EXPECT_FALSE((*stream)->write("x"));
+  stream->reset();
+  (*hub)->detach(*conn);
 }
 
 }  // namespace
