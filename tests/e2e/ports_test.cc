@@ -146,7 +146,9 @@ TEST_F(PortsTest, HttpAndWebSocketThroughTheAgentWithNetworkNone) {
                         "token_sha256 = "
                         "\"1543f6118c8ce1026129dcbeed5c627ec5fb0d6dc0d741b4d326da3c31c683b2\"\n"
                         "[profiles.default]\n"
-                        "[profiles.closed]\nports = false\n");
+                        "[profiles.closed]\nports = false\n"
+                        "[audit]\nlog = \"" +
+                        dir_.file("audit.jsonl") + "\"\n");
   auto created = http(serve.sock(), "POST", "/v1/sandboxes", R"({"name": "web"})");
   ASSERT_EQ(created.status, 201) << created.body;
   auto put = http(serve.sock(), "PUT", "/v1/sandboxes/web/files?path=/home/user/srv.py", kServer,
@@ -263,6 +265,19 @@ TEST_F(PortsTest, HttpAndWebSocketThroughTheAgentWithNetworkNone) {
   auto nets = http(serve.sock(), "POST", "/v1/sandboxes/web/commands", list_links.dump());
   ASSERT_EQ(nets.status, 200) << nets.body;
   EXPECT_EQ(Json::parse(nets.body)["stdout"], "lo\n") << nets.body;
+
+  // One audit record per proxied connection, naming the port and never a link's token.
+  std::string audit = readFile(dir_.file("audit.jsonl"));
+  int port_records = 0;
+  for (size_t pos = 0, nl; (nl = audit.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    auto rec = Json::parse(audit.substr(pos, nl - pos), nullptr, false);
+    if (rec.is_discarded() || rec.value("type", "") != "port") continue;
+    ++port_records;
+    EXPECT_EQ(rec["port"], 8000) << rec.dump();
+    EXPECT_EQ(rec["sandbox"], Json::parse(created.body)["id"]) << rec.dump();
+  }
+  EXPECT_EQ(port_records, 6);  // the connections that opened: 4 HTTP, 1 by link, 1 WebSocket
+  EXPECT_EQ(audit.find(path.substr(10, 32)), std::string::npos) << "a link token was logged";
 
   // The link ends with its sandbox.
   ASSERT_EQ(http(serve.sock(), "DELETE", "/v1/sandboxes/web").status, 204);
