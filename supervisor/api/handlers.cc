@@ -212,7 +212,10 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       target.caller = link->caller;
       target.sandbox = link->sandbox;
       target.port = std::to_string(link->port);
-      target.strip_authorization = false;
+      // The sandbox server's own credentials pass; an airlock token (an SDK that sends its
+      // token everywhere) never reaches the sandbox.
+      target.strip_authorization =
+          !req.authorization.empty() && tokens_.tenantFor(req.authorization).has_value();
     } else {
       target.caller = caller;
       target.sandbox = match.params.at("sb");

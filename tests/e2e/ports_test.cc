@@ -212,6 +212,12 @@ TEST_F(PortsTest, HttpAndWebSocketThroughTheAgentWithNetworkNone) {
   raw = exchange(connectTcp(tcp), request("GET", path + "page"));
   EXPECT_TRUE(raw.starts_with("HTTP/1.1 200")) << raw;
   EXPECT_NE(raw.find("path=/page host=localhost:8000 prefix=- auth=-"), std::string::npos) << raw;
+  // The sandbox server's own Authorization passes through a link; airlock's token does not.
+  raw = exchange(connectTcp(tcp), request("GET", path + "app", "Authorization: Basic YTpi\r\n"));
+  EXPECT_NE(raw.find("path=/app host=localhost:8000 prefix=- auth=Basic YTpi"), std::string::npos)
+      << raw;
+  raw = exchange(connectTcp(tcp), request("GET", path + "app", auth));
+  EXPECT_NE(raw.find("path=/app host=localhost:8000 prefix=- auth=-"), std::string::npos) << raw;
   raw = exchange(connectTcp(tcp), request("GET", "/v1/ports/not-a-token/page"));
   EXPECT_TRUE(raw.starts_with("HTTP/1.1 404")) << raw;
 
@@ -276,7 +282,7 @@ TEST_F(PortsTest, HttpAndWebSocketThroughTheAgentWithNetworkNone) {
     EXPECT_EQ(rec["port"], 8000) << rec.dump();
     EXPECT_EQ(rec["sandbox"], Json::parse(created.body)["id"]) << rec.dump();
   }
-  EXPECT_EQ(port_records, 6);  // the connections that opened: 4 HTTP, 1 by link, 1 WebSocket
+  EXPECT_EQ(port_records, 8);  // the connections that opened: 4 HTTP, 3 by link, 1 WebSocket
   EXPECT_EQ(audit.find(path.substr(10, 32)), std::string::npos) << "a link token was logged";
 
   // The link ends with its sandbox.
