@@ -153,7 +153,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
   std::string label = match.route != nullptr ? match.route->pattern : "unknown";
 
   // A port link's token is its own authorization, so a browser can open it; an Authorization
-  // field there belongs to the sandbox's server and goes through untouched.
+  // field there is the sandbox server's (unless it is an airlock token: see below).
   const bool port_link =
       match.status == RouteMatch::Status::kFound && match.route->id == RouteId::kProxyPortLink;
   Caller caller;
