@@ -29,6 +29,7 @@
 #include "child.h"
 #include "file_ops.h"
 #include "landlock.h"
+#include "port_relay.h"
 #include "procs.h"
 #include "startup.h"
 
@@ -146,7 +147,7 @@ class Agent {
   int serve();
 
  private:
-  enum class Slot { kChannel, kSignal, kStdout, kStderr, kStdin, kSync, kTimer, kControl };
+  enum class Slot { kChannel, kSignal, kStdout, kStderr, kStdin, kSync, kTimer, kControl, kPort };
 
   template <typename M>
   bool send(uint32_t id, const M& m) {
@@ -215,6 +216,7 @@ class Agent {
   std::unique_ptr<Confinement> conf_;
   std::map<uint32_t, std::unique_ptr<Execution>> execs_;
   FileWriter writer_;
+  PortRelay ports_{[this](const std::string& frame) { sendRaw(frame); }};
   bool stop_ = false;
   bool channel_eof_ = false;
   int exit_code_ = 0;
@@ -268,6 +270,8 @@ int Agent::serve() {
 
   std::vector<pollfd> fds;
   std::vector<std::pair<Slot, uint32_t>> slots;
+  std::vector<pollfd> port_fds;
+  std::vector<uint32_t> port_ids;
   while (!stop_) {
     processFrames();  // including frames that arrived while a send was waiting
     if (stop_) break;
@@ -288,6 +292,11 @@ int Agent::serve() {
       if (e->timer) add(e->timer.get(), POLLIN, Slot::kTimer, id);
       if (e->ctl) add(e->ctl.get(), POLLIN, Slot::kControl, id);
     }
+    port_fds.clear();
+    port_ids.clear();
+    ports_.addPollFds(port_fds, port_ids);
+    for (size_t i = 0; i < port_fds.size(); ++i)
+      add(port_fds[i].fd, port_fds[i].events, Slot::kPort, port_ids[i]);
     int n = ::poll(fds.data(), fds.size(), -1);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -303,6 +312,10 @@ int Agent::serve() {
       }
       if (slot == Slot::kSignal) {
         readSignals();
+        continue;
+      }
+      if (slot == Slot::kPort) {
+        ports_.onReady(id, fds[i].revents);
         continue;
       }
       Execution* e = find(id);
@@ -399,6 +412,18 @@ void Agent::handleFrame(const proto::FrameHeader& h, const std::string& payload)
       return;
     case proto::MsgType::kFileStat:
       handleFileStat(id, payload);
+      return;
+    case proto::MsgType::kPortOpen:
+      ports_.open(id, payload);
+      return;
+    case proto::MsgType::kPortData:
+      ports_.data(id, payload);
+      return;
+    case proto::MsgType::kPortCredit:
+      ports_.credit(id, payload);
+      return;
+    case proto::MsgType::kPortClose:
+      ports_.close(id, payload);
       return;
     case proto::MsgType::kFileMkdir:
       handleFileMkdir(id, payload);
@@ -1098,6 +1123,7 @@ bool Agent::awaitNewSupervisor() {
 }
 
 void Agent::shutdownAll() {
+  ports_.closeAll();  // the supervisor that used them is gone, or the sandbox ends
   bool pid1 = ::getpid() == 1;
   if (pid1) {
     ::kill(-1, SIGKILL);

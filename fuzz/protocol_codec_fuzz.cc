@@ -112,6 +112,14 @@ void decodeFrame(const Frame& frame) {
       return roundTrip(h, payload, proto::decodeFileRename);
     case T::kReattached:
       return roundTrip(h, payload, proto::decodeReattached);
+    case T::kPortOpen:
+      return roundTrip(h, payload, proto::decodePortOpen);
+    case T::kPortData:
+      return roundTrip(h, payload, proto::decodePortData);
+    case T::kPortCredit:
+      return roundTrip(h, payload, proto::decodePortCredit);
+    case T::kPortClose:
+      return roundTrip(h, payload, proto::decodePortClose);
     case T::kShutdown:
     case T::kReattach:
     case T::kOk:

@@ -34,6 +34,7 @@ const std::array kFields = {
     AIRLOCK_FIELD("", "hostname", hostname),
     AIRLOCK_FIELD("", "languages", languages),
     AIRLOCK_FIELD("", "landlock", landlock),
+    AIRLOCK_FIELD("", "ports", ports),
     AIRLOCK_FIELD("", "env", env),
     AIRLOCK_FIELD("limits", "timeout_s", limits.timeout_s),
     AIRLOCK_FIELD("limits", "memory_mb", limits.memory_mb),

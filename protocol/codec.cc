@@ -80,6 +80,11 @@
 //                2  ended                   list        20 bytes each: u32 request_id (> 0),
 //                                                       u32 pid, i32 exit_code, i32 signal
 //                                                       (0..64), u32 flags (bit 0: code context)
+//   PortOpen     1  port                    u32         required, 1..65535
+//   PortData     1  data                    bytes       <= kMaxChunk
+//                2  eof                     bool
+//   PortCredit   1  bytes                   u32         required, 1..kPortWindow
+//   PortClose    1  errnum                  i32         >= 0
 //   Shutdown, Reattach, Ok: no fields.
 #include <climits>
 #include <cstring>
@@ -402,6 +407,14 @@ const char* msgTypeName(MsgType t) {
       return "Reattach";
     case MsgType::kReattached:
       return "Reattached";
+    case MsgType::kPortOpen:
+      return "PortOpen";
+    case MsgType::kPortData:
+      return "PortData";
+    case MsgType::kPortCredit:
+      return "PortCredit";
+    case MsgType::kPortClose:
+      return "PortClose";
   }
   return "unknown";
 }
@@ -585,6 +598,27 @@ void encode(std::string& out, uint32_t request_id, const Reattached& m) {
   }
 }
 
+void encode(std::string& out, uint32_t request_id, const PortOpen& m) {
+  FrameBuilder b(out, MsgType::kPortOpen, request_id);
+  b.u32(1, m.port);
+}
+
+void encode(std::string& out, uint32_t request_id, const PortData& m) {
+  FrameBuilder b(out, MsgType::kPortData, request_id);
+  b.bytes(1, m.data);
+  b.boolean(2, m.eof);
+}
+
+void encode(std::string& out, uint32_t request_id, const PortCredit& m) {
+  FrameBuilder b(out, MsgType::kPortCredit, request_id);
+  b.u32(1, m.bytes);
+}
+
+void encode(std::string& out, uint32_t request_id, const PortClose& m) {
+  FrameBuilder b(out, MsgType::kPortClose, request_id);
+  b.i32(1, m.errnum);
+}
+
 void encode(std::string& out, uint32_t request_id, const Shutdown&) {
   FrameBuilder b(out, MsgType::kShutdown, request_id);
 }
@@ -605,7 +639,7 @@ Result<FrameHeader> decodeHeader(std::string_view bytes) {
   h.flags = getU16(bytes, 6);
   h.request_id = getU32(bytes, 8);
   if (type < static_cast<uint16_t>(MsgType::kHello) ||
-      type > static_cast<uint16_t>(MsgType::kReattached))
+      type > static_cast<uint16_t>(MsgType::kPortClose))
     return fail("frame header: unknown message type " + std::to_string(type));
   h.type = static_cast<MsgType>(type);
   if (h.payload_len > kMaxPayload)
@@ -613,6 +647,45 @@ Result<FrameHeader> decodeHeader(std::string_view bytes) {
                 std::to_string(h.payload_len) + " bytes exceeds the " +
                 std::to_string(kMaxPayload) + "-byte limit");
   return h;
+}
+
+Result<PortOpen> decodePortOpen(std::string_view payload) {
+  Fields f("PortOpen");
+  AIRLOCK_CHECK(f.parse(payload));
+  PortOpen m;
+  AIRLOCK_CHECK(f.u32(1, "port", m.port, true));
+  if (m.port < 1 || m.port > 65535)
+    return f.failField(1, "port", "port " + std::to_string(m.port) + " outside 1..65535");
+  return m;
+}
+
+Result<PortData> decodePortData(std::string_view payload) {
+  Fields f("PortData");
+  AIRLOCK_CHECK(f.parse(payload));
+  PortData m;
+  AIRLOCK_CHECK(f.bytes(1, "data", m.data, false, kMaxChunk));
+  AIRLOCK_CHECK(f.boolean(2, "eof", m.eof));
+  return m;
+}
+
+Result<PortCredit> decodePortCredit(std::string_view payload) {
+  Fields f("PortCredit");
+  AIRLOCK_CHECK(f.parse(payload));
+  PortCredit m;
+  AIRLOCK_CHECK(f.u32(1, "bytes", m.bytes, true));
+  if (m.bytes < 1 || m.bytes > kPortWindow)
+    return f.failField(1, "bytes",
+                       std::to_string(m.bytes) + " outside 1.." + std::to_string(kPortWindow));
+  return m;
+}
+
+Result<PortClose> decodePortClose(std::string_view payload) {
+  Fields f("PortClose");
+  AIRLOCK_CHECK(f.parse(payload));
+  PortClose m;
+  AIRLOCK_CHECK(f.i32(1, "errnum", m.errnum));
+  if (m.errnum < 0) return f.failField(1, "errnum", "negative errno " + std::to_string(m.errnum));
+  return m;
 }
 
 Result<Hello> decodeHello(std::string_view payload) {

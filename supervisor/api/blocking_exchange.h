@@ -129,6 +129,30 @@ class BlockingExchange final : public Exchange {
   bool clientGone() override { return broken_ || stream_.peerGone(); }
   int status() const override { return status_; }
 
+  std::vector<std::pair<std::string, std::string>> requestFields() const override {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& f : parser_.get()) out.emplace_back(f.name_string(), f.value());
+    return out;
+  }
+
+  std::optional<RawConnection> takeConnection() override {
+    if (broken_ || status_ != 0) return std::nullopt;
+    RawConnection raw;
+    raw.fd = stream_.fd();
+    raw.stop_fd = stream_.stopFd();
+    raw.io_timeout = stream_.ioTimeout();
+    raw.http_version = parser_.get().version();
+    raw.expect_continue = expect_continue_;
+    auto data = buffer_.data();
+    raw.pending.assign(static_cast<const char*>(data.data()), data.size());
+    buffer_.consume(buffer_.size());
+    broken_ = true;  // the connection is the handler's now, and closes after it
+    status_ = 101;   // until setRelayedStatus() says what the relayed answer was
+    return raw;
+  }
+
+  void setRelayedStatus(int status) override { status_ = status; }
+
   bool broken() const { return broken_; }
   // Whether the connection may serve another request: the answer said keep-alive and went out
   // whole. The rest of an unread (small) body is skipped by the caller.

@@ -107,6 +107,10 @@ class FdStream {
     return n;
   }
 
+  int fd() const { return fd_; }
+  int stopFd() const { return stop_fd_; }
+  std::chrono::milliseconds ioTimeout() const { return io_timeout_; }
+
   // The client has hung up (or errored), or the server is stopping.
   bool peerGone() const {
     pollfd p[2] = {{fd_, POLLRDHUP, 0}, {stop_fd_, POLLIN, 0}};

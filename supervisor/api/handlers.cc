@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "supervisor/api/openapi.h"
+#include "supervisor/api/port_proxy.h"
 #include "supervisor/api/request_decoding.h"
 #include "supervisor/api/response_encoding.h"
 #include "supervisor/api/router.h"
@@ -151,8 +152,14 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
   RouteMatch match = matchRoute(req.method, req.path);
   std::string label = match.route != nullptr ? match.route->pattern : "unknown";
 
+  // A port link's token is its own authorization, so a browser can open it; an Authorization
+  // field there is the sandbox server's (unless it is an airlock token: see below).
+  const bool port_link =
+      match.status == RouteMatch::Status::kFound && match.route->id == RouteId::kProxyPortLink;
   Caller caller;
-  if (!req.authorization.empty()) {
+  if (port_link) {
+    // No bearer token: the link decides the tenant below.
+  } else if (!req.authorization.empty()) {
     auto tenant = tokens_.tenantFor(req.authorization);
     if (!tenant) {
       ex.setHeader("WWW-Authenticate", "Bearer");
@@ -192,6 +199,30 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
     } else {
       sendError(ex, ErrorCode::kUnavailable, "the supervisor is draining; retry elsewhere");
     }
+    return label;
+  }
+
+  if (id == RouteId::kProxyPort || id == RouteId::kProxyPortLink) {
+    // The query string belongs to the sandbox's server: forwarded as it came.
+    PortProxyTarget target;
+    target.path = match.params.at("path");
+    if (port_link) {
+      auto link = service_.resolvePortLink(match.params.at("token"));
+      if (!link) return sendError(ex, link.error()), label;
+      target.caller = link->caller;
+      target.sandbox = link->sandbox;
+      target.port = std::to_string(link->port);
+      // The sandbox server's own credentials pass; an airlock token (an SDK that sends its
+      // token everywhere) never reaches the sandbox.
+      target.strip_authorization =
+          !req.authorization.empty() && tokens_.tenantFor(req.authorization).has_value();
+    } else {
+      target.caller = caller;
+      target.sandbox = match.params.at("sb");
+      target.port = match.params.at("port");
+      target.prefix = "/v1/sandboxes/" + target.sandbox + "/ports/" + target.port;
+    }
+    proxyPort(service_, target, req, ex);
     return label;
   }
 
@@ -615,6 +646,12 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       answerEmpty(service_.decideReview(caller, rid, id == RouteId::kApproveReview, *reason));
       break;
     }
+    case RouteId::kCreatePortLink:
+      createPortLink(service_, caller, sb, match.params.at("port"), ex);
+      break;
+    case RouteId::kProxyPort:
+    case RouteId::kProxyPortLink:
+      break;  // answered above
     case RouteId::kRenameFile: {
       auto r = body(decodeRename);
       if (!r) return sendError(ex, r.error()), label;

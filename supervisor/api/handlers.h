@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "supervisor/api/auth.h"
 #include "supervisor/api/http_metrics.h"
@@ -53,6 +55,23 @@ class Exchange {
   virtual bool clientGone() = 0;
   // Status of the response sent (for metrics), 0 before.
   virtual int status() const = 0;
+
+  // For a handler that relays the connection's bytes itself (the port proxy, port_proxy.h).
+  struct RawConnection {
+    int fd = -1;          // the client's socket, non-blocking
+    int stop_fd = -1;     // readable when the server stops
+    std::string pending;  // bytes the server read past the request header (body, or more)
+    std::chrono::milliseconds io_timeout{60000};
+    unsigned http_version = 11;  // the request's: 10 or 11
+    bool expect_continue = false;
+  };
+  // The request header's fields, in order, as received.
+  virtual std::vector<std::pair<std::string, std::string>> requestFields() const { return {}; }
+  // Hands the connection over: nothing more is answered through the exchange, and the server
+  // closes the connection once the handler returns. nullopt where there is no socket.
+  virtual std::optional<RawConnection> takeConnection() { return std::nullopt; }
+  // The status the relayed answer carried (for metrics).
+  virtual void setRelayedStatus(int status) { (void)status; }
 };
 
 struct HandlerLimits {

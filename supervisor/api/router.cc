@@ -47,6 +47,9 @@ constexpr std::array kRoutes = {
     Route{"GET", "/v1/reviews", RouteId::kListReviews},
     Route{"POST", "/v1/reviews/{rid}/approve", RouteId::kApproveReview},
     Route{"POST", "/v1/reviews/{rid}/reject", RouteId::kRejectReview},
+    Route{"POST", "/v1/sandboxes/{sb}/ports/{port}/link", RouteId::kCreatePortLink},
+    Route{"*", "/v1/sandboxes/{sb}/ports/{port}/{path}", RouteId::kProxyPort, true},
+    Route{"*", "/v1/ports/{token}/{path}", RouteId::kProxyPortLink, true},
 };
 
 std::vector<std::string_view> splitPath(std::string_view path) {
@@ -68,12 +71,26 @@ int hexValue(char c) {
   return -1;
 }
 
-// Matches literal segments exactly and {name} segments against one non-empty segment.
-bool matchPattern(std::string_view pattern, const std::vector<std::string_view>& parts,
+// Matches literal segments exactly and {name} segments against one non-empty segment; with
+// `rest`, the last {name} takes whatever follows, raw.
+bool matchPattern(std::string_view pattern, bool rest, const std::vector<std::string_view>& parts,
                   std::map<std::string, std::string>& params, std::string& error) {
   auto pat = splitPath(pattern);
-  if (pat.size() != parts.size()) return false;
   std::map<std::string, std::string> found;
+  if (rest) {
+    if (parts.size() + 1 < pat.size()) return false;
+    std::string tail;
+    for (size_t i = pat.size() - 1; i < parts.size(); ++i) {
+      tail += '/';
+      tail += parts[i];
+    }
+    if (tail.empty()) tail = "/";
+    std::string_view last = pat.back();
+    found.emplace(std::string(last.substr(1, last.size() - 2)), std::move(tail));
+    pat.pop_back();
+  } else if (pat.size() != parts.size()) {
+    return false;
+  }
   for (size_t i = 0; i < pat.size(); ++i) {
     if (pat[i].size() > 2 && pat[i].front() == '{' && pat[i].back() == '}') {
       if (parts[i].empty()) return false;
@@ -151,7 +168,7 @@ RouteMatch matchRoute(std::string_view method, std::string_view path) {
   for (const Route& r : kRoutes) {
     std::map<std::string, std::string> params;
     std::string error;
-    if (!matchPattern(r.pattern, parts, params, error)) {
+    if (!matchPattern(r.pattern, r.rest, parts, params, error)) {
       if (!error.empty()) {
         m.status = RouteMatch::Status::kBadPath;
         m.error = error;
@@ -159,7 +176,7 @@ RouteMatch matchRoute(std::string_view method, std::string_view path) {
       }
       continue;
     }
-    if (method == r.method) {
+    if (method == r.method || std::string_view(r.method) == "*") {
       m.status = RouteMatch::Status::kFound;
       m.route = &r;
       m.params = std::move(params);

@@ -54,13 +54,23 @@ enum class RouteId {
   kListReviews,
   kApproveReview,
   kRejectReview,
+  kCreatePortLink,
+  kProxyPort,
+  kProxyPortLink,
 };
 
 struct Route {
-  const char* method;   // "GET", "POST", "PUT", "DELETE"
+  const char* method;   // "GET", "POST", "PUT", "DELETE"; "*": any method (kAnyMethods)
   const char* pattern;  // "/v1/sandboxes/{sb}/commands/{cid}/events"
   RouteId id;
+  // The last {name} takes the rest of the path: zero or more segments, kept raw (not decoded),
+  // as "/a/b%20c" ("/" for none). The port proxy forwards it as the target path.
+  bool rest = false;
 };
+
+// The methods a "*" route answers (and the OpenAPI document lists for it).
+inline constexpr const char* kAnyMethods[] = {"GET",   "HEAD",   "POST",   "PUT",
+                                              "PATCH", "DELETE", "OPTIONS"};
 
 // Every route, in docs/api.md order.
 std::span<const Route> routeTable();

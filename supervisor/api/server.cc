@@ -443,7 +443,10 @@ class Server::Impl::Connection : public std::enable_shared_from_this<Connection>
       label = req.path == "/mcp" ? server_.mcp.handle(req, ex, server_.draining.load())
                                  : server_.dispatcher.handle(req, ex, server_.draining.load());
     } catch (const std::exception& e) {
-      server_.log(std::string("api: ") + req.method + " " + req.path + ": " + e.what());
+      // A port link's path is its credential: logged without the token.
+      const std::string path =
+          req.path.starts_with("/v1/ports/") ? std::string("/v1/ports/<token>/...") : req.path;
+      server_.log(std::string("api: ") + req.method + " " + path + ": " + e.what());
       if (ex.status() == 0) {
         ex.closeAfterResponse();
         ex.respond(

@@ -78,6 +78,9 @@ struct LiveSandbox {
   std::map<std::string, std::shared_ptr<Command>> commands;
   std::map<std::string, std::shared_ptr<CodeContext>> contexts;
   int next_context = 1;
+  // Port links (docs/api.md, "Ports"): sha256 hex of a link's token → its port. They end with
+  // the sandbox because they live in it.
+  std::map<std::string, uint16_t> port_links;
 };
 
 // The pools of pre-started interpreters a profile may keep, per language.

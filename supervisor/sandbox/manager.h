@@ -160,6 +160,11 @@ class Manager final : public Service {
   SResult<> renameFile(const Caller& caller, const std::string& sb, const std::string& from,
                        const std::string& to) override;
 
+  SResult<std::unique_ptr<PortStream>> openPort(const Caller& caller, const std::string& sb,
+                                                uint16_t port) override;
+  SResult<std::string> createPortLink(const Caller& caller, const std::string& sb,
+                                      uint16_t port) override;
+  SResult<PortLinkTarget> resolvePortLink(const std::string& token) override;
   Json health() override;
   std::string metricsText() override;
 
@@ -167,6 +172,8 @@ class Manager final : public Service {
   explicit Manager(ManagerOptions options);
   SResult<std::shared_ptr<LiveSandbox>> find(const Caller& caller, const std::string& sb);
   SResult<std::shared_ptr<LiveSandbox>> findRunning(const Caller& caller, const std::string& sb);
+  // findRunning, refused when the sandbox's profile turned ports off (ports.cc).
+  SResult<std::shared_ptr<LiveSandbox>> findWithPorts(const Caller& caller, const std::string& sb);
   SandboxInfo infoOf(const LiveSandbox& s);
   void destroyLive(const std::shared_ptr<LiveSandbox>& s, const char* reason);
   // Cancels the sandbox's running transfers and joins their threads (transfers.cc).

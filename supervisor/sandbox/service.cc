@@ -1,5 +1,7 @@
 #include "supervisor/sandbox/service.h"
 
+#include "supervisor/sandbox/agent/port_stream.h"
+
 namespace airlock::sandbox {
 
 int httpStatus(ErrorCode code) {
@@ -23,6 +25,8 @@ int httpStatus(ErrorCode code) {
       return 429;
     case ErrorCode::kInternal:
       return 500;
+    case ErrorCode::kBadGateway:
+      return 502;
     case ErrorCode::kUnavailable:
       return 503;
   }
@@ -51,10 +55,25 @@ const char* errorCodeName(ErrorCode code) {
       return "too_many_requests";
     case ErrorCode::kInternal:
       return "internal";
+    case ErrorCode::kBadGateway:
+      return "bad_gateway";
     case ErrorCode::kUnavailable:
       return "unavailable";
   }
   return "internal";
+}
+
+SResult<std::unique_ptr<PortStream>> Service::openPort(const Caller&, const std::string& sb,
+                                                       uint16_t) {
+  return serviceError(ErrorCode::kNotFound, "sandbox '" + sb + "': no ports here");
+}
+
+SResult<std::string> Service::createPortLink(const Caller&, const std::string& sb, uint16_t) {
+  return serviceError(ErrorCode::kNotFound, "sandbox '" + sb + "': no ports here");
+}
+
+SResult<PortLinkTarget> Service::resolvePortLink(const std::string&) {
+  return serviceError(ErrorCode::kNotFound, "no such port link");
 }
 
 }  // namespace airlock::sandbox

@@ -39,6 +39,7 @@ enum class ErrorCode {
   kPayloadTooLarge,   // 413
   kTooManyRequests,   // 429
   kInternal,          // 500
+  kBadGateway,        // 502: a sandbox port proxied to (docs/api.md, "Ports") did not answer
   kUnavailable,       // 503
 };
 
@@ -61,6 +62,15 @@ const char* errorCodeName(ErrorCode code);  // "not_found", ...
 // Who is asking. The API layer resolves it from the listener and the bearer token.
 struct Caller {
   std::string tenant = "default";
+};
+
+class PortStream;  // agent/port_stream.h
+
+// What a port link's token opens (docs/api.md, "Ports").
+struct PortLinkTarget {
+  Caller caller;  // the tenant that made the link
+  std::string sandbox;
+  uint16_t port = 0;
 };
 
 // ---- sandboxes ----
@@ -369,6 +379,18 @@ class Service {
     (void)spec;
     return serviceError(ErrorCode::kNotFound, "this service runs no one-shot programs");
   }
+
+  // ---- ports (docs/api.md, "Ports") ----
+  // A TCP connection to `port` on the sandbox's loopback, made by its agent inside the sandbox.
+  // kForbidden when the sandbox's profile has ports = false; kBadGateway when nothing listens.
+  virtual SResult<std::unique_ptr<PortStream>> openPort(const Caller& caller, const std::string& sb,
+                                                        uint16_t port);
+  // A new link token: whoever holds it may open `port` of the sandbox as `caller`, until the
+  // sandbox ends. Only its digest is kept.
+  virtual SResult<std::string> createPortLink(const Caller& caller, const std::string& sb,
+                                              uint16_t port);
+  // The link `token` names; kNotFound when it names none (never made, or its sandbox ended).
+  virtual SResult<PortLinkTarget> resolvePortLink(const std::string& token);
 
   // {"status": "ok", "sandboxes": N, "draining": false}
   virtual Json health() = 0;

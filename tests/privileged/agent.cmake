@@ -12,10 +12,12 @@ airlock_add_test(agent_tests LABEL privileged
     ${CMAKE_CURRENT_LIST_DIR}/agent_confinement_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_pid1_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_handshake_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/agent_ports_test.cc
     ${CMAKE_SOURCE_DIR}/supervisor/sandbox/agent/handshake.cc
     ${CMAKE_SOURCE_DIR}/supervisor/sandbox/agent/connection.cc
     ${CMAKE_SOURCE_DIR}/supervisor/sandbox/agent/program.cc
     ${CMAKE_SOURCE_DIR}/supervisor/sandbox/agent/file_ops.cc
+    ${CMAKE_SOURCE_DIR}/supervisor/sandbox/agent/port_stream.cc
     ${CMAKE_SOURCE_DIR}/supervisor/sandbox/paths.cc
     ${CMAKE_SOURCE_DIR}/supervisor/sandbox/service.cc
   LIBS airlock_protocol nlohmann_json::nlohmann_json)

@@ -273,6 +273,22 @@ TEST(ApiRouter, MatchesParamsAndMethods) {
   EXPECT_EQ(matchRoute("GET", "/v1/sandboxes/sb/files/list").route->id, RouteId::kListFiles);
   EXPECT_EQ(matchRoute("PUT", "/v1/sandboxes/sb/files").route->id, RouteId::kPutFile);
 
+  // The port proxy's routes take any method and the rest of the path, raw.
+  auto proxied = matchRoute("PATCH", "/v1/sandboxes/sb/ports/8000/a/b%20c/");
+  ASSERT_EQ(proxied.status, RouteMatch::Status::kFound);
+  EXPECT_EQ(proxied.route->id, RouteId::kProxyPort);
+  EXPECT_EQ(proxied.params["port"], "8000");
+  EXPECT_EQ(proxied.params["path"], "/a/b%20c/");
+  EXPECT_EQ(matchRoute("GET", "/v1/sandboxes/sb/ports/8000").params["path"], "/");
+  EXPECT_EQ(matchRoute("POST", "/v1/sandboxes/sb/ports/8000/link").route->id,
+            RouteId::kCreatePortLink);
+  EXPECT_EQ(matchRoute("GET", "/v1/sandboxes/sb/ports/8000/link").route->id, RouteId::kProxyPort);
+  auto linked = matchRoute("GET", "/v1/ports/tok/index.html");
+  ASSERT_EQ(linked.status, RouteMatch::Status::kFound);
+  EXPECT_EQ(linked.params["token"], "tok");
+  EXPECT_EQ(linked.params["path"], "/index.html");
+  EXPECT_EQ(matchRoute("GET", "/v1/ports").status, RouteMatch::Status::kNotFound);
+
   std::vector<std::pair<std::string, std::string>> q;
   std::string error;
   ASSERT_TRUE(parseQuery("metadata.user=u1&path=%2Fhome%2Fa+b&x", q, error));
@@ -295,7 +311,13 @@ TEST(ApiOpenApi, DocumentCoversExactlyTheRouteTable) {
       EXPECT_TRUE(op.contains("responses")) << m << " " << path;
     }
   }
-  for (const Route& r : routeTable()) routed.insert(std::string(r.method) + " " + r.pattern);
+  for (const Route& r : routeTable()) {
+    if (std::string_view(r.method) == "*") {
+      for (const char* m : kAnyMethods) routed.insert(std::string(m) + " " + r.pattern);
+    } else {
+      routed.insert(std::string(r.method) + " " + r.pattern);
+    }
+  }
   // MCP's Streamable HTTP transport is answered beside the router (supervisor/mcp).
   for (const char* m : {"POST", "GET", "DELETE"}) routed.insert(std::string(m) + " /mcp");
   EXPECT_EQ(documented, routed);

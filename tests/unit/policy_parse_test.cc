@@ -207,6 +207,25 @@ extends = "default"
             "test.toml:3:8: profile 'child': limits.pids = 4: must be at least 8");
 }
 
+TEST(PolicyParse, PortsSwitchDefaultsOnAndIsInherited) {
+  Policy p = parseOk(R"(schema = 1
+[profiles.default]
+[profiles.closed]
+ports = false
+[profiles.child]
+extends = "closed"
+)");
+  EXPECT_TRUE(p.profiles.at("default").ports);
+  EXPECT_FALSE(p.profiles.at("closed").ports);
+  EXPECT_FALSE(p.profiles.at("child").ports);
+  EXPECT_NE(parseErr(R"(schema = 1
+[profiles.default]
+ports = "no"
+)")
+                .find("ports"),
+            std::string::npos);
+}
+
 TEST(PolicyParse, RootCapabilitiesAndRelaxedKeys) {
   Policy p = parseOk(slurp(dataDir() + "/valid/root_with_capabilities.toml"));
   const Profile& d = p.profiles.at("default");

@@ -159,7 +159,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [w1, w2, w3, w4] = Gvisor{};
   [[maybe_unused]] auto [m1, m2, m3, m4, m5, m6, m7, m8] = Microvm{};
   [[maybe_unused]] auto [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16, p17,
-                         p18, p19, p20, p21] = Profile{};
+                         p18, p19, p20, p21, p22] = Profile{};
   [[maybe_unused]] auto [i1, i2, i3, i4, i5, i6] = Packages{};
   [[maybe_unused]] auto [j1, j2, j3, j4, j5, j6] = PackageSettings{};
   [[maybe_unused]] auto [k1, k2, k3, k4] = Transfer{};
@@ -172,10 +172,10 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
                          v18, v19, v20, v21, v22] = Server{};
   [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
   [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11] = Policy{};
-  // Profile: 21 members minus name, minus the 11 sub-tables, plus their 9 + 8 + 2 + 2 + 2 + 4 + 4
+  // Profile: 22 members minus name, minus the 11 sub-tables, plus their 9 + 8 + 2 + 2 + 2 + 4 + 4
   // + 8 keys, plus `extends`, plus review's 5 own keys and its reviewers' 3 + 2 + 6 + 2 + 2 + 3,
   // plus transfer's 1 own key and its plugins' 5, 5 + 7, 5 + 1, plus packages' 6.
-  EXPECT_EQ(profileKeys().size(), 21u - 1 - 11 + 9 + 8 + 2 + 2 + 2 + 4 + 4 + 8 + 1 + 5 + 3 + 2 + 6 +
+  EXPECT_EQ(profileKeys().size(), 22u - 1 - 11 + 9 + 8 + 2 + 2 + 2 + 4 + 4 + 8 + 1 + 5 + 3 + 2 + 6 +
                                       2 + 2 + 3 + 1 + 5 + 12 + 6 + 6);
   EXPECT_EQ(packageSettingsKeys().size(), 6u);
   EXPECT_EQ(transferKeys().size(), 3u);

@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <climits>
 #include <string>
 
@@ -215,6 +216,40 @@ TEST(ProtocolCodec, FileRequestsRoundTrip) {
   EXPECT_EQ(dn->to, "/tmp/b");
 }
 
+TEST(ProtocolCodec, PortMessagesRoundTripAndRejectBadValues) {
+  auto [h1, p1] = encodeFrame(40, PortOpen{8000});
+  EXPECT_EQ(h1.type, MsgType::kPortOpen);
+  EXPECT_EQ(h1.request_id, 40u);
+  ASSERT_TRUE(decodePortOpen(p1));
+  EXPECT_EQ(decodePortOpen(p1)->port, 8000u);
+  auto [h2, p2] = encodeFrame(40, PortData{std::string("a\0b", 3), true});
+  EXPECT_EQ(h2.type, MsgType::kPortData);
+  auto d = decodePortData(p2);
+  ASSERT_TRUE(d) << d.error().message();
+  EXPECT_EQ(d->data, std::string("a\0b", 3));
+  EXPECT_TRUE(d->eof);
+  auto [h3, p3] = encodeFrame(40, PortCredit{kPortWindow});
+  EXPECT_EQ(h3.type, MsgType::kPortCredit);
+  EXPECT_EQ(decodePortCredit(p3)->bytes, kPortWindow);
+  auto [h4, p4] = encodeFrame(40, PortClose{ECONNRESET});
+  EXPECT_EQ(h4.type, MsgType::kPortClose);
+  EXPECT_EQ(decodePortClose(p4)->errnum, ECONNRESET);
+  EXPECT_STREQ(msgTypeName(MsgType::kPortClose), "PortClose");
+
+  auto bad_port = decodePortOpen(encodeFrame(1, PortOpen{65536}).second);
+  ASSERT_FALSE(bad_port);
+  EXPECT_THAT(bad_port.error().message(),
+              ::testing::HasSubstr("PortOpen: field 'port' (tag 1): port 65536 outside 1..65535"));
+  EXPECT_FALSE(decodePortOpen(encodeFrame(1, PortOpen{0}).second));
+  EXPECT_FALSE(decodePortOpen(""));  // port is required
+  EXPECT_FALSE(decodePortCredit(encodeFrame(1, PortCredit{0}).second));
+  auto big_credit = decodePortCredit(encodeFrame(1, PortCredit{kPortWindow + 1}).second);
+  ASSERT_FALSE(big_credit);
+  EXPECT_THAT(big_credit.error().message(), ::testing::HasSubstr("outside 1..262144"));
+  EXPECT_FALSE(decodePortData(encodeFrame(1, PortData{std::string(kMaxChunk + 1, 'x')}).second));
+  EXPECT_FALSE(decodePortClose(encodeFrame(1, PortClose{-1}).second));
+}
+
 TEST(ProtocolCodec, FileEntriesRoundTrip) {
   FileEntries m;
   m.entries = {{"a.txt", FileType::kFile, 1ull << 40, 0644, 1700000000123},
@@ -362,7 +397,7 @@ TEST(ProtocolCodec, MsgTypeNames) {
 TEST(ProtocolHeader, Rejections) {
   EXPECT_EQ(errorOf(decodeHeader("short")), "frame header: 5 bytes, need 12");
   EXPECT_EQ(errorOf(decodeHeader(header(0, 0, 1))), "frame header: unknown message type 0");
-  EXPECT_EQ(errorOf(decodeHeader(header(0, 23, 1))), "frame header: unknown message type 23");
+  EXPECT_EQ(errorOf(decodeHeader(header(0, 27, 1))), "frame header: unknown message type 27");
   for (uint16_t t = 1; t <= 20; ++t) EXPECT_TRUE(decodeHeader(header(0, t, 1))) << t;
   EXPECT_EQ(errorOf(decodeHeader(header(kMaxPayload + 1, 6, 1))),
             "frame header: Output payload of 1048577 bytes exceeds the 1048576-byte limit");

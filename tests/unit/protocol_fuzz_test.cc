@@ -50,6 +50,10 @@ std::vector<std::string> seedFrames() {
   add(FileMkdir{"/home/user/d/e", true, 0700});
   add(FileRemove{"/home/user/d", true});
   add(FileRename{"/home/user/a", "/home/user/b"});
+  add(PortOpen{8000});
+  add(PortData{"GET / HTTP/1.1\r\n\r\n", true});
+  add(PortCredit{4096});
+  add(PortClose{104});
   return frames;
 }
 
@@ -103,6 +107,14 @@ bool decodeAndRecheck(const FrameHeader& h, const std::string& p) {
       return recheck(decodeFileRemove(p), decodeFileRemove);
     case MsgType::kFileRename:
       return recheck(decodeFileRename(p), decodeFileRename);
+    case MsgType::kPortOpen:
+      return recheck(decodePortOpen(p), decodePortOpen);
+    case MsgType::kPortData:
+      return recheck(decodePortData(p), decodePortData);
+    case MsgType::kPortCredit:
+      return recheck(decodePortCredit(p), decodePortCredit);
+    case MsgType::kPortClose:
+      return recheck(decodePortClose(p), decodePortClose);
     default:
       return true;
   }

@@ -118,6 +118,9 @@ struct Profile {
   std::vector<std::string> languages = {"python", "node", "shell"};  // allowed language plugins
   std::map<std::string, std::string> env;  // added to every execution's environment
   bool landlock = true;                    // Landlock on top of namespaces where the kernel has it
+  // The API may proxy HTTP and WebSocket to ports the sandbox listens on, through its agent
+  // (docs/api.md, "Ports"); false: those routes and port links answer 403.
+  bool ports = true;
   Limits limits;
   Lifetime lifetime;
   Filesystem filesystem;

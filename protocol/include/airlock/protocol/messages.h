@@ -61,7 +61,11 @@ enum class MsgType : uint16_t {
   kFileRename = 20,   // supervisor → agent: rename within the sandbox; answered by kOk
   kReattach = 21,     // supervisor → agent: a new supervisor took over the channel
   kReattached = 22,  // agent → supervisor: answers Reattach: what the dead supervisor left behind
-  // 23..63 reserved for sessions and stats.
+  kPortOpen = 23,  // supervisor → agent: connect to a port on the sandbox's loopback; kOk/kError
+  kPortData = 24,  // both ways: bytes of a port stream (eof flag: that side will send no more)
+  kPortCredit = 25,  // both ways: the receiver consumed bytes; the sender may send that many more
+  kPortClose = 26,   // both ways: the stream is over (supervisor: abort; agent: ended or failed)
+  // 27..63 reserved for sessions and stats.
 };
 
 const char* msgTypeName(MsgType t);
@@ -244,6 +248,32 @@ struct Reattached {
 };
 struct Ok {};
 
+// ---- port streams (docs/protocol.md, "Ports") ----
+// A TCP connection the agent makes to 127.0.0.1:port (or [::1]:port) inside the sandbox's own
+// network namespace, relayed over the channel under the PortOpen's request id. Each direction
+// has a window of kPortWindow bytes: a side sends PortData only while the peer's credit lasts,
+// and the receiver returns credit (PortCredit) as it hands bytes on, so neither side ever
+// buffers more than one window per stream.
+inline constexpr uint32_t kPortWindow = 256 * 1024;
+inline constexpr size_t kMaxPortStreams = 64;  // open at once per sandbox (the agent refuses more)
+
+struct PortOpen {
+  uint32_t port = 0;  // 1..65535
+};
+
+struct PortData {
+  std::string data;  // <= kMaxChunk
+  bool eof = false;  // after data: the sender's direction is closed (half-close)
+};
+
+struct PortCredit {
+  uint32_t bytes = 0;  // 1..kPortWindow
+};
+
+struct PortClose {
+  int32_t errnum = 0;  // agent → supervisor: why the stream ended (0: both directions closed)
+};
+
 // Encoding appends one whole frame (header + payload) to out.
 void encode(std::string& out, uint32_t request_id, const Hello& m);
 void encode(std::string& out, uint32_t request_id, const Configure& m);
@@ -267,6 +297,10 @@ void encode(std::string& out, uint32_t request_id, const FileEntries& m);
 void encode(std::string& out, uint32_t request_id, const FileMkdir& m);
 void encode(std::string& out, uint32_t request_id, const FileRemove& m);
 void encode(std::string& out, uint32_t request_id, const FileRename& m);
+void encode(std::string& out, uint32_t request_id, const PortOpen& m);
+void encode(std::string& out, uint32_t request_id, const PortData& m);
+void encode(std::string& out, uint32_t request_id, const PortCredit& m);
+void encode(std::string& out, uint32_t request_id, const PortClose& m);
 
 // Parses a 12-byte header; rejects unknown types and payloads over kMaxPayload.
 Result<FrameHeader> decodeHeader(std::string_view bytes);
@@ -292,6 +326,10 @@ Result<FileMkdir> decodeFileMkdir(std::string_view payload);
 Result<FileRemove> decodeFileRemove(std::string_view payload);
 Result<FileRename> decodeFileRename(std::string_view payload);
 Result<Reattached> decodeReattached(std::string_view payload);
+Result<PortOpen> decodePortOpen(std::string_view payload);
+Result<PortData> decodePortData(std::string_view payload);
+Result<PortCredit> decodePortCredit(std::string_view payload);
+Result<PortClose> decodePortClose(std::string_view payload);
 
 // Accumulates bytes read from the channel and yields whole frames. Never buffers more than
 // one frame beyond kMaxPayload; a bad header poisons the reader (the channel must be closed).
