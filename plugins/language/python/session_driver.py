@@ -119,8 +119,30 @@ def _airlock_session():
     # --- the shell -------------------------------------------------------------------------------
 
     import atexit
+    import importlib.util
     import shutil
     import tempfile
+
+    # IPython's package __init__ imports its terminal front end (prompt_toolkit): two thirds of
+    # its import time, for nothing a context uses. The package goes in as a stub holding what
+    # IPython's core takes from it (get_ipython); the first other attribute asked for (a cell's
+    # `IPython.__version__`, `from IPython import embed`) runs the real __init__ into it. jedi
+    # (completions) is kept out until the shell exists.
+    spec = importlib.util.find_spec("IPython")
+    package = importlib.util.module_from_spec(spec)
+
+    def complete_package(name):
+        del package.__dict__["__getattr__"]
+        spec.loader.exec_module(package)
+        return getattr(package, name)
+
+    package.__getattr__ = complete_package
+    sys.modules["IPython"] = package
+    jedi = sys.modules.get("jedi", False)
+    sys.modules["jedi"] = None
+    from IPython.core.getipython import get_ipython
+
+    package.get_ipython = get_ipython
 
     from IPython.core.displayhook import DisplayHook
     from IPython.core.displaypub import DisplayPublisher
@@ -195,7 +217,12 @@ def _airlock_session():
     config.HistoryManager.enabled = False
     config.InteractiveShell.colors = "NoColor"
     config.InteractiveShell.autoindent = False
+    config.Completer.use_jedi = False
     shell = Shell.instance(config=config, ipython_dir=ipython_dir, user_module=main)
+    if jedi is False:
+        del sys.modules["jedi"]
+    else:
+        sys.modules["jedi"] = jedi
 
     def run_system(cmd):
         # `!cmd`: the command's output goes straight to the run's stdout and stderr (no pty).
