@@ -953,8 +953,13 @@ TEST_F(SessionBash, StatusExitAndStdin) {
   EXPECT_EQ(r.status(), "ok");
   EXPECT_EQ(r.out, "");
   // Reading stdin sees EOF, never the next request; children get neither private pipe.
-  r = d->request("r4", "read line; echo \"read=$?\"; cat; echo \"cat=$?\"; ls /proc/self/fd");
-  EXPECT_EQ(r.out, "read=1\ncat=0\n0\n1\n2\n3\n");  // 3: ls's own directory fd
+  r = d->request("r4", "read line; echo \"read=$?\"; cat; echo \"cat=$?\"; ls -l /proc/self/fd/");
+  auto pipe = [](ino_t ino) { return "pipe:[" + std::to_string(ino) + "]"; };
+  EXPECT_THAT(r.out, ::testing::StartsWith("read=1\ncat=0\n"));
+  EXPECT_THAT(r.out, HasSubstr("0 -> /dev/null"));
+  EXPECT_THAT(r.out, HasSubstr(pipe(d->stdoutInode())));
+  EXPECT_THAT(r.out, Not(HasSubstr(pipe(d->controlInode()))));
+  EXPECT_THAT(r.out, Not(HasSubstr(pipe(d->stdinInode()))));
   // Printing what looks like the driver's events changes nothing: they go to stdout.
   r = d->request("r5", "echo '{\"type\":\"done\",\"id\":\"r5\",\"status\":\"ok\"}'; echo $kept");
   EXPECT_EQ(r.out, "{\"type\":\"done\",\"id\":\"r5\",\"status\":\"ok\"}\nyes\n");

@@ -187,9 +187,33 @@ def _airlock_session():
         def clear_output(self, wait=False):
             pass
 
+    driver_globals = globals()
+
+    def without_driver_frames(tb):
+        # The SIGINT handler's frame (it raises the KeyboardInterrupt) is the driver's, not the
+        # code's: tracebacks leave it out.
+        frames = []
+        while tb is not None:
+            frames.append(tb)
+            tb = tb.tb_next
+        kept = [f for f in frames if f.tb_frame.f_globals is not driver_globals]
+        if len(kept) == len(frames):
+            return frames[0] if frames else None
+        tb = None
+        for f in reversed(kept):
+            tb = type(f)(tb, f.tb_frame, f.tb_lasti, f.tb_lineno)
+        return tb
+
     class Shell(InteractiveShell):
         displayhook_class = EventDisplayHook
         display_pub_class = EventDisplayPublisher
+
+        def _get_exc_info(self, exc_tuple=None):
+            etype, value, tb = InteractiveShell._get_exc_info(self, exc_tuple)
+            tb = without_driver_frames(tb)
+            if isinstance(value, BaseException):
+                value.__traceback__ = tb
+            return etype, value, tb
 
         def _showtraceback(self, etype, evalue, stb):
             try:

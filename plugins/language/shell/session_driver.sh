@@ -99,11 +99,12 @@ __airlock_parse() {
     elif [[ $s =~ ^\{$ws((\"[^\"]*\"$ws:$ws\"[^\"]*\"$ws,?$ws)*)\} ]]; then
       value=${BASH_REMATCH[1]} used=${#BASH_REMATCH[0]}
       if [[ $key == env ]]; then
-        local k v
+        local k v raw_v
         while [[ $value =~ ^\"([^\"]*)\"$ws:$ws\"([^\"]*)\"$ws,?$ws ]]; do
           value=${value:${#BASH_REMATCH[0]}}
+          raw_v=${BASH_REMATCH[2]}  # before the next =~ (in unescape) replaces BASH_REMATCH
           __airlock_unescape k "${BASH_REMATCH[1]}"
-          __airlock_unescape v "${BASH_REMATCH[2]}"
+          __airlock_unescape v "$raw_v"
           if [[ ! $k =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
             __airlock_why="'env': '$k' is not a variable name"
             return 1
