@@ -181,12 +181,8 @@ Json encodeWorkspace(const sandbox::WorkspaceInfo& w) {
 }
 
 Json encodeContext(const sandbox::ContextInfo& c) {
-  return Json{{"context_id", c.context_id},
-              {"language", c.language},
-              {"state", c.state},
-              {"created_at", c.created_at},
-              {"runs", c.runs},
-              {"cwd", c.cwd}};
+  return Json{{"context_id", c.context_id}, {"language", c.language}, {"state", c.state},
+              {"created_at", c.created_at}, {"runs", c.runs},         {"cwd", c.cwd}};
 }
 
 Json encodeFileEntry(const sandbox::FileEntry& e, bool with_path) {

@@ -127,8 +127,8 @@ TEST_F(Contexts, ChartsComeBackBesideThePng) {
 }
 
 TEST_F(Contexts, BashContextsKeepTheirState) {
-  auto r = run({{"code", "cd /tmp; count=1; bump() { count=$((count + 1)); }"},
-                {"language", "bash"}});
+  auto r =
+      run({{"code", "cd /tmp; count=1; bump() { count=$((count + 1)); }"}, {"language", "bash"}});
   EXPECT_EQ(r["status"], "ok") << r.dump();
   EXPECT_EQ(r["context_id"], "shell");
   r = run({{"code", "bump; echo \"$PWD $count\""}, {"language", "sh"}});

@@ -230,8 +230,8 @@ TEST_F(Packages, PipMagicInstallsAndTheNextCellImports) {
   auto created = http(serve.sock(), "POST", "/v1/sandboxes", R"({"language": "python"})");
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string id = Json::parse(created.body)["id"];
-  auto ctx = http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/contexts",
-                  R"({"language": "python"})");
+  auto ctx =
+      http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/contexts", R"({"language": "python"})");
   ASSERT_EQ(ctx.status, 201) << ctx.body;
   const std::string context_id = Json::parse(ctx.body)["context_id"];
   auto cell = [&](const std::string& code) {

@@ -337,7 +337,8 @@ TEST(ApiEncoding, AggregatesCommandAndCodeEvents) {
   code.add({{"type", "stdout"}, {"data", "hi\n"}});
   code.add({{"type", "result"}, {"data", {{"text/plain", "3"}}}});
   code.add({{"type", "error"}, {"name", "E"}, {"value", "v"}, {"traceback", {"t"}}});
-  code.add({{"type", "end"}, {"status", "error"}, {"context_id", "python"}, {"execution_count", 4}});
+  code.add(
+      {{"type", "end"}, {"status", "error"}, {"context_id", "python"}, {"execution_count", 4}});
   auto c = code.document();
   EXPECT_EQ(c["execution_count"], 4);
   EXPECT_EQ(c["status"], "error");

@@ -246,7 +246,11 @@ class FakeService : public sandbox::Service {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
     sandbox::ContextInfo c{"ctx" + std::to_string(contexts_.size() + 1),
-                           language.empty() ? "python" : language, "idle", 1795000000000, 0, cwd};
+                           language.empty() ? "python" : language,
+                           "idle",
+                           1795000000000,
+                           0,
+                           cwd};
     contexts_.push_back(c);
     return c;
   }

@@ -42,8 +42,8 @@ class Shell final : public airlock::sdk::LanguagePlugin {
   Command buildSession() override {
     std::string bash = interpreter_.ends_with("/bash") ? interpreter_ : "/usr/bin/bash";
     if (::access(bash.c_str(), X_OK) != 0)
-      throw airlock::sdk::PluginError(ENOTSUP, "shell contexts need bash, and " + bash +
-                                                   " is not there");
+      throw airlock::sdk::PluginError(ENOTSUP,
+                                      "shell contexts need bash, and " + bash + " is not there");
     return {{bash, "--noprofile", "--norc", "-c", kSessionDriver}, {}};
   }
 

@@ -25,8 +25,7 @@ int64_t nowMs() {
 bool isMimeBundle(const Json& j) {
   if (!j.is_object()) return false;
   for (const auto& [k, v] : j.items())
-    if (!v.is_string() && !k.ends_with("json"))
-      return false;
+    if (!v.is_string() && !k.ends_with("json")) return false;
   return true;
 }
 
