@@ -235,8 +235,11 @@ def _airlock_session():
 
     # IPython's profile directory (startup files, its sqlite history, security files) goes to a
     # private temporary directory rather than ~/.ipython; history stays in memory.
-    ipython_dir = tempfile.mkdtemp(prefix="airlock-ipython-")
-    atexit.register(shutil.rmtree, ipython_dir, True)
+    try:
+        ipython_dir = tempfile.mkdtemp(prefix="airlock-ipython-")
+        atexit.register(shutil.rmtree, ipython_dir, True)
+    except OSError:
+        ipython_dir = None  # no writable temporary directory: IPython's own default
     config = Config()
     config.HistoryManager.enabled = False
     config.InteractiveShell.colors = "NoColor"
