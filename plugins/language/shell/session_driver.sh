@@ -28,7 +28,8 @@ __airlock_count=0
 
 shopt -s extdebug
 trap '[[ -n $__airlock_running ]] && __airlock_abort=1' INT
-trap '[[ -n $__airlock_abort && -n $__airlock_running && -n ${FUNCNAME[0]} ]] && return 2; :' DEBUG
+# Set only while code runs: bash runs it before every simple command, the driver's own included.
+__airlock_debug='[[ -n $__airlock_abort && -n $__airlock_running && -n ${FUNCNAME[0]} ]] && return 2; :'
 
 exit() {
   # In a subshell, exit ends the subshell, as always.
@@ -171,8 +172,10 @@ while IFS= read -r -u "$__airlock_commands" __airlock_line || [[ -n $__airlock_l
   done
   __airlock_abort= __airlock_exit=
   __airlock_running=1
+  trap "$__airlock_debug" DEBUG
   __airlock_run "$__airlock_code" </dev/null {__airlock_control}>&- {__airlock_commands}<&-
   __airlock_status=$?
+  trap - DEBUG
   __airlock_running=
   for __airlock_k in "${!__airlock_saved[@]}"; do
     __airlock_v=${__airlock_saved[$__airlock_k]}
