@@ -24,8 +24,9 @@ class Contexts : public ServeTest {
     id_ = Json::parse(created.body)["id"];
   }
   void TearDown() override {
-    if (serve_ && !id_.empty())
+    if (serve_ && !id_.empty()) {
       EXPECT_EQ(http(serve_->sock(), "DELETE", "/v1/sandboxes/" + id_).status, 204);
+    }
     serve_.reset();
     ServeTest::TearDown();
   }
