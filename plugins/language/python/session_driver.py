@@ -146,6 +146,7 @@ def _airlock_session():
 
     from IPython.core.displayhook import DisplayHook
     from IPython.core.displaypub import DisplayPublisher
+    from IPython.core.history import HistoryManager
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
@@ -204,9 +205,66 @@ def _airlock_session():
             tb = type(f)(tb, f.tb_frame, f.tb_lasti, f.tb_lineno)
         return tb
 
+    class MemoryHistory(HistoryManager):
+        # IPython's input history (In, _i, _ii, _iii, _iN) without its database: the sqlite
+        # file is off, so its write queue would only grow; and the _i* traits have no observers,
+        # so they are set without traitlets' validation and notification (a sixth of a cell).
+        def store_inputs(self, line_num, source, source_raw=None):
+            if source_raw is None:
+                source_raw = source
+            source = source.rstrip("\n")
+            source_raw = source_raw.rstrip("\n")
+            if self._exit_re.match(source_raw.strip()):
+                return
+            self.input_hist_parsed.append(source)
+            self.input_hist_raw.append(source_raw)
+            values = self._trait_values
+            previous = self._i00, self._i, self._ii  # read through the traits: their defaults
+            values["_i"], values["_ii"], values["_iii"] = previous
+            values["_i00"] = source_raw
+            names = {"_i": previous[0], "_ii": previous[1], "_iii": previous[2],
+                     "_i%s" % line_num: source_raw}
+            self.shell.user_ns.update(names)
+            self.shell.user_ns_hidden.update(names)
+
+    import re
+
+    transformed = {}  # raw cell -> IPython's transformation of it, where that cannot change
+    first_word = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)?")
+
     class Shell(InteractiveShell):
         displayhook_class = EventDisplayHook
         display_pub_class = EventDisplayPublisher
+        # Plain attributes instead of traits: nothing here observes them, and traitlets' checks
+        # and notifications on each set were a fifth of a cell.
+        execution_count = 1
+        last_execution_succeeded = True
+        last_execution_result = None
+
+        # An agent re-running the same small cell (`x += 1`) pays IPython's input transformation
+        # (tokenizing, prefiltering: a third of a cell's cost) once. Its static part is a pure
+        # function of the text; the dynamic part (the prefilter, for one-line cells) depends on
+        # the namespace only through automagic and autocall, so a one-line cell whose first
+        # word could be a magic, or that starts with an escape (! % ? , ; /), is never cached.
+        def transform_cell(self, raw_cell):
+            cell = transformed.get(raw_cell)
+            if cell is not None:
+                return cell
+            cell = InteractiveShell.transform_cell(self, raw_cell)
+            if self.autocall == 0 and len(raw_cell) < 4096:
+                word = first_word.match(raw_cell).group(1)
+                lead = raw_cell.lstrip()[:1]
+                if "\n" in cell.rstrip("\n") or (
+                        lead not in "!%?,;/" and
+                        (word is None or word not in self.magics_manager.magics["line"])):
+                    if len(transformed) >= 1000:
+                        transformed.clear()
+                    transformed[raw_cell] = cell
+            return cell
+
+        def init_history(self):
+            self.history_manager = MemoryHistory(shell=self, parent=self)
+            self.configurables.append(self.history_manager)
 
         def _get_exc_info(self, exc_tuple=None):
             etype, value, tb = InteractiveShell._get_exc_info(self, exc_tuple)
