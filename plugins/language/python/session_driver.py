@@ -262,6 +262,17 @@ def _airlock_session():
                     transformed[raw_cell] = cell
             return cell
 
+        def should_run_async(self, raw_cell, *, transformed_cell=None,
+                             preprocessing_exc_tuple=None):
+            # IPython compiles every cell once more to see whether it awaits at top level; one
+            # that says neither `await` nor `async` cannot.
+            cell = raw_cell if transformed_cell is None else transformed_cell
+            if "await" not in cell and "async" not in cell:
+                return False
+            return InteractiveShell.should_run_async(
+                self, raw_cell, transformed_cell=transformed_cell,
+                preprocessing_exc_tuple=preprocessing_exc_tuple)
+
         def init_history(self):
             self.history_manager = MemoryHistory(shell=self, parent=self)
             self.configurables.append(self.history_manager)
@@ -327,6 +338,11 @@ def _airlock_session():
     for name in ("exit", "quit"):
         shell.builtin_trap.auto_builtins[name] = exit_run
         shell.user_ns[name] = exit_run
+    # IPython swaps its builtins (get_ipython, exit) and sys.displayhook in and out around every
+    # cell, so that other code between cells sees the originals. Nothing runs between cells
+    # here: they stay in for the context's life.
+    shell.builtin_trap.__enter__()
+    shell.display_trap.__enter__()
 
     import site  # imported at start already (no -S), so free
 
