@@ -90,12 +90,15 @@ def _airlock_session():
     sys.modules["__main__"] = main
     sys.argv = [""]
 
-    state = {"running": False, "events": None, "rid": None}
+    state = {"running": False, "in_cell": False, "pending": False, "events": None, "rid": None}
 
-    # SIGINT interrupts a run (the supervisor's timeout) and is ignored between runs.
+    # SIGINT interrupts a run (the supervisor's timeout) and is ignored between runs. Landing in
+    # IPython's bookkeeping between two statements of a cell, it is kept for the next statement.
     def on_sigint(signum, frame):
         if state["running"]:
             raise KeyboardInterrupt
+        if state["in_cell"]:
+            state["pending"] = True
 
     _signal.signal(_signal.SIGINT, on_sigint)
 
@@ -296,6 +299,15 @@ def _airlock_session():
         # SIGINT may interrupt only the code: landing in IPython's own bookkeeping it could leave
         # the shell half-updated.
         async def run_code(self, code_obj, result=None, *, async_=False):
+            if state["pending"]:  # interrupted before this statement: it does not run
+                state["pending"] = False
+                try:
+                    raise KeyboardInterrupt
+                except KeyboardInterrupt as e:
+                    if result is not None:
+                        result.error_in_exec = e
+                    self.showtraceback()
+                return True  # the cell's remaining statements do not run either
             state["running"] = True
             try:
                 return await InteractiveShell.run_code(self, code_obj, result, async_=async_)
@@ -426,6 +438,7 @@ def _airlock_session():
         count = shell.execution_count
         pick_up_user_site()
         saved = set_env(env)
+        state["in_cell"], state["pending"] = True, False
         try:
             result = shell.run_cell(code, store_history=True)
             count = result.execution_count if result.execution_count is not None else count
@@ -440,6 +453,7 @@ def _airlock_session():
                 record({"type": "error", "name": "KeyboardInterrupt", "value": "",
                         "traceback": ["KeyboardInterrupt"]})
         finally:
+            state["in_cell"] = state["pending"] = False
             restore_env(saved)
         for data in figures():
             events.append({"type": "display", "id": rid, "data": data})
