@@ -267,12 +267,12 @@ SResult<ContextInfo> Manager::startContext(const Caller& caller, const std::stri
   launch.exec.argv = cmd->argv;
   launch.exec.env = sandbox::executionEnvironment(cmd->env, box.profile.env, box.env);
   launch.output_cap = box.profile.limits.output_bytes;
-  launch.cwd = "/home/user";
   if (!cwd.empty()) {
     auto checked = files::checkPath(cwd, "cwd");
     if (!checked) return std::unexpected(checked.error());
-    launch.exec.cwd = launch.cwd = *checked;
+    launch.exec.cwd = *checked;
   }
+  launch.cwd = launch.exec.cwd;  // the agent's default (the home directory) when none was given
   std::string id;
   {
     std::lock_guard lock(box.mu);
