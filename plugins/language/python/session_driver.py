@@ -132,6 +132,24 @@ def _airlock_session():
     # `IPython.__version__`, `from IPython import embed`) runs the real __init__ into it. jedi
     # (completions) is kept out until the shell exists.
     spec = importlib.util.find_spec("IPython")
+    if spec is None:
+        # An interpreter without IPython (a plugin config naming another python): every run
+        # says so, rather than the context dying with no word.
+        message = ("IPython is not installed for %s: Python contexts run on it (Debian: "
+                   "python3-ipython)" % sys.executable)
+        for line in commands:
+            if not line.strip():
+                continue
+            try:
+                request = decode(line)
+            except ValueError:
+                request = None
+            rid = request.get("id") if isinstance(request, dict) else None
+            rid = rid if isinstance(rid, str) else None
+            emit({"type": "error", "id": rid, "name": "ModuleNotFoundError", "value": message,
+                  "traceback": ["ModuleNotFoundError: " + message]})
+            emit({"type": "done", "id": rid, "status": "error", "duration_ms": 0})
+        return
     package = importlib.util.module_from_spec(spec)
 
     def complete_package(name):
