@@ -933,6 +933,9 @@ TEST_F(SessionBash, StatusExitAndStdin) {
   r = d->request("r3", "f() { exit 0; echo no; }; f; echo no");
   EXPECT_EQ(r.status(), "ok");
   EXPECT_EQ(r.out, "");
+  r = d->request("r3b", "(exit 4); echo \"subshell=$?\"");  // in a subshell: the builtin
+  EXPECT_EQ(r.status(), "ok");
+  EXPECT_EQ(r.out, "subshell=4\n");
   // Reading stdin sees EOF, never the next request; children get neither private pipe.
   r = d->request("r4", "read line; echo \"read=$?\"; cat; echo \"cat=$?\"; ls -l /proc/self/fd/");
   auto pipe = [](ino_t ino) { return "pipe:[" + std::to_string(ino) + "]"; };
