@@ -30,6 +30,8 @@ packages=(
   python3-httpx
   # pip inside sandboxes, through the package proxy (docs/packages.md)
   python3-pip
+  # Python code contexts run on IPython (docs/contexts.md)
+  python3-ipython
   # the microvm backend: QEMU, the guest kernel (Debian's own), erofs images, the initramfs
   # writer (libarchive) and the kernel unpacker (liblzma)
   qemu-system-x86 linux-image-amd64 erofs-utils libarchive-dev liblzma-dev

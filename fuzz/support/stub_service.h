@@ -111,7 +111,8 @@ class StubService final : public sandbox::Service {
     return {};
   }
   SResult<sandbox::ContextInfo> createContext(const Caller&, const std::string&,
-                                              const std::string& language) override {
+                                              const std::string& language,
+                                              const std::string&) override {
     return sandbox::ContextInfo{"ctx-1", language, "idle", 0, 0};
   }
   SResult<std::vector<sandbox::ContextInfo>> listContexts(const Caller&,

@@ -397,7 +397,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
     case RouteId::kCreateContext: {
       auto r = body(decodeCreateContext);
       if (!r) return sendError(ex, r.error()), label;
-      answer(service_.createContext(caller, sb, r->language),
+      answer(service_.createContext(caller, sb, r->language, r->cwd),
              [&](const auto& c) { sendJson(ex, 201, encodeContext(c)); });
       break;
     }

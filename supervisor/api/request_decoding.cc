@@ -1,6 +1,7 @@
 #include "supervisor/api/request_decoding.h"
 
 #include <array>
+#include <cctype>
 
 #include "supervisor/api/json_fields.h"
 
@@ -185,6 +186,17 @@ SResult<CodeRequest> decodeRunCode(std::string_view body) {
     r.spec.language = f.str("language").value_or("");
     r.spec.context_id = f.str("context_id").value_or("");
     r.spec.timeout_s = f.positiveNumber("timeout_s");
+    r.spec.env = f.stringMap("env").value_or(std::map<std::string, std::string>{});
+    for (const auto& [name, value] : r.spec.env) {
+      // Names a shell can export, so that every language applies the same set.
+      bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+      for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+      if (!ok) {
+        f.setError("field 'env': '" + quoteKey(name) +
+                   "' is not a variable name (letters, digits and '_', not starting with a digit)");
+        break;
+      }
+    }
     r.stream = f.boolean("stream").value_or(true);
   });
 }
@@ -192,6 +204,9 @@ SResult<CodeRequest> decodeRunCode(std::string_view body) {
 SResult<ContextRequest> decodeCreateContext(std::string_view body) {
   return decodeObject<ContextRequest>(body, true, [](Fields& f, ContextRequest& r) {
     r.language = f.str("language").value_or("");
+    r.cwd = f.str("cwd").value_or("");
+    if (!r.cwd.empty() && r.cwd.front() != '/')
+      f.setError("field 'cwd': must be an absolute path, got '" + quoteKey(r.cwd) + "'");
   });
 }
 

@@ -63,6 +63,7 @@ SResult<CodeRequest> decodeRunCode(std::string_view body);
 
 struct ContextRequest {
   std::string language;
+  std::string cwd;  // "": the home directory
 };
 SResult<ContextRequest> decodeCreateContext(std::string_view body);
 

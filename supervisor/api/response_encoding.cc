@@ -181,11 +181,8 @@ Json encodeWorkspace(const sandbox::WorkspaceInfo& w) {
 }
 
 Json encodeContext(const sandbox::ContextInfo& c) {
-  return Json{{"context_id", c.context_id},
-              {"language", c.language},
-              {"state", c.state},
-              {"created_at", c.created_at},
-              {"runs", c.runs}};
+  return Json{{"context_id", c.context_id}, {"language", c.language}, {"state", c.state},
+              {"created_at", c.created_at}, {"runs", c.runs},         {"cwd", c.cwd}};
 }
 
 Json encodeFileEntry(const sandbox::FileEntry& e, bool with_path) {
@@ -269,6 +266,7 @@ Json CodeAggregate::document() const {
   doc["duration_ms"] = valueOr(end_, "duration_ms", 0);
   doc["context_id"] = valueOr(end_, "context_id", nullptr);
   doc["context_restarted"] = valueOr(end_, "context_restarted", false);
+  doc["execution_count"] = valueOr(end_, "execution_count", nullptr);
   if (end_.contains("review")) doc["review"] = end_["review"];
   if (end_.contains("audit")) doc["audit"] = end_["audit"];
   return doc;

@@ -241,12 +241,13 @@ SResult<> Manager::signalCommand(const Caller& caller, const std::string& sb, co
 }
 
 SResult<ContextInfo> Manager::createContext(const Caller& caller, const std::string& sb,
-                                            const std::string& language) {
-  return startContext(caller, sb, language, false);
+                                            const std::string& language, const std::string& cwd) {
+  return startContext(caller, sb, language, false, cwd);
 }
 
 SResult<ContextInfo> Manager::startContext(const Caller& caller, const std::string& sb,
-                                           const std::string& language, bool as_default) {
+                                           const std::string& language, bool as_default,
+                                           const std::string& cwd) {
   auto s = findRunning(caller, sb);
   if (!s) return std::unexpected(s.error());
   LiveSandbox& box = **s;
@@ -266,6 +267,12 @@ SResult<ContextInfo> Manager::startContext(const Caller& caller, const std::stri
   launch.exec.argv = cmd->argv;
   launch.exec.env = sandbox::executionEnvironment(cmd->env, box.profile.env, box.env);
   launch.output_cap = box.profile.limits.output_bytes;
+  if (!cwd.empty()) {
+    auto checked = files::checkPath(cwd, "cwd");
+    if (!checked) return std::unexpected(checked.error());
+    launch.exec.cwd = *checked;
+  }
+  launch.cwd = launch.exec.cwd;  // the agent's default (the home directory) when none was given
   std::string id;
   {
     std::lock_guard lock(box.mu);
@@ -358,8 +365,8 @@ SResult<std::unique_ptr<EventStream>> Manager::runCode(const Caller& caller, con
       reviewGate(caller, box, review::Subject::code(ctx->info().language, spec.code), execution_id);
   if (!review) return std::unexpected(review.error());
   auto audit = ExecutionAudit::begin(*s, execution_id);
-  auto stream =
-      ctx->run(spec.code, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
+  auto stream = ctx->run(spec.code, spec.env,
+                         std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
   if (!stream) return std::unexpected(stream.error());
   metrics_.code_runs++;
   return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(

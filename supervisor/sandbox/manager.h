@@ -134,7 +134,8 @@ class Manager final : public Service {
                           const std::string& command_id, int signo) override;
 
   SResult<ContextInfo> createContext(const Caller& caller, const std::string& sb,
-                                     const std::string& language) override;
+                                     const std::string& language,
+                                     const std::string& cwd = {}) override;
   SResult<std::vector<ContextInfo>> listContexts(const Caller& caller,
                                                  const std::string& sb) override;
   SResult<ContextInfo> restartContext(const Caller& caller, const std::string& sb,
@@ -191,7 +192,8 @@ class Manager final : public Service {
   void adoptOrphans();
   // createContext, or (as_default) the language's default context, named after it.
   SResult<ContextInfo> startContext(const Caller& caller, const std::string& sb,
-                                    const std::string& language, bool as_default);
+                                    const std::string& language, bool as_default,
+                                    const std::string& cwd = {});
   struct ReviewChain {
     std::shared_ptr<const review::Chain> chain;  // null: `error` says why it could not be built
     std::string error;

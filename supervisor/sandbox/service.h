@@ -173,6 +173,8 @@ struct CodeSpec {
   std::string language;    // "": the sandbox's language
   std::string context_id;  // "": the default context of the language
   std::optional<double> timeout_s;
+  // Set for this run only (os.environ in Python, exported in bash) and restored after it.
+  std::map<std::string, std::string> env;
 };
 
 struct ContextInfo {
@@ -181,6 +183,7 @@ struct ContextInfo {
   std::string state;  // "idle", "busy", "starting", "dead"
   int64_t created_at = 0;
   int64_t runs = 0;
+  std::string cwd;  // the working directory the driver started in; "": the sandbox's default
 };
 
 // ---- files ----
@@ -285,8 +288,10 @@ class Service {
   virtual SResult<> signalCommand(const Caller& caller, const std::string& sb,
                                   const std::string& command_id, int signo) = 0;
 
+  // `cwd`: the context's working directory (absolute); "": the home directory.
   virtual SResult<ContextInfo> createContext(const Caller& caller, const std::string& sb,
-                                             const std::string& language) = 0;
+                                             const std::string& language,
+                                             const std::string& cwd = {}) = 0;
   virtual SResult<std::vector<ContextInfo>> listContexts(const Caller& caller,
                                                          const std::string& sb) = 0;
   virtual SResult<ContextInfo> restartContext(const Caller& caller, const std::string& sb,

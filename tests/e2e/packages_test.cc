@@ -223,6 +223,31 @@ TEST_F(Packages, ACellInstallsAndTheNextCellOfTheContextImports) {
   EXPECT_EQ(http(serve.sock(), "DELETE", "/v1/sandboxes/" + id).status, 204);
 }
 
+// IPython's %pip in a context: plain pip of the context's interpreter, through the proxy.
+TEST_F(Packages, PipMagicInstallsAndTheNextCellImports) {
+  const std::string policy = readFile(dir_.file("p.toml"));
+  Serve serve(dir_, policy.substr(policy.find('\n') + 1));
+  auto created = http(serve.sock(), "POST", "/v1/sandboxes", R"({"language": "python"})");
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = Json::parse(created.body)["id"];
+  auto ctx =
+      http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/contexts", R"({"language": "python"})");
+  ASSERT_EQ(ctx.status, 201) << ctx.body;
+  const std::string context_id = Json::parse(ctx.body)["context_id"];
+  auto cell = [&](const std::string& code) {
+    auto r = http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/code",
+                  Json{{"code", code}, {"context_id", context_id}, {"stream", false}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Json::parse(r.body, nullptr, false);
+  };
+  auto install = cell("%pip install -q tinypkg");
+  EXPECT_EQ(install["status"], "ok") << install.dump();
+  auto imported = cell("import tinypkg\ntinypkg.VALUE");
+  EXPECT_EQ(imported["status"], "ok") << imported.dump();
+  EXPECT_EQ(imported["results"][0]["text/plain"], "'tiny-1.0'") << imported.dump();
+  EXPECT_EQ(http(serve.sock(), "DELETE", "/v1/sandboxes/" + id).status, 204);
+}
+
 TEST_F(Packages, AProfileWithoutPackagesHasNoProxy) {
   writePolicy("off.toml", "allow = []");
   auto j = shell(

@@ -83,6 +83,24 @@ TEST(ApiDecoding, ErrorsNameTheField) {
             "field 'argv[0]': contains a NUL byte");
 }
 
+// Code runs' per-run env and a context's cwd (docs/contexts.md).
+TEST(ApiDecoding, CodeEnvAndContextCwd) {
+  auto r = decodeRunCode(R"({"code":"1","env":{"A_1":"x","_b":""}})");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->spec.env.at("A_1"), "x");
+  EXPECT_EQ(r->spec.env.at("_b"), "");
+  EXPECT_EQ(errorOf(decodeRunCode(R"({"code":"1","env":{"1A":"x"}})")),
+            "field 'env': '1A' is not a variable name (letters, digits and '_', not starting "
+            "with a digit)");
+  EXPECT_EQ(errorOf(decodeRunCode(R"({"code":"1","env":{"A":2}})")),
+            "field 'env.A': expected a string, got number");
+  auto c = decodeCreateContext(R"({"language":"bash","cwd":"/home/user/p"})");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->cwd, "/home/user/p");
+  EXPECT_EQ(errorOf(decodeCreateContext(R"({"cwd":"p"})")),
+            "field 'cwd': must be an absolute path, got 'p'");
+}
+
 TEST(ApiDecoding, MalformedJsonSaysWhere) {
   std::string msg = errorOf(decodeRunCommand("{\"argv\": [\"ls\",]}"));
   EXPECT_NE(msg.find("malformed JSON body: parse error at line 1, column 16"), std::string::npos)
@@ -343,8 +361,10 @@ TEST(ApiEncoding, AggregatesCommandAndCodeEvents) {
   code.add({{"type", "stdout"}, {"data", "hi\n"}});
   code.add({{"type", "result"}, {"data", {{"text/plain", "3"}}}});
   code.add({{"type", "error"}, {"name", "E"}, {"value", "v"}, {"traceback", {"t"}}});
-  code.add({{"type", "end"}, {"status", "error"}, {"context_id", "python"}});
+  code.add(
+      {{"type", "end"}, {"status", "error"}, {"context_id", "python"}, {"execution_count", 4}});
   auto c = code.document();
+  EXPECT_EQ(c["execution_count"], 4);
   EXPECT_EQ(c["status"], "error");
   EXPECT_EQ(c["results"].size(), 1u);
   EXPECT_EQ(c["error"]["name"], "E");

@@ -241,11 +241,16 @@ class FakeService : public sandbox::Service {
   }
 
   SResult<sandbox::ContextInfo> createContext(const sandbox::Caller& caller, const std::string& sb,
-                                              const std::string& language) override {
+                                              const std::string& language,
+                                              const std::string& cwd) override {
     std::lock_guard lock(mu);
     if (find(caller, sb) == nullptr) return notFound(sb);
     sandbox::ContextInfo c{"ctx" + std::to_string(contexts_.size() + 1),
-                           language.empty() ? "python" : language, "idle", 1795000000000, 0};
+                           language.empty() ? "python" : language,
+                           "idle",
+                           1795000000000,
+                           0,
+                           cwd};
     contexts_.push_back(c);
     return c;
   }

@@ -303,7 +303,22 @@
         !(typeof timeoutMs === 'number' && timeoutMs > 0 && Number.isFinite(timeoutMs))) {
       return badRequest(id, `request '${id}': 'timeout_ms' must be a positive number`);
     }
-    await run(id, request.code, timeoutMs || 0);
+    // env: process.env for this run only; what it replaced comes back after the run.
+    const env = request.env ?? {};
+    if (typeof env !== 'object' || Array.isArray(env) ||
+        !Object.values(env).every((v) => typeof v === 'string')) {
+      return badRequest(id, `request '${id}': 'env' must map variable names to strings`);
+    }
+    const saved = Object.keys(env).map((k) => [k, Object.hasOwn(process.env, k), process.env[k]]);
+    Object.assign(process.env, env);
+    try {
+      await run(id, request.code, timeoutMs || 0);
+    } finally {
+      for (const [k, had, old] of saved) {
+        if (had) process.env[k] = old;
+        else delete process.env[k];
+      }
+    }
   };
 
   // One request at a time, in order; a run awaiting a promise holds the next one back.

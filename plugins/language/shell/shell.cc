@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include "common/language_support.h"
+#include "session_driver.h"  // kSessionDriver: session_driver.sh, generated at build time
 
 namespace {
 
@@ -35,9 +36,15 @@ class Shell final : public airlock::sdk::LanguagePlugin {
     return c;
   }
 
-  // No driver: a shell has no values or rich output to report; the commands API serves it.
+  // A stateful bash: cwd, variables and functions persist between runs. Needs bash (arrays,
+  // [[ =~ ]], traps on DEBUG); a host with only POSIX sh has no shell contexts. No profile or rc
+  // file: a context starts the same everywhere.
   Command buildSession() override {
-    throw airlock::sdk::PluginError(ENOTSUP, "no session driver for shell");
+    std::string bash = interpreter_.ends_with("/bash") ? interpreter_ : "/usr/bin/bash";
+    if (::access(bash.c_str(), X_OK) != 0)
+      throw airlock::sdk::PluginError(ENOTSUP,
+                                      "shell contexts need bash, and " + bash + " is not there");
+    return {{bash, "--noprofile", "--norc", "-c", kSessionDriver}, {}};
   }
 
   // Nothing to start ahead of a shell script: bash starts in about a millisecond.
@@ -48,6 +55,9 @@ class Shell final : public airlock::sdk::LanguagePlugin {
  private:
   std::string interpreter_;
 };
+
+static_assert(sizeof(kSessionDriver) <= airlock::languages::kMaxArgStrlen,
+              "session_driver.sh no longer fits in one argv string");
 
 }  // namespace
 

@@ -20,10 +20,12 @@ int64_t nowMs() {
       .count();
 }
 
-bool isStringMap(const Json& j) {
+// A display bundle: MIME type to string (text, or base64 for binary formats), or to any JSON
+// value for JSON types (application/json, application/vnd.airlock.chart+json).
+bool isMimeBundle(const Json& j) {
   if (!j.is_object()) return false;
   for (const auto& [k, v] : j.items())
-    if (!v.is_string()) return false;
+    if (!v.is_string() && !k.ends_with("json")) return false;
   return true;
 }
 
@@ -45,6 +47,7 @@ CodeContext::CodeContext(std::shared_ptr<AgentConnection> conn, std::string id, 
     : conn_(std::move(conn)), launch_(std::move(launch)) {
   info_.context_id = std::move(id);
   info_.language = launch_.language;
+  info_.cwd = launch_.cwd;
   info_.state = "starting";
   info_.created_at = nowMs();
 }
@@ -136,8 +139,9 @@ SResult<> CodeContext::restart() {
   return start();
 }
 
-SResult<std::unique_ptr<EventStream>> CodeContext::run(const std::string& code,
-                                                       std::chrono::milliseconds timeout) {
+SResult<std::unique_ptr<EventStream>> CodeContext::run(
+    const std::string& code, const std::map<std::string, std::string>& env,
+    std::chrono::milliseconds timeout) {
   bool restarted = false;
   {
     std::unique_lock lock(mu_);
@@ -166,6 +170,7 @@ SResult<std::unique_ptr<EventStream>> CodeContext::run(const std::string& code,
   lock.unlock();
 
   Json request{{"id", run->id}, {"code", code}, {"timeout_ms", timeout.count()}};
+  if (!env.empty()) request["env"] = env;
   std::string line = request.dump() + "\n";
   for (size_t off = 0; off < line.size(); off += proto::kMaxChunk) {
     proto::Stdin m;
@@ -209,7 +214,7 @@ void CodeContext::checkTimeout() {
 }
 
 // mu_ held.
-void CodeContext::endRun(const std::string& status, Json error) {
+void CodeContext::endRun(const std::string& status, Json error, Json execution_count) {
   auto run = std::move(run_);
   run_.reset();
   if (!run) return;
@@ -227,7 +232,8 @@ void CodeContext::endRun(const std::string& status, Json error) {
            {"context_id", info_.context_id},
            {"context_restarted", restarted},
            {"stdout_truncated", run->out_truncated},
-           {"stderr_truncated", run->err_truncated}};
+           {"stderr_truncated", run->err_truncated},
+           {"execution_count", std::move(execution_count)}};
   run->queue->finish(std::move(end));
   if (alive_ && ready_) info_.state = "idle";
 }
@@ -305,7 +311,7 @@ void CodeContext::handleControlLine(std::string_view line) {
     return;
   }
   if (!run_ || j.value("id", "") != run_->id) return;  // stale or forged: not this run's
-  if ((type == "result" || type == "display") && j.contains("data") && isStringMap(j["data"])) {
+  if ((type == "result" || type == "display") && j.contains("data") && isMimeBundle(j["data"])) {
     run_->queue->push(Json{{"type", type}, {"data", j["data"]}});
   } else if (type == "error") {
     Json e{{"type", "error"},
@@ -321,7 +327,10 @@ void CodeContext::handleControlLine(std::string_view line) {
     std::string status = j.value("status", "error");
     if (status == "interrupted") status = run_->interrupted_at ? "timeout" : "error";
     if (status != "ok" && status != "timeout") status = "error";
-    endRun(status);
+    Json count = j.contains("execution_count") && j["execution_count"].is_number_integer()
+                     ? j["execution_count"]
+                     : Json(nullptr);
+    endRun(status, nullptr, std::move(count));
   }
 }
 

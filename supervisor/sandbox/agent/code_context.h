@@ -21,6 +21,7 @@ namespace airlock::sandbox {
 struct DriverLaunch {
   protocol::Exec exec;  // argv/env of the driver; the context fills in pipes and scope
   std::string language;
+  std::string cwd;          // reported in ContextInfo; exec.cwd is what the agent uses
   uint64_t output_cap = 0;  // stdout and stderr bytes kept per run and stream
 };
 
@@ -35,7 +36,9 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
   SResult<> restart();
   void stop();
   // One run; the stream ends with the "end" event. A busy context answers 409.
+  // `env`: variables set for this run only; the driver restores them after it.
   SResult<std::unique_ptr<EventStream>> run(const std::string& code,
+                                            const std::map<std::string, std::string>& env,
                                             std::chrono::milliseconds timeout);
   ContextInfo info() const;
 
@@ -44,7 +47,8 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
   bool onFrame(const protocol::FrameHeader& h, std::string_view payload);
   void onControlLine(std::string_view line);
   void handleControlLine(std::string_view line);
-  void endRun(const std::string& status, Json error = nullptr);
+  // execution_count: the driver's count for the cell (Jupyter's In [N]); null when unknown.
+  void endRun(const std::string& status, Json error = nullptr, Json execution_count = nullptr);
   void checkTimeout();
   void sendSignal(int signo);
 
