@@ -31,18 +31,6 @@ OPENAPI = Path(__file__).resolve().parents[3] / "supervisor" / "api" / "openapi.
 DOC: dict[str, Any] = json.loads(OPENAPI.read_text())
 SCHEMAS: dict[str, Any] = DOC["components"]["schemas"]
 
-# Fields of the cross-track contract (issue 24) that the SDK already speaks and the server adds
-# in the same release: allowed while the document lacks them, checked like any other once it
-# has them. (schema or route, field)
-PENDING = {
-    ("CodeSpec", "env"),                      # env for one code run
-    ("POST /v1/sandboxes/{sb}/contexts", "cwd"),  # a context's working directory
-}
-# Fields the server sends (docs/api.md) that the document does not list yet. Reported to the
-# owners of openapi.json; tolerated here so the SDK keeps reading them.
-SCHEMA_GAPS = {
-    ("SandboxSpec", "isolation"),  # docs/api.md, Sandboxes: picks the backend
-}
 # Schema fields a model keeps under another attribute name (E2B's names, or a parsed form).
 RENAMED = {
     ("Context", "context_id"): "id",
@@ -114,8 +102,6 @@ def problems(value: Any, schema: dict[str, Any], where: str, name: str | None = 
         props = schema["properties"]
         for key, item in value.items():
             if key not in props:
-                if (name, key) in PENDING or (name, key) in SCHEMA_GAPS:
-                    continue
                 if schema.get("additionalProperties") is False:
                     found.append(f"{where}: field {key!r} is not in schema {name or '(inline)'}")
                 continue

@@ -2,12 +2,6 @@
 airlock.e2b against a real `airlock serve` (root; AIRLOCK_BIN names the binary). Each test body
 is E2B's example with only the import changed (`from e2b_code_interpreter import ...` became
 `from airlock.e2b import ...`), plus the assertions; sleeps are shortened.
-
-Examples that need parts of issue 24 built in the supervisor (per-run envs, context cwd,
-execution_count, chart data, bash contexts, port links) check the supervisor's own
-GET /v1/openapi.json (or, for chart data, its answer) first and skip naming what is missing,
-so this file runs against a supervisor with or without them; AIRLOCK_TEST_REQUIRE_E2B_CONTRACT=1
-turns those skips into failures.
 """
 
 from __future__ import annotations
@@ -40,11 +34,10 @@ TOKEN = secrets.token_urlsafe(24)
 
 supervisor: Supervisor
 tcp_url: str
-served: dict[str, Any]
 
 
 def setUpModule() -> None:
-    global supervisor, tcp_url, served
+    global supervisor, tcp_url
     binary = require_privileged()
     port = free_tcp_port()
     tcp_url = f"http://127.0.0.1:{port}"
@@ -69,30 +62,10 @@ pool_size = 1
 """)
     os.environ["AIRLOCK_URL"] = supervisor.url
     os.environ.pop("AIRLOCK_TOKEN", None)
-    with httpx.Client(transport=httpx.HTTPTransport(uds=supervisor.socket_path)) as client:
-        served = client.get("http://airlock/v1/openapi.json").json()
 
 
 def tearDownModule() -> None:
     supervisor.stop()
-
-
-def needs(test: unittest.TestCase, feature: str) -> None:
-    """Skips unless the supervisor serves a part of issue 24's contract, naming it."""
-    schemas = served.get("components", {}).get("schemas", {})
-    paths = served.get("paths", {})
-    present = {
-        "per-run envs": "env" in schemas.get("CodeSpec", {}).get("properties", {}),
-        "context cwd": "cwd" in str(paths.get("/v1/sandboxes/{sb}/contexts", {}).get("post", {})),
-        "execution_count": "execution_count" in schemas.get("CodeResult", {}).get(
-            "properties", {}),
-        "port links": any("/link" in p for p in paths),
-    }[feature]
-    if not present:
-        message = f"the supervisor does not serve {feature} yet (issue 24, another track)"
-        if os.environ.get("AIRLOCK_TEST_REQUIRE_E2B_CONTRACT") == "1":
-            test.fail(message)
-        test.skipTest(message)
 
 
 class QuickStartTest(unittest.TestCase):
@@ -242,8 +215,7 @@ plt.show()
 """
         execution = self.sandbox.run_code(code)
         chart = execution.results[0].chart
-        if chart is None and os.environ.get("AIRLOCK_TEST_REQUIRE_E2B_CONTRACT") != "1":
-            self.skipTest("the supervisor sends no chart data yet (issue 24, another track)")
+        self.assertIsNotNone(chart, "the figure came back without chart data")
         self.assertEqual(chart.type, "bar")
         self.assertEqual(chart.title, "Book Sales by Authors")
         self.assertEqual(chart.x_label, "Authors")
@@ -314,7 +286,6 @@ print("This goes last")
             self.sandbox.run_code("1", language="python", context=context)
 
     def test_context_cwd(self) -> None:
-        needs(self, "context cwd")
         self.sandbox.files.make_dir("/home/user/my-project")
         context = self.sandbox.create_code_context(cwd="/home/user/my-project",
                                                    language="python")
@@ -324,7 +295,6 @@ print("This goes last")
         self.sandbox.remove_code_context(context)
 
     def test_run_code_envs(self) -> None:
-        needs(self, "per-run envs")
         execution = self.sandbox.run_code('import os; os.environ.get("MY_VAR")',
                                           envs={"MY_VAR": "my_value"})
         self.assertEqual(execution.text, "'my_value'")
@@ -333,20 +303,12 @@ print("This goes last")
                          None)
 
     def test_execution_count(self) -> None:
-        needs(self, "execution_count")
         first = self.sandbox.run_code("1").execution_count
         self.assertIsInstance(first, int)
         self.assertEqual(self.sandbox.run_code("2").execution_count, first + 1)
 
     def test_bash_language(self) -> None:
-        try:
-            execution = self.sandbox.run_code("cd /tmp && X=5", language="bash")
-        except InvalidArgumentException as e:
-            # The supervisor's shell plugin has no stateful session driver yet.
-            if "EOPNOTSUPP" not in str(e) or \
-                    os.environ.get("AIRLOCK_TEST_REQUIRE_E2B_CONTRACT") == "1":
-                raise
-            self.skipTest("the supervisor has no bash contexts yet (issue 24, another track)")
+        execution = self.sandbox.run_code("cd /tmp && X=5", language="bash")
         self.assertIsNone(execution.error)
         execution = self.sandbox.run_code('echo "$X in $(pwd)"', language="bash")
         self.assertEqual(execution.logs.stdout, ["5 in /tmp\n"])
@@ -460,7 +422,6 @@ class CommandsAndFilesTest(unittest.TestCase):
         handle.stop()
 
     def test_get_host(self) -> None:
-        needs(self, "port links")
         with Sandbox.create(api_key=TOKEN, url=tcp_url) as sandbox:
             sandbox.commands.run("python3 -m http.server 3000 --directory /etc", background=True)
             host = sandbox.get_host(3000)

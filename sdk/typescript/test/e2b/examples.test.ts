@@ -6,10 +6,6 @@
 // Where airlock must differ, the test says so in a comment: getHost is awaited (the port link
 // is made by the supervisor), and the supervisor's address is passed as `url` because the test
 // starts its own (E2B code reads AIRLOCK_URL the same way).
-//
-// Examples that need a feature another track of issue 24 is building are marked `todo` with
-// the track's name: node:test runs and reports them without failing the file. Remove an entry
-// from PENDING once that track is merged.
 
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
@@ -26,17 +22,6 @@ import {
   type Result,
 } from '../../src/e2b/index.js';
 import { RealSupervisor, freeLoopbackPort, privilegedRequired, privilegedSkipReason } from '../support/real-supervisor.js';
-
-/** Features of other tracks these examples need, until they are merged (false once they are). */
-const PENDING = {
-  ipythonCharts: 'track A: IPython contexts send Result.chart for matplotlib figures',
-  runEnvs: 'track A: env for one code run',
-  contextCwd: 'track A: cwd for a new context',
-  executionCount: 'track A: execution_count in the end event',
-  bashContexts: 'track A: bash contexts',
-  ports: 'track D: port links (getHost)',
-} as const;
-const todo = (feature: keyof typeof PENDING): { todo?: string } => (PENDING[feature] ? { todo: PENDING[feature] } : {});
 
 const skipReason = privilegedSkipReason();
 
@@ -117,7 +102,7 @@ plt.show()
     assert.deepEqual([...Buffer.from(firstResult.png!, 'base64').subarray(1, 4)], [...Buffer.from('PNG')]);
   });
 
-  it('interactive charts: a line chart as chart data', todo('ipythonCharts'), async () => {
+  it('interactive charts: a line chart as chart data', async () => {
     const execution = await sandbox.runCode(`
 import matplotlib.pyplot as plt
 import numpy as np
@@ -140,7 +125,7 @@ plt.show()
     assert.equal(series!.points.length, 100);
   });
 
-  it('interactive charts: a bar chart as chart data', todo('ipythonCharts'), async () => {
+  it('interactive charts: a bar chart as chart data', async () => {
     const execution = await sandbox.runCode(`
 import matplotlib.pyplot as plt
 
@@ -207,7 +192,7 @@ print("This goes last")
     assert.ok(!(await sandbox.listCodeContexts()).some((c) => c.id === context.id));
   });
 
-  it('contexts: a working directory of its own', todo('contextCwd'), async () => {
+  it('contexts: a working directory of its own', async () => {
     const context = await sandbox.createCodeContext({ cwd: '/tmp', language: 'python' });
     assert.equal(context.cwd, '/tmp');
     assert.equal((await sandbox.runCode('import os; os.getcwd()', { context })).text, "'/tmp'");
@@ -220,7 +205,7 @@ print("This goes last")
     assert.equal(execution.text, "'hi e2b'");
   });
 
-  it('bash code keeps its directory and variables', todo('bashContexts'), async () => {
+  it('bash code keeps its directory and variables', async () => {
     await sandbox.runCode('cd /tmp && export GREETING=hello', { language: 'bash' });
     const execution = await sandbox.runCode('echo "$GREETING from $(pwd)"', { language: 'bash' });
     assert.deepEqual(execution.logs.stdout, ['hello from /tmp\n']);
@@ -228,13 +213,13 @@ print("This goes last")
     assert.match(failed.error?.value ?? '', /exit status 1/);
   });
 
-  it('environment variables for one run', todo('runEnvs'), async () => {
+  it('environment variables for one run', async () => {
     const execution = await sandbox.runCode('import os; os.environ.get("MY_VAR")', { envs: { MY_VAR: 'my_value' } });
     assert.equal(execution.text, "'my_value'");
     assert.equal((await sandbox.runCode('import os; os.environ.get("MY_VAR")')).text, undefined);
   });
 
-  it('execution_count counts the runs of a context', todo('executionCount'), async () => {
+  it('execution_count counts the runs of a context', async () => {
     const context = await sandbox.createCodeContext();
     const first: Execution = await sandbox.runCode('1', { context });
     const second = await sandbox.runCode('2', { context });
@@ -330,7 +315,7 @@ print("This goes last")
     await sbx.kill();
   });
 
-  it('getHost: a web server in the sandbox reached through the supervisor', todo('ports'), async () => {
+  it('getHost: a web server in the sandbox reached through the supervisor', async () => {
     // Over TCP with the tenant's token (E2B's apiKey), as a remote client would.
     const sbx = await Sandbox.create({ url: tcpUrl, apiKey: token });
     try {

@@ -7,9 +7,6 @@
 //   own (aliases, `raw`);
 // - requests: every SDK option is set, and each key the SDK sends must be a property of the
 //   request's schema; every property must be sent by some option, or be listed as unused.
-//
-// A few fields are in the cross-track contract (docs/api.md) before the description has them;
-// they are listed in PENDING and checked as soon as the description names them.
 
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
@@ -63,13 +60,8 @@ function requestSchema(path: string, method: string): Schema {
   return body.$ref ? spec.components.schemas[body.$ref.split('/').pop()!]! : body;
 }
 
-/** Fields of the cross-track contract the description may not name yet: schema -> properties. */
-const PENDING: Record<string, string[]> = {
-  CodeSpec: ['env'],
-  Context: ['cwd'],
-  'POST /v1/sandboxes/{sb}/contexts': ['cwd'],
-  CodeResult: ['execution_count'],
-};
+/** Fields the description may not name yet: schema -> properties (none today). */
+const PENDING: Record<string, string[]> = {};
 
 const camel = (name: string): string => name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
 
