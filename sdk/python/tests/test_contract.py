@@ -242,6 +242,7 @@ class RequestBodiesTest(unittest.TestCase):
         self.sbx.list_code_contexts()
         self.sbx.restart_code_context("python")
         self.sbx.remove_code_context("python")
+        self.sbx.port_url(8000)
 
     def test_commands(self) -> None:
         self.sbx.commands.run("echo hi", envs={"K": "V"}, cwd="/tmp", stdin="x", timeout=3)
@@ -277,9 +278,10 @@ class RequestBodiesTest(unittest.TestCase):
         called = {template for _, template in self.transport.calls}
         documented = {t for t in DOC["paths"] if t.startswith("/v1/sandboxes/{sb}")}
         # Routes the SDK deliberately leaves to the JSON-bodied file calls it streams instead,
-        # and the network rules (an operator's tool, not the SDK's).
+        # the network rules (an operator's tool, not the SDK's), and the port proxy itself, which
+        # the caller's own HTTP client reaches through port_url().
         not_used = {"/v1/sandboxes/{sb}/files/write", "/v1/sandboxes/{sb}/files/read",
-                    "/v1/sandboxes/{sb}/network"}
+                    "/v1/sandboxes/{sb}/network", "/v1/sandboxes/{sb}/ports/{port}/{path}"}
         self.assertEqual(sorted(documented - called - not_used), [],
                          "sandbox routes in openapi.json the SDK does not call")
 
