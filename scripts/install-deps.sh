@@ -59,8 +59,12 @@ command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends npm
 # The TypeScript SDK's build and tests, and the MCP end-to-end test's official client, come from
 # the npm registry, pinned by their package-lock.json files.
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# Installed again when the lock file changed since (npm's own record of what it installed is
+# node_modules/.package-lock.json).
 for dir in sdk/typescript tests/mcp; do
-  [ -f "$root/$dir/package-lock.json" ] && [ ! -d "$root/$dir/node_modules" ] &&
+  lock="$root/$dir/package-lock.json"
+  installed="$root/$dir/node_modules/.package-lock.json"
+  [ -f "$lock" ] && { [ ! -f "$installed" ] || [ "$lock" -nt "$installed" ]; } &&
     npm ci --prefix "$root/$dir" --no-audit --no-fund --loglevel=error
   true
 done

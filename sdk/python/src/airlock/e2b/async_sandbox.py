@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -35,6 +36,37 @@ from airlock.e2b.models import (
     WriteEntry,
 )
 from airlock.models import Context, EntryInfo, Execution, ExecutionError, Result, WriteInfo
+
+
+class _ClassOrInstance:
+    """E2B's AsyncSandbox methods that are awaited on an instance (`await sbx.kill()`) or on the
+    class with a sandbox id (`await AsyncSandbox.kill(sandbox_id)`); the class form connects,
+    calls, and lets go of the connection it made."""
+
+    def __init__(self, method: Callable[..., Awaitable[Any]]) -> None:
+        self._method = method
+        functools.update_wrapper(self, method)  # type: ignore[arg-type]
+
+    def __get__(self, obj: Any, cls: type) -> Callable[..., Awaitable[Any]]:
+        if obj is not None:
+            return functools.partial(self._method, obj)
+
+        async def on_class(sandbox_id: str, *args: Any, api_key: str | None = None,
+                           domain: str | None = None, request_timeout: float | None = None,
+                           url: str | None = None, **kwargs: Any) -> Any:
+            try:
+                sbx = await cls.connect(sandbox_id, api_key=api_key, domain=domain,
+                                        request_timeout=request_timeout, url=url)
+            except NotFoundException:
+                if self._method.__name__ == "kill":
+                    return False
+                raise
+            try:
+                return await self._method(sbx, *args, **kwargs)
+            finally:
+                await sbx.close()
+
+        return on_class
 
 
 class AsyncSandbox:
@@ -98,6 +130,7 @@ class AsyncSandbox:
     def native(self) -> airlock.AsyncSandbox:
         return self._native
 
+    @_ClassOrInstance
     async def kill(self, request_timeout: float | None = None) -> bool:
         with translated():
             return await self._native.kill()
@@ -108,12 +141,14 @@ class AsyncSandbox:
         AsyncSandbox that is not killed should be closed."""
         await self._native.close()
 
+    @_ClassOrInstance
     async def set_timeout(self, timeout: float, request_timeout: float | None = None) -> None:
         """The sandbox now ends `timeout` seconds from now, used or idle (see docs/e2b.md)."""
         with translated():
             body = opt.keepalive_for(await self._native.info(), timeout)
             await self._native.set_timeout(body["keep_alive_s"], lifetime=body["lifetime_s"])
 
+    @_ClassOrInstance
     async def get_info(self, request_timeout: float | None = None) -> SandboxInfo:
         with translated():
             return SandboxInfo.from_native(await self._native.info())
