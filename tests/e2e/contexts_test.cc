@@ -18,7 +18,9 @@ class Contexts : public ServeTest {
   void SetUp() override {
     ServeTest::SetUp();
     if (IsSkipped()) return;
-    serve_ = std::make_unique<Serve>(dir_);
+    // Room for matplotlib's first import, which builds its font cache: seconds natively, a
+    // minute in a microVM under TCG emulation.
+    serve_ = std::make_unique<Serve>(dir_, "[profiles.default.limits]\ntimeout_s = 300\n");
     auto created = http(serve_->sock(), "POST", "/v1/sandboxes", R"({"language": "python"})");
     ASSERT_EQ(created.status, 201) << created.body;
     id_ = Json::parse(created.body)["id"];
@@ -100,7 +102,8 @@ TEST_F(Contexts, ChartsComeBackBesideThePng) {
                  "plt.figure(); plt.bar(['p', 'q'], [5, 6]); plt.title('Bar')\n"
                  "plt.figure(); plt.pie([1, 1], labels=['u', 'v']); plt.title('Pie')\n"
                  "plt.figure(); plt.boxplot([[1, 2, 3, 4, 5]], labels=['B']); plt.title('Box')\n"
-                 "None"}});
+                 "None"},
+                {"timeout_s", 240}});
   EXPECT_EQ(r["status"], "ok") << r.dump();
   ASSERT_EQ(r["results"].size(), 5u) << r.dump();
   std::vector<std::string> types, titles;
