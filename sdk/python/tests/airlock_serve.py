@@ -4,6 +4,7 @@ the host-wide counts the tests compare before and after (like tests/support/test
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import os
 import shutil
@@ -126,3 +127,30 @@ class Supervisor:
                 self.proc.wait()
         self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_sdk_supervisor(binary: str, tenant: str, token: str) -> tuple[Supervisor, str]:
+    """The supervisor the SDK's integration suites run against: a Unix socket and loopback TCP,
+    one tenant whose bearer token is `token`, Python and shell, a pool of one. Returns it and its
+    TCP URL."""
+    port = free_tcp_port()
+    supervisor = Supervisor(binary, server=f'tcp = "127.0.0.1:{port}"', profiles=f"""
+[tenants.{tenant}]
+max_sandboxes = 4
+token_sha256 = "{hashlib.sha256(token.encode()).hexdigest()}"
+
+[profiles.default]
+languages = ["python", "shell"]
+
+[profiles.default.env]
+MPLBACKEND = "Agg"
+
+[profiles.default.limits]
+memory_mb = 1024
+timeout_s = 120
+pids = 256
+
+[profiles.default.lifetime]
+pool_size = 1
+""")
+    return supervisor, f"http://127.0.0.1:{port}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
-import hashlib
 import io
 import os
 import secrets
@@ -30,7 +29,7 @@ from airlock.e2b import (
     TimeoutException,
     WriteEntry,
 )
-from airlock_serve import Supervisor, free_tcp_port, require_privileged
+from airlock_serve import Supervisor, require_privileged, start_sdk_supervisor
 
 TOKEN = secrets.token_urlsafe(24)
 
@@ -41,27 +40,7 @@ tcp_url: str
 def setUpModule() -> None:
     global supervisor, tcp_url
     binary = require_privileged()
-    port = free_tcp_port()
-    tcp_url = f"http://127.0.0.1:{port}"
-    supervisor = Supervisor(binary, server=f'tcp = "127.0.0.1:{port}"', profiles=f"""
-[tenants.e2b]
-max_sandboxes = 4
-token_sha256 = "{hashlib.sha256(TOKEN.encode()).hexdigest()}"
-
-[profiles.default]
-languages = ["python", "shell"]
-
-[profiles.default.env]
-MPLBACKEND = "Agg"
-
-[profiles.default.limits]
-memory_mb = 1024
-timeout_s = 120
-pids = 256
-
-[profiles.default.lifetime]
-pool_size = 1
-""")
+    supervisor, tcp_url = start_sdk_supervisor(binary, "e2b", TOKEN)
     os.environ["AIRLOCK_URL"] = supervisor.url
     os.environ.pop("AIRLOCK_TOKEN", None)
 

@@ -21,7 +21,7 @@ from airlock import Sandbox
 from airlock_serve import (
     HostResources,
     Supervisor,
-    free_tcp_port,
+    start_sdk_supervisor,
     require_privileged,
     snapshot_host_resources,
 )
@@ -38,27 +38,7 @@ def setUpModule() -> None:
     global supervisor, host_before, tcp_url
     binary = require_privileged()
     host_before = snapshot_host_resources()
-    port = free_tcp_port()
-    tcp_url = f"http://127.0.0.1:{port}"
-    supervisor = Supervisor(binary, server=f'tcp = "127.0.0.1:{port}"', profiles=f"""
-[tenants.ci]
-max_sandboxes = 4
-token_sha256 = "{hashlib.sha256(TOKEN.encode()).hexdigest()}"
-
-[profiles.default]
-languages = ["python", "shell"]
-
-[profiles.default.env]
-MPLBACKEND = "Agg"
-
-[profiles.default.limits]
-memory_mb = 1024
-timeout_s = 120
-pids = 256
-
-[profiles.default.lifetime]
-pool_size = 1
-""")
+    supervisor, tcp_url = start_sdk_supervisor(binary, "ci", TOKEN)
     os.environ["AIRLOCK_URL"] = supervisor.url
     os.environ.pop("AIRLOCK_TOKEN", None)
 
