@@ -8,7 +8,7 @@ usage() {
   cat <<'EOF'
 Usage: scripts/fuzz.sh [--merge] [TARGET|all] [SECONDS]
 
-Runs one fuzz target (or all of them, one after the other) for SECONDS each (default 60) on a
+Runs one fuzz target (or all of them, one per CPU at a time) for SECONDS each (default 60) on a
 copy of its seed corpus fuzz/corpus/TARGET, with its dictionary fuzz/dict/TARGET.dict when there
 is one. Configures and builds build-fuzz/ first (CC=clang CXX=clang++, -DAIRLOCK_FUZZ=ON).
 
@@ -77,20 +77,19 @@ cmake --build "$build" --target fuzz_all -j "$(nproc)"
 work="$(mktemp -d /tmp/airlock-fuzz.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$build/logs"
-failed=0
-summary=()
-for t in "${targets[@]}"; do
-  corpus="$work/$t"
+# One target: fuzz a copy of its corpus, then write its summary line (and FAILED when it
+# crashed) under $work, so targets can run side by side.
+fuzz_one() {
+  local t="$1" corpus="$work/$t" log="$build/logs/$1.log" rc=0
   mkdir -p "$corpus" "$build/artifacts/$t"
   [ -d "fuzz/corpus/$t" ] && cp -r "fuzz/corpus/$t/." "$corpus/"
-  dict=()
+  local dict=()
   [ -f "fuzz/dict/$t.dict" ] && dict=("-dict=fuzz/dict/$t.dict")
-  log="$build/logs/$t.log"
   echo "== $t: ${seconds}s, max_len $(max_len "$t")"
-  rc=0
   "$build/fuzz/${t}_fuzz" "$corpus" "${dict[@]}" -max_total_time="$seconds" \
     -max_len="$(max_len "$t")" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$build/artifacts/$t/" >"$log" 2>&1 || rc=$?
+  local execs rate last cov ft crash
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
   rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)"
   last="$(grep -E '^#[0-9]+' "$log" | tail -1 || true)"
@@ -98,23 +97,34 @@ for t in "${targets[@]}"; do
   ft="$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")"
   crash="$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | head -1)"
   if [ "$rc" -ne 0 ] || [ -n "$crash" ]; then
-    failed=1
+    touch "$work/$t.failed"
     grep -E 'ERROR: |SUMMARY: |runtime error|invariant failed' "$log" | head -5 || true
-    echo "   CRASH (exit $rc): input ${crash:-not saved}; log $log"
-    summary+=("$(printf '%-16s %10s %8s %6s %7s  crash: %s' "$t" "${execs:-?}" "${rate:-?}" \
-      "${cov:-?}" "${ft:-?}" "${crash:-see $log}")")
+    echo "   $t: CRASH (exit $rc): input ${crash:-not saved}; log $log"
+    printf '%-16s %10s %8s %6s %7s  crash: %s\n' "$t" "${execs:-?}" "${rate:-?}" \
+      "${cov:-?}" "${ft:-?}" "${crash:-see $log}" >"$work/$t.summary"
   else
-    summary+=("$(printf '%-16s %10s %8s %6s %7s  crashes: 0' "$t" "${execs:-?}" "${rate:-?}" \
-      "${cov:-?}" "${ft:-?}")")
+    printf '%-16s %10s %8s %6s %7s  crashes: 0\n' "$t" "${execs:-?}" "${rate:-?}" \
+      "${cov:-?}" "${ft:-?}" >"$work/$t.summary"
   fi
   if [ "$merge" = 1 ]; then
     "$build/fuzz/${t}_fuzz" -merge=1 -max_len="$(max_len "$t")" "fuzz/corpus/$t" "$corpus" \
       >>"$log" 2>&1
     echo "   merged: fuzz/corpus/$t has $(ls "fuzz/corpus/$t" | wc -l) inputs"
   fi
+}
+
+# One target per CPU at a time: each fuzzer is single-threaded, and CI's time is counted.
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+failed=0
+for t in "${targets[@]}"; do
+  if [ -f "$work/$t.failed" ]; then failed=1; fi
 done
 
 echo
 printf '%-16s %10s %8s %6s %7s\n' target executions exec/s cov ft
-printf '%s\n' "${summary[@]}"
+for t in "${targets[@]}"; do cat "$work/$t.summary"; done
 exit "$failed"
