@@ -301,6 +301,9 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       answer(service_.getSandbox(caller, sb),
              [&](const auto& s) { sendJson(ex, 200, encodeSandbox(s)); });
       break;
+    case RouteId::kSandboxMetrics:
+      answer(service_.sandboxMetrics(caller, sb), [&](const Json& m) { sendJson(ex, 200, m); });
+      break;
     case RouteId::kDestroySandbox:
       answerEmpty(service_.destroySandbox(caller, sb));
       break;

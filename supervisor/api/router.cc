@@ -14,6 +14,7 @@ constexpr std::array kRoutes = {
     Route{"POST", "/v1/sandboxes", RouteId::kCreateSandbox},
     Route{"GET", "/v1/sandboxes/{sb}", RouteId::kGetSandbox},
     Route{"DELETE", "/v1/sandboxes/{sb}", RouteId::kDestroySandbox},
+    Route{"GET", "/v1/sandboxes/{sb}/metrics", RouteId::kSandboxMetrics},
     Route{"POST", "/v1/sandboxes/{sb}/keepalive", RouteId::kKeepAlive},
     Route{"GET", "/v1/sandboxes/{sb}/network", RouteId::kGetNetwork},
     Route{"PUT", "/v1/sandboxes/{sb}/network", RouteId::kSetNetwork},

@@ -20,6 +20,7 @@ enum class RouteId {
   kListSandboxes,
   kCreateSandbox,
   kGetSandbox,
+  kSandboxMetrics,
   kDestroySandbox,
   kKeepAlive,
   kGetNetwork,

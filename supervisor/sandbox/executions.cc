@@ -7,6 +7,7 @@
 #include "supervisor/sandbox/environment.h"
 #include "supervisor/sandbox/execution_audit.h"
 #include "supervisor/sandbox/live_sandbox.h"
+#include "supervisor/sandbox/sandbox_usage.h"
 
 namespace airlock::sandbox {
 
@@ -20,15 +21,19 @@ namespace {
 class TouchingStream : public EventStream {
  public:
   // `review`, when not null, is added to the final event. `audit` may be null (not audited).
+  // `kind` ("command", "code") labels the execution's metrics.
   TouchingStream(std::unique_ptr<EventStream> inner, std::shared_ptr<LiveSandbox> sb,
                  Json review = nullptr, std::unique_ptr<ExecutionAudit> audit = nullptr,
-                 Metrics* metrics = nullptr)
+                 Metrics* metrics = nullptr, const char* kind = "command")
       : inner_(std::move(inner)),
         sb_(std::move(sb)),
         review_(std::move(review)),
         audit_(std::move(audit)),
-        metrics_(metrics) {
+        metrics_(metrics),
+        kind_(kind),
+        oom_kills_at_start_(metrics != nullptr ? sandboxOomKills(sb_->id) : 0) {
     ++sb_->busy;
+    ++sb_->executions;
   }
   ~TouchingStream() override {
     inner_.reset();  // first: an abandoned run is stopped while the sandbox is still busy
@@ -47,10 +52,17 @@ class TouchingStream : public EventStream {
     auto type = event->value("type", "");
     if (type != "exit" && type != "end") return event;
     if (!review_.is_null()) (*event)["review"] = review_;
-    if (audit_ == nullptr) return event;
+    if (audit_ == nullptr) {
+      countEnded(*event, 0);
+      return event;
+    }
     auto outcome = audit_->end();
     (*event)["audit"] = outcome.audit;
     if (metrics_ != nullptr) metrics_->audit_drops += outcome.dropped;
+    auto denied = outcome.audit.find("connections_denied");
+    countEnded(*event, denied != outcome.audit.end() && denied->is_number_unsigned()
+                           ? denied->get<uint64_t>()
+                           : 0);
     if (outcome.failure.empty()) return event;
     if (type == "exit") {
       (*event)["error"] = outcome.failure;
@@ -67,11 +79,28 @@ class TouchingStream : public EventStream {
   bool done() const override { return !held_ && inner_->done(); }
 
  private:
+  // The execution's time, timeout, OOM kills and refused connections, from its final event.
+  void countEnded(const Json& event, uint64_t network_denied) {
+    if (metrics_ == nullptr) return;
+    // A command's exit says "timed_out": true, a code run's end "status": "timeout".
+    auto flag = event.find("timed_out");
+    auto status = event.find("status");
+    const bool timed_out = (flag != event.end() && flag->is_boolean() && flag->get<bool>()) ||
+                           (status != event.end() && *status == "timeout");
+    const uint64_t oom = sandboxOomKills(sb_->id);
+    metrics_->executionEnded(kind_, sb_->profile_name, secondsSince(started_), timed_out,
+                             oom > oom_kills_at_start_ ? oom - oom_kills_at_start_ : 0,
+                             network_denied);
+  }
+
   std::unique_ptr<EventStream> inner_;
   std::shared_ptr<LiveSandbox> sb_;
   Json review_;
   std::unique_ptr<ExecutionAudit> audit_;
   Metrics* metrics_;
+  const char* kind_;
+  uint64_t oom_kills_at_start_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::optional<Json> held_;  // the final event, after an error event we put before it
 };
 
@@ -160,6 +189,7 @@ SResult<std::unique_ptr<EventStream>> Manager::runCommand(const Caller& caller,
     box.commands[ci.command_id] = *cmd;
   }
   if (spec.background) {
+    ++(*s)->executions;
     return std::unique_ptr<EventStream>(std::make_unique<FixedStream>(std::vector<Json>{
         Json{{"type", "start"}, {"command_id", ci.command_id}, {"pid", ci.pid}}}));
   }
@@ -370,7 +400,7 @@ SResult<std::unique_ptr<EventStream>> Manager::runCode(const Caller& caller, con
   if (!stream) return std::unexpected(stream.error());
   metrics_.code_runs++;
   return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(
-      std::move(*stream), *s, std::move(*review), std::move(audit), &metrics_));
+      std::move(*stream), *s, std::move(*review), std::move(audit), &metrics_, "code"));
 }
 
 }  // namespace airlock::sandbox

@@ -132,9 +132,9 @@ SResult<SandboxInfo> Manager::createSandbox(const Caller& caller, const SandboxS
     t.sandbox_path = m.path;
     recordTransfer({s->id, s->tenant, ""}, t);
   }
-  metrics_.sandboxes_created++;
   (warm ? metrics_.warm_creates : metrics_.cold_creates)++;
-  metrics_.create_seconds.observe(secondsSince(t0));
+  metrics_.created.add({s->tenant, s->profile_name, s->profile.isolation, warm ? "warm" : "cold"});
+  metrics_.create_seconds.observe({s->profile_name, s->profile.isolation}, secondsSince(t0));
   reaper_cv_.notify_all();
   if (warm) pool_cv_.notify_all();  // refill
   return infoOf(*s);

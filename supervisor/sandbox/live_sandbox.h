@@ -63,6 +63,7 @@ struct LiveSandbox {
   std::atomic<int64_t> lifetime_s{0};
   std::atomic<int> busy{0};  // foreground streams and code runs in progress: never idle
   std::atomic<bool> audit_claimed{false};  // an execution holds the audit (execution_audit.h)
+  std::atomic<uint64_t> executions{0};     // commands and code runs started (its metrics)
 
   std::unique_ptr<sandbox::Sandbox> box;
   std::shared_ptr<AgentConnection> conn;

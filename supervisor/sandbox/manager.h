@@ -98,6 +98,7 @@ class Manager final : public Service {
   SResult<std::vector<SandboxInfo>> listSandboxes(
       const Caller& caller, const std::map<std::string, std::string>& metadata) override;
   SResult<SandboxInfo> getSandbox(const Caller& caller, const std::string& sb) override;
+  SResult<Json> sandboxMetrics(const Caller& caller, const std::string& sb) override;  // metrics.cc
   SResult<> destroySandbox(const Caller& caller, const std::string& sb) override;
   SResult<SandboxInfo> keepAlive(const Caller& caller, const std::string& sb,
                                  std::optional<int64_t> keep_alive_s,

@@ -46,6 +46,7 @@ std::optional<review::Verdict> Manager::judge(const std::string& profile, review
   subject.sandbox_id = ids.sandbox;
   // Operators must be able to see who let an execution run (or why not) next to what it did.
   auto record = [&](const review::Verdict& v) {
+    if (!v.allowed()) metrics_.review_denials.add({profile, v.reviewer});
     if (audit_log_ == nullptr) return;
     if (auto w = audit::writeReview(*audit_log_, ids, v, subject); !w)
       std::fprintf(stderr, "airlock: audit log: %s\n", w.error().message().c_str());
@@ -62,7 +63,11 @@ std::optional<review::Verdict> Manager::judge(const std::string& profile, review
     return v;
   }
   if (rc.chain->empty()) return std::nullopt;
+  const auto review_started = Clock::now();
   review::Verdict verdict = rc.chain->review(subject).verdict;
+  metrics_.review_seconds.observe(
+      {std::string(review::decisionName(verdict.decision))},
+      std::chrono::duration<double>(Clock::now() - review_started).count());
   if (verdict.decision == review::Decision::kHold) {
     if (options_.mode == ManagerOptions::Mode::kServe) {
       ++metrics_.reviews_held;

@@ -321,8 +321,8 @@ SResult<std::unique_ptr<EventStream>> Manager::runOneShot(const Caller& caller,
   auto queue = std::make_shared<EventQueue>();
   auto stream = std::make_unique<RunStream>(queue, std::move(cancel));
   stream->start([this, queue, req = std::move(req), scratch = std::move(*scratch), unreserve,
-                 notices_r = std::move(notices_r), notices_w = std::move(notices_w),
-                 files_out_cap]() mutable {
+                 notices_r = std::move(notices_r), notices_w = std::move(notices_w), files_out_cap,
+                 profile_name, started = Clock::now()]() mutable {
     Relay relay(queue, notices_r.get());
     req.on_output = [&relay](protocol::Stream s, std::string_view d) { relay.output(s, d); };
     // The reservation holds until the sandbox is gone, which for a pre-started one is after
@@ -364,7 +364,10 @@ SResult<std::unique_ptr<EventStream>> Manager::runOneShot(const Caller& caller,
       }
       event["record"] = r.toJson();
     }
-    metrics_.runEnded(event["record"].value("status", "error"));
+    const std::string status = event["record"].value("status", "error");
+    metrics_.runEnded(status);
+    metrics_.executionEnded("run", profile_name, secondsSince(started), status == "timeout",
+                            status == "memory_limit" ? 1 : 0, 0);
     queue->finish(std::move(event));
   });
   return std::unique_ptr<EventStream>(std::move(stream));

@@ -250,6 +250,11 @@ class Service {
   virtual SResult<std::vector<SandboxInfo>> listSandboxes(
       const Caller& caller, const std::map<std::string, std::string>& metadata) = 0;
   virtual SResult<SandboxInfo> getSandbox(const Caller& caller, const std::string& sb) = 0;
+  // The sandbox's resource use now: CPU, memory, pids, disk (docs/api.md, "Metrics").
+  virtual SResult<Json> sandboxMetrics(const Caller& caller, const std::string& sb) {
+    (void)caller;
+    return serviceError(ErrorCode::kNotFound, "no sandbox '" + sb + "'");
+  }
   virtual SResult<> destroySandbox(const Caller& caller, const std::string& sb) = 0;
   // Resets the idle timer and changes keep-alive and lifetime within the profile's maxima.
   virtual SResult<SandboxInfo> keepAlive(const Caller& caller, const std::string& sb,

@@ -5,6 +5,7 @@ airlock_add_test(api_unit_tests LABEL unit
     ${CMAKE_CURRENT_LIST_DIR}/api_decoding_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/api_server_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/api_run_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/metrics_exposition_test.cc
   LIBS airlock_core)
 
 # The server under load and abuse: alone on the machine (RUN_SERIAL), since they measure latency.

@@ -137,6 +137,44 @@ TEST(SdkContract, SandboxAnswer) {
   sb->detach();
 }
 
+TEST(SdkContract, SandboxMetricsAnswer) {
+  FakeServer server;
+  Json sandbox = documentOf("Sandbox");
+  sandbox["id"] = "0123456789abcdef";
+  server.json("GET", kSb, 200, sandbox);
+  Json doc = documentOf("SandboxMetrics");
+  server.json("GET", kSb + "/metrics", 200, doc);
+  auto sb = Sandbox::connect("0123456789abcdef", to(server));
+  ASSERT_TRUE(sb) << sb.error().message();
+  auto m = sb->metrics();
+  ASSERT_TRUE(m) << m.error().message();
+  auto opt = [](const std::optional<uint64_t>& v) { return v ? Json(*v) : Json(); };
+  checkAnswer("SandboxMetrics", doc, *m,
+              Fields<SandboxMetrics>{
+                  {"sandbox_id", [](auto& x) { return Json(x.sandbox_id); }},
+                  {"cpu_seconds", [](auto& x) { return Json(x.cpu_seconds); }},
+                  {"memory_bytes", [](auto& x) { return Json(x.memory_bytes); }},
+                  {"memory_peak_bytes", [](auto& x) { return Json(x.memory_peak_bytes); }},
+                  {"memory_limit_bytes", [&](auto& x) { return opt(x.memory_limit_bytes); }},
+                  {"pids", [](auto& x) { return Json(x.pids); }},
+                  {"pids_limit", [&](auto& x) { return opt(x.pids_limit); }},
+                  {"disk_bytes", [](auto& x) { return Json(x.disk_bytes); }},
+                  {"disk_limit_bytes", [&](auto& x) { return opt(x.disk_limit_bytes); }},
+                  {"oom_kills", [](auto& x) { return Json(x.oom_kills); }},
+                  {"executions", [](auto& x) { return Json(x.executions); }},
+                  {"uptime_s", [](auto& x) { return Json(x.uptime_s); }},
+                  {"sampled_at", [](auto& x) { return Json(x.sampled_at); }},
+              });
+  // null limits: unlimited.
+  doc["memory_limit_bytes"] = nullptr;
+  server.json("GET", kSb + "/metrics", 200, doc);
+  auto unlimited = sb->metrics();
+  ASSERT_TRUE(unlimited) << unlimited.error().message();
+  EXPECT_FALSE(unlimited->memory_limit_bytes.has_value());
+  EXPECT_TRUE(unlimited->pids_limit.has_value());
+  sb->detach();
+}
+
 TEST(SdkContract, CommandFileEntryAndTransferAnswers) {
   FakeServer server;
   Json sandbox = documentOf("Sandbox");

@@ -224,6 +224,31 @@ Result<Execution> Sandbox::runCode(const std::string& code, const RunCodeOptions
   return ex;
 }
 
+Result<SandboxMetrics> Sandbox::metrics() const {
+  auto doc = http_->call("GET", target() + "/metrics");
+  if (!doc) return Unexpected(doc.error());
+  auto count = [&](const char* key) { return static_cast<uint64_t>(fields::integer(*doc, key)); };
+  auto limit = [&](const char* key) -> std::optional<uint64_t> {
+    if (fields::integer(*doc, key, -1) < 0) return std::nullopt;  // null: unlimited
+    return count(key);
+  };
+  SandboxMetrics m;
+  m.sandbox_id = fields::str(*doc, "sandbox_id");
+  m.cpu_seconds = fields::number(*doc, "cpu_seconds");
+  m.memory_bytes = count("memory_bytes");
+  m.memory_peak_bytes = count("memory_peak_bytes");
+  m.memory_limit_bytes = limit("memory_limit_bytes");
+  m.pids = count("pids");
+  m.pids_limit = limit("pids_limit");
+  m.disk_bytes = count("disk_bytes");
+  m.disk_limit_bytes = limit("disk_limit_bytes");
+  m.oom_kills = count("oom_kills");
+  m.executions = count("executions");
+  m.uptime_s = fields::number(*doc, "uptime_s");
+  m.sampled_at = fields::str(*doc, "sampled_at");
+  return m;
+}
+
 Result<> Sandbox::setTimeout(int keep_alive_s) {
   auto doc = http_->call("POST", target() + "/keepalive", Json{{"keep_alive_s", keep_alive_s}});
   if (!doc) return Unexpected(doc.error());

@@ -72,6 +72,8 @@ def sample(schema: dict[str, Any]) -> Any:
         return {name: sample(prop) for name, prop in schema.get("properties", {}).items()}
     if kind == "array":
         return [sample(schema.get("items", {}))]
+    if kind == "string" and schema.get("format") == "date-time":
+        return "2026-11-28T07:12:03.417Z"
     return {"integer": 1795000000000 if schema.get("format") == "int64" else 7,
             "number": 1.5, "string": "s", "boolean": True}.get(kind, {})
 
@@ -233,6 +235,7 @@ class RequestBodiesTest(unittest.TestCase):
                          [])
         self.sbx.set_timeout(600.2, lifetime=7200)
         self.sbx.info()
+        self.sbx.metrics()
         self.sbx.kill()
 
     def test_code_and_contexts(self) -> None:
@@ -296,6 +299,7 @@ class ResponseModelsTest(unittest.TestCase):
         (models.EntryInfo, "FileEntry", models.EntryInfo.from_json),
         (models.TransferRecord, "Transfer", models.TransferRecord.from_json),
         (models.Mount, "Mount", models.Mount.from_json),
+        (models.SandboxMetrics, "SandboxMetrics", models.SandboxMetrics.from_json),
     ]
 
     def test_models_read_every_field_with_its_type(self) -> None:
@@ -317,8 +321,10 @@ class ResponseModelsTest(unittest.TestCase):
                         else kind
                     value = getattr(parsed, attr)
                     if field.endswith("_at") or field == "mtime_ms":
-                        # Unix milliseconds, read as an aware datetime.
-                        self.assertEqual(kind, "integer")
+                        # Unix milliseconds, or RFC 3339 text (format date-time), read as an
+                        # aware datetime.
+                        self.assertEqual(kind, "string" if prop.get("format") == "date-time"
+                                         else "integer")
                         self.assertIn(datetime.datetime, kinds[attr])
                         self.assertIsInstance(value, datetime.datetime)
                         continue

@@ -132,6 +132,17 @@ class LifetimeTest(E2BTestCase):
         self.fake.route("GET", "/v1/sandboxes/other", error_answer(404, "not_found", "no"))
         self.assertFalse(Sandbox.kill("other", url=self.fake.url))
 
+    def test_get_metrics_is_one_sample_in_e2b_terms(self) -> None:
+        self.fake.route("GET", SB_PATH + "/metrics", json_answer({
+            "sandbox_id": SANDBOX["id"], "cpu_seconds": 2.0, "memory_bytes": 1000,
+            "memory_limit_bytes": 4000, "disk_bytes": 10, "disk_limit_bytes": None,
+            "uptime_s": 8.0, "sampled_at": "2026-11-28T07:12:03Z"}))
+        [m] = self.sandbox().get_metrics()
+        self.assertEqual((m.mem_used, m.mem_total, m.disk_used, m.disk_total), (1000, 4000, 10, 0))
+        self.assertAlmostEqual(m.cpu_used_pct, 25.0)  # 2 CPU seconds over 8 s of life
+        self.assertIsNotNone(m.timestamp)
+        self.assertEqual(len(Sandbox.get_metrics(SANDBOX["id"], url=self.fake.url)), 1)
+
     def test_get_host_is_the_port_link_without_scheme(self) -> None:
         self.fake.route("POST", SB_PATH + "/ports/3000/link",
                         json_answer({"path": "/v1/ports/tok123/", "port": 3000}))

@@ -93,6 +93,16 @@ class SandboxLifecycleTest(unittest.TestCase):
                 sbx.set_timeout(10**9)  # past the profile's max_keep_alive_s
             self.assertIn("keep_alive_s", str(cm.exception))
 
+    def test_metrics_read_the_sandboxs_cgroup(self) -> None:
+        with Sandbox.create() as sbx:
+            sbx.commands.run("true")
+            m = sbx.metrics()
+            self.assertEqual(m.sandbox_id, sbx.id)
+            self.assertGreater(m.memory_bytes, 0)
+            self.assertIsNotNone(m.memory_limit_bytes)
+            self.assertGreaterEqual(m.executions, 1)
+            self.assertIsNotNone(m.sampled_at)
+
     def test_tcp_with_a_bearer_token(self) -> None:
         with self.assertRaises(airlock.AuthenticationError):
             Sandbox.list(url=tcp_url)

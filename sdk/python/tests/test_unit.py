@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import io
 import json
 import os
@@ -254,6 +255,8 @@ class AsyncSandboxTest(FakeTestCase):
         self.fake.route("PUT", SB_PATH + "/files", json_answer({"path": "/home/user/a", "size": 3},
                                                               201))
         self.fake.route("GET", SB_PATH + "/files", Answer(200, b"abc", "application/octet-stream"))
+        self.fake.route("GET", SB_PATH + "/metrics", json_answer({"sandbox_id": SANDBOX["id"],
+                                                                  "memory_bytes": 4096}))
         seen: list[str] = []
 
         async def on_stdout(message: airlock.OutputMessage) -> None:
@@ -273,6 +276,7 @@ class AsyncSandboxTest(FakeTestCase):
                 self.assertEqual(await sbx.files.read("a"), "abc")
                 chunks = [c async for c in await sbx.files.read("a", format="stream")]
                 self.assertEqual(b"".join(chunks), b"abc")
+                self.assertEqual((await sbx.metrics()).memory_bytes, 4096)
 
         asyncio.run(scenario())
         self.assertEqual(seen, ["one\n", "hi\n"])
@@ -378,6 +382,22 @@ class SandboxTest(FakeTestCase):
         self.assertEqual(self.fake.last().method, "DELETE")
         self.fake.route("DELETE", SB_PATH, error_answer(404, "not_found", "gone"))
         self.assertFalse(sbx.kill())
+
+    def test_metrics_reads_the_resource_use_with_unlimited_limits_as_none(self) -> None:
+        self.fake.route("GET", SB_PATH + "/metrics", json_answer({
+            "sandbox_id": SANDBOX["id"], "cpu_seconds": 1.25, "memory_bytes": 52428800,
+            "memory_peak_bytes": 73400320, "memory_limit_bytes": None, "pids": 3,
+            "pids_limit": 256, "disk_bytes": 4096, "disk_limit_bytes": 536870912,
+            "oom_kills": 1, "executions": 7, "uptime_s": 12.5,
+            "sampled_at": "2026-11-28T07:12:03.417Z"}))
+        m = self.sandbox().metrics()
+        self.assertEqual(self.fake.last().method, "GET")
+        self.assertEqual((m.sandbox_id, m.cpu_seconds, m.memory_bytes), (SANDBOX["id"], 1.25,
+                                                                          52428800))
+        self.assertIsNone(m.memory_limit_bytes)
+        self.assertEqual((m.pids_limit, m.oom_kills, m.executions), (256, 1, 7))
+        self.assertEqual(m.sampled_at, datetime.datetime(2026, 11, 28, 7, 12, 3, 417000,
+                                                         tzinfo=datetime.timezone.utc))
 
     def test_keep_alive_connections_are_reused_and_a_closed_one_is_replaced(self) -> None:
         sbx = self.sandbox()

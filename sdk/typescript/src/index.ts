@@ -64,6 +64,7 @@ export {
   type PieElement,
   type PointElement,
   type SandboxInfo,
+  type SandboxMetrics,
   type TransferProgress,
   type TransferRecord,
   type WriteInfo,

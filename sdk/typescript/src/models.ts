@@ -68,6 +68,50 @@ export interface SandboxInfo {
   raw: JsonObject;
 }
 
+/**
+ * One sandbox's resource use, as `GET /v1/sandboxes/{sb}/metrics` answers it: read from its
+ * cgroup and workspace when asked (docs/api.md, "One sandbox's resource use"). A null limit is
+ * unlimited, or not measurable (the disk of a gVisor or microVM sandbox).
+ */
+export interface SandboxMetrics {
+  sandboxId: string;
+  cpuSeconds: number;
+  memoryBytes: number;
+  memoryPeakBytes: number;
+  memoryLimitBytes: number | null;
+  pids: number;
+  pidsLimit: number | null;
+  diskBytes: number;
+  diskLimitBytes: number | null;
+  oomKills: number;
+  /** Commands and code runs started in the sandbox. */
+  executions: number;
+  uptimeS: number;
+  sampledAt: Date | null;
+  raw: JsonObject;
+}
+
+export function parseSandboxMetrics(o: JsonObject): SandboxMetrics {
+  const sampled = optStr(o, 'sampled_at');
+  const at = sampled === null ? null : new Date(sampled);
+  return {
+    sandboxId: str(o, 'sandbox_id'),
+    cpuSeconds: num(o, 'cpu_seconds'),
+    memoryBytes: num(o, 'memory_bytes'),
+    memoryPeakBytes: num(o, 'memory_peak_bytes'),
+    memoryLimitBytes: optNum(o, 'memory_limit_bytes'),
+    pids: num(o, 'pids'),
+    pidsLimit: optNum(o, 'pids_limit'),
+    diskBytes: num(o, 'disk_bytes'),
+    diskLimitBytes: optNum(o, 'disk_limit_bytes'),
+    oomKills: num(o, 'oom_kills'),
+    executions: num(o, 'executions'),
+    uptimeS: num(o, 'uptime_s'),
+    sampledAt: at !== null && !Number.isNaN(at.getTime()) ? at : null,
+    raw: o,
+  };
+}
+
 export function parseSandboxInfo(o: JsonObject): SandboxInfo {
   const metadata: Record<string, string> = {};
   for (const [k, v] of Object.entries(obj(o, 'metadata'))) if (typeof v === 'string') metadata[k] = v;

@@ -11,7 +11,15 @@ import type { ConnectionOptions } from './endpoint.js';
 import { InternalError, InvalidRequestError, NotFoundError } from './errors.js';
 import { Files } from './files.js';
 import { objects, str, type JsonObject } from './json.js';
-import { parseSandboxInfo, type Context, type Execution, type SandboxInfo, type TransferRecord } from './models.js';
+import {
+  parseSandboxInfo,
+  parseSandboxMetrics,
+  type Context,
+  type Execution,
+  type SandboxInfo,
+  type SandboxMetrics,
+  type TransferRecord,
+} from './models.js';
 import { Transfers, type ArchiveSource, type DownloadArchiveOptions, type TransferOptions } from './transfers.js';
 import { Transport, quote } from './transport.js';
 
@@ -156,6 +164,14 @@ export class Sandbox {
   async getInfo(): Promise<SandboxInfo> {
     this.info = parseSandboxInfo(await this.transport.json('GET', this.path()));
     return this.info;
+  }
+
+  /**
+   * The sandbox's resource use now: CPU seconds, memory, processes, workspace disk, OOM kills
+   * (read from its cgroup when asked).
+   */
+  async metrics(): Promise<SandboxMetrics> {
+    return parseSandboxMetrics(await this.transport.json('GET', this.path('/metrics')));
   }
 
   async isRunning(): Promise<boolean> {

@@ -13,7 +13,7 @@ from airlock.code import AsyncCodeRunner, ErrorHandler, OutputHandler, ResultHan
 from airlock.commands import AsyncCommands
 from airlock.errors import NotFoundError
 from airlock.files import AsyncFiles
-from airlock.models import Context, Execution, Mount, SandboxInfo
+from airlock.models import Context, Execution, Mount, SandboxInfo, SandboxMetrics
 from airlock.sandbox import create_body, keepalive_body, port_number
 from airlock.transport import AsyncTransport, RetryPolicy, quote
 
@@ -90,6 +90,10 @@ class AsyncSandbox:
     async def info(self) -> SandboxInfo:
         self._info = SandboxInfo.from_json(await self._transport.json("GET", self._path()))
         return self._info
+
+    async def metrics(self) -> SandboxMetrics:
+        """The sandbox's resource use now (see `Sandbox.metrics`)."""
+        return SandboxMetrics.from_json(await self._transport.json("GET", self._path("/metrics")))
 
     async def is_running(self) -> bool:
         try:

@@ -143,6 +143,44 @@ class SandboxInfo:
             contexts=_int(d, "contexts"), raw=d)
 
 
+@dataclass
+class SandboxMetrics:
+    """One sandbox's resource use, as `GET /v1/sandboxes/{sb}/metrics` answers it (read from its
+    cgroup and workspace when asked; docs/api.md, "One sandbox's resource use"). A limit of
+    None means unlimited, or not measurable (the disk of a gVisor or microVM sandbox)."""
+
+    sandbox_id: str
+    cpu_seconds: float
+    memory_bytes: int
+    memory_peak_bytes: int
+    memory_limit_bytes: int | None
+    pids: int
+    pids_limit: int | None
+    disk_bytes: int
+    disk_limit_bytes: int | None
+    oom_kills: int
+    executions: int
+    uptime_s: float
+    sampled_at: datetime.datetime | None
+    raw: dict[str, Any] = field(repr=False)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> SandboxMetrics:
+        sampled = _opt_str(d, "sampled_at")
+        try:
+            sampled_at = datetime.datetime.fromisoformat(sampled) if sampled else None
+        except ValueError:
+            sampled_at = None
+        return SandboxMetrics(
+            sandbox_id=_str(d, "sandbox_id"), cpu_seconds=_float(d, "cpu_seconds") or 0.0,
+            memory_bytes=_int(d, "memory_bytes"), memory_peak_bytes=_int(d, "memory_peak_bytes"),
+            memory_limit_bytes=_opt_int(d, "memory_limit_bytes"), pids=_int(d, "pids"),
+            pids_limit=_opt_int(d, "pids_limit"), disk_bytes=_int(d, "disk_bytes"),
+            disk_limit_bytes=_opt_int(d, "disk_limit_bytes"), oom_kills=_int(d, "oom_kills"),
+            executions=_int(d, "executions"), uptime_s=_float(d, "uptime_s") or 0.0,
+            sampled_at=sampled_at, raw=d)
+
+
 # ---- code ----
 
 

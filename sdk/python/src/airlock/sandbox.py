@@ -14,7 +14,7 @@ from airlock.code import CodeRunner, string_map, ErrorHandler, OutputHandler, Re
 from airlock.commands import Commands
 from airlock.errors import InvalidRequestError, NotFoundError
 from airlock.files import Files
-from airlock.models import Context, Execution, Mount, SandboxInfo, TransferRecord
+from airlock.models import Context, Execution, Mount, SandboxInfo, SandboxMetrics, TransferRecord
 from airlock.transfers import ProgressHandler, Transfers
 from airlock.transport import RetryPolicy, Transport, quote
 
@@ -108,6 +108,11 @@ class Sandbox:
         """The sandbox as the supervisor sees it now (state, timers, running commands)."""
         self._info = SandboxInfo.from_json(self._transport.json("GET", self._path()))
         return self._info
+
+    def metrics(self) -> SandboxMetrics:
+        """The sandbox's resource use now: CPU seconds, memory, processes, workspace disk, OOM
+        kills (read from its cgroup when asked)."""
+        return SandboxMetrics.from_json(self._transport.json("GET", self._path("/metrics")))
 
     def is_running(self) -> bool:
         try:

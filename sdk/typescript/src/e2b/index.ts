@@ -21,6 +21,7 @@ export {
   type CreateCodeContextOpts,
   type RunCodeOpts,
   type SandboxInfo,
+  type SandboxMetrics,
 } from './sandbox.js';
 export { type SandboxOpts } from './options.js';
 export {

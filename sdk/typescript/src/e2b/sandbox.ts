@@ -89,6 +89,22 @@ export interface SandboxInfo {
 }
 
 /**
+ * E2B's SandboxMetrics, from one sample of airlock's `metrics()`: airlock keeps no history, so
+ * `getMetrics()` answers the one sample read now. `cpuUsedPct` is the average since the sandbox
+ * started, in percent of one CPU; `cpuCount` is not known to the API and is 0. A total airlock
+ * cannot give (no limit, or the disk of a gVisor or microVM sandbox) is 0.
+ */
+export interface SandboxMetrics {
+  cpuCount: number;
+  cpuUsedPct: number;
+  memUsed: number;
+  memTotal: number;
+  diskUsed: number;
+  diskTotal: number;
+  timestamp: Date;
+}
+
+/**
  * The promise of `getHost(port)`. airlock asks the supervisor for the port's link, so getHost
  * is asynchronous where E2B's is not; using the promise as a string (`https://${host}` without
  * `await`) throws instead of producing a wrong URL.
@@ -249,6 +265,22 @@ export class Sandbox {
 
   async getInfo(): Promise<SandboxInfo> {
     return toInfo(await this.airlock.getInfo());
+  }
+
+  /** The sandbox's resource use: one sample read now (see SandboxMetrics). */
+  async getMetrics(): Promise<SandboxMetrics[]> {
+    const m = await this.airlock.metrics();
+    return [
+      {
+        cpuCount: 0,
+        cpuUsedPct: m.uptimeS > 0 ? (100 * m.cpuSeconds) / m.uptimeS : 0,
+        memUsed: m.memoryBytes,
+        memTotal: m.memoryLimitBytes ?? 0,
+        diskUsed: m.diskBytes,
+        diskTotal: m.diskLimitBytes ?? 0,
+        timestamp: m.sampledAt ?? new Date(),
+      },
+    ];
   }
 
   /**

@@ -247,6 +247,13 @@ describe('against a real airlock serve', { skip: skipReason }, () => {
     assert.equal((await sbx.getInfo()).keepAlive, 120);
   });
 
+  it('reads the sandbox\'s resource use from its cgroup with metrics()', async () => {
+    const m = await sbx.metrics();
+    assert.equal(m.sandboxId, sbx.id);
+    assert.ok(m.memoryBytes > 0 && m.memoryLimitBytes !== null, JSON.stringify(m.raw));
+    assert.ok(m.executions >= 1 && m.sampledAt !== null, JSON.stringify(m.raw));
+  });
+
   it("works over loopback TCP with a bearer token, as that token's tenant", async () => {
     const remote = await Sandbox.create({ url: tcpUrl, token, metadata: meta });
     try {

@@ -21,6 +21,7 @@ import {
   parseExit,
   parseMount,
   parseSandboxInfo,
+  parseSandboxMetrics,
   parseTransfer,
 } from '../../src/models.js';
 import { FakeSupervisor, sandboxDoc, sendCreated, sendJson, sendNdjson, type RecordedRequest } from '../support/fake-supervisor.js';
@@ -139,6 +140,14 @@ describe('contract with openapi.json', () => {
     ], (field, got, wire, value) => {
       if (wire === 'mounts') assert.deepEqual(got, [{ source: 'hostdir:data', path: '/mnt/data', writable: true }]);
       else assert.deepEqual(got, expected(wire, value), `Sandbox.${wire} -> ${field}`);
+    });
+  });
+
+  it('SandboxMetrics answers', () => {
+    checkAnswer('SandboxMetrics', parseSandboxMetrics, {}, ['raw'], (field, got, wire, value) => {
+      // sampled_at is RFC 3339 text, read into a Date (the sample value is no real date).
+      if (wire === 'sampled_at') assert.ok(got === null || got instanceof Date, `SandboxMetrics.sampled_at -> ${field}`);
+      else assert.deepEqual(got, value, `SandboxMetrics.${wire} -> ${field}`);
     });
   });
 

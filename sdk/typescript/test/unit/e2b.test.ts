@@ -264,4 +264,26 @@ describe('E2B entry point', () => {
     assert.equal(info.state, 'running');
     assert.deepEqual(info.metadata, { user: 'u1' });
   });
+
+  it('getMetrics answers one sample in E2B terms', async () => {
+    fake.on('GET', `${SB}/metrics`, (_req, res) =>
+      sendJson(res, 200, {
+        sandbox_id: '3f2a9c0d1e4b5a67',
+        cpu_seconds: 2,
+        memory_bytes: 1000,
+        memory_limit_bytes: 4000,
+        disk_bytes: 10,
+        disk_limit_bytes: null,
+        uptime_s: 8,
+        sampled_at: '2026-11-28T07:12:03Z',
+      }),
+    );
+    const [m, ...rest] = await sbx.getMetrics();
+    assert.equal(rest.length, 0);
+    assert.deepEqual(
+      { memUsed: m!.memUsed, memTotal: m!.memTotal, diskUsed: m!.diskUsed, diskTotal: m!.diskTotal, cpuUsedPct: m!.cpuUsedPct },
+      { memUsed: 1000, memTotal: 4000, diskUsed: 10, diskTotal: 0, cpuUsedPct: 25 },
+    );
+    assert.deepEqual(m!.timestamp, new Date('2026-11-28T07:12:03Z'));
+  });
 });

@@ -140,6 +140,37 @@ describe('Sandbox', () => {
     await sbx.kill();
   });
 
+  it('metrics() reads the resource use, unlimited limits as null', async () => {
+    fake.on('GET', '/v1/sandboxes/aaaa000000000001/metrics', (_req, res) =>
+      sendJson(res, 200, {
+        sandbox_id: 'aaaa000000000001',
+        cpu_seconds: 1.25,
+        memory_bytes: 52428800,
+        memory_peak_bytes: 73400320,
+        memory_limit_bytes: null,
+        pids: 3,
+        pids_limit: 256,
+        disk_bytes: 4096,
+        disk_limit_bytes: 536870912,
+        oom_kills: 1,
+        executions: 7,
+        uptime_s: 12.5,
+        sampled_at: '2026-11-28T07:12:03.417Z',
+      }),
+    );
+    const sbx = await Sandbox.create({ url: fake.url });
+    const m = await sbx.metrics();
+    assert.equal(m.sandboxId, 'aaaa000000000001');
+    assert.equal(m.cpuSeconds, 1.25);
+    assert.equal(m.memoryBytes, 52428800);
+    assert.equal(m.memoryLimitBytes, null);
+    assert.equal(m.pidsLimit, 256);
+    assert.equal(m.oomKills, 1);
+    assert.equal(m.executions, 7);
+    assert.deepEqual(m.sampledAt, new Date('2026-11-28T07:12:03.417Z'));
+    await sbx.kill();
+  });
+
   it('kills the sandbox at the end of an `await using` block', async () => {
     const deletes = () => fake.requests.filter((r) => r.method === 'DELETE' && r.path === '/v1/sandboxes/aaaa000000000001').length;
     const before = deletes();

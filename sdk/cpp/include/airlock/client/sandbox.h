@@ -80,6 +80,25 @@ struct SandboxInfo {
   int contexts = 0;
 };
 
+// One sandbox's resource use, read from its cgroup and workspace when asked (GET
+// /v1/sandboxes/{sb}/metrics; docs/api.md, "One sandbox's resource use"). An absent limit is
+// unlimited, or not measurable (the disk of a gVisor or microVM sandbox).
+struct SandboxMetrics {
+  std::string sandbox_id;
+  double cpu_seconds = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t memory_peak_bytes = 0;
+  std::optional<uint64_t> memory_limit_bytes;
+  uint64_t pids = 0;
+  std::optional<uint64_t> pids_limit;
+  uint64_t disk_bytes = 0;
+  std::optional<uint64_t> disk_limit_bytes;
+  uint64_t oom_kills = 0;
+  uint64_t executions = 0;  // commands and code runs started in it
+  double uptime_s = 0;
+  std::string sampled_at;  // RFC 3339, UTC
+};
+
 class Sandbox {
  public:
   static Result<Sandbox> create(const SandboxOptions& options = {});
@@ -101,6 +120,8 @@ class Sandbox {
   // As of create/connect/refresh/setTimeout.
   const SandboxInfo& info() const { return info_; }
   Result<SandboxInfo> refresh();
+  // Its CPU, memory, pids, disk and OOM kills now.
+  Result<SandboxMetrics> metrics() const;
 
   Result<Execution> runCode(const std::string& code, const RunCodeOptions& options = {}) const;
   const Commands& commands() const { return commands_; }

@@ -39,6 +39,7 @@ from airlock.e2b.models import (
     OutputMessage,
     ProcessInfo,
     SandboxInfo,
+    SandboxMetrics,
     WriteEntry,
 )
 from airlock.e2b.sandbox import CommandHandle, Commands, Filesystem, Sandbox, WatchHandle
@@ -85,6 +86,7 @@ __all__ = [
     "Sandbox",
     "SandboxException",
     "SandboxInfo",
+    "SandboxMetrics",
     "TimeoutException",
     "WatchHandle",
     "WriteEntry",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import datetime
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
@@ -33,6 +34,7 @@ from airlock.e2b.models import (
     OutputMessage,
     ProcessInfo,
     SandboxInfo,
+    SandboxMetrics,
     WriteEntry,
 )
 from airlock.models import Context, EntryInfo, Execution, ExecutionError, Result, WriteInfo
@@ -152,6 +154,14 @@ class AsyncSandbox:
     async def get_info(self, request_timeout: float | None = None) -> SandboxInfo:
         with translated():
             return SandboxInfo.from_native(await self._native.info())
+
+    @_ClassOrInstance
+    async def get_metrics(self, start: datetime.datetime | None = None,
+                          end: datetime.datetime | None = None,
+                          request_timeout: float | None = None) -> builtins.list[SandboxMetrics]:
+        """As `Sandbox.get_metrics`: one sample read now."""
+        with translated():
+            return [SandboxMetrics.from_native(await self._native.metrics())]
 
     async def is_running(self, request_timeout: float | None = None) -> bool:
         with translated():

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airlock.models import SandboxInfo as NativeSandboxInfo
+from airlock.models import SandboxMetrics as NativeSandboxMetrics
 
 
 @dataclass
@@ -100,6 +101,30 @@ class SandboxInfo:
         return SandboxInfo(sandbox_id=info.id, template_id=info.profile, name=info.name,
                            metadata=dict(info.metadata), started_at=info.created_at,
                            end_at=min(ends) if ends else None, state=info.state)
+
+
+@dataclass
+class SandboxMetrics:
+    """E2B's `SandboxMetrics`, from one sample of airlock's `Sandbox.metrics()`. airlock keeps
+    no history, so `get_metrics()` answers the one sample read now. `cpu_used_pct` is the
+    average since the sandbox started, in percent of one CPU; `cpu_count` is not known to the
+    API and is 0. A total airlock cannot give (no limit, or the disk of a gVisor or microVM
+    sandbox) is 0."""
+
+    cpu_count: int
+    cpu_used_pct: float
+    mem_used: int
+    mem_total: int
+    disk_used: int
+    disk_total: int
+    timestamp: datetime.datetime | None
+
+    @staticmethod
+    def from_native(m: NativeSandboxMetrics) -> SandboxMetrics:
+        pct = 100.0 * m.cpu_seconds / m.uptime_s if m.uptime_s > 0 else 0.0
+        return SandboxMetrics(cpu_count=0, cpu_used_pct=pct, mem_used=m.memory_bytes,
+                              mem_total=m.memory_limit_bytes or 0, disk_used=m.disk_bytes,
+                              disk_total=m.disk_limit_bytes or 0, timestamp=m.sampled_at)
 
 
 @dataclass

@@ -5,6 +5,7 @@ mapping and what is refused."""
 from __future__ import annotations
 
 import builtins
+import datetime
 import functools
 import queue
 import threading
@@ -32,6 +33,7 @@ from airlock.e2b.models import (
     OutputMessage,
     ProcessInfo,
     SandboxInfo,
+    SandboxMetrics,
     WriteEntry,
 )
 from airlock.models import Context, EntryInfo, Execution, ExecutionError, Result, WriteInfo
@@ -156,6 +158,15 @@ class Sandbox:
     def get_info(self, request_timeout: float | None = None) -> SandboxInfo:
         with translated():
             return SandboxInfo.from_native(self._native.info())
+
+    @_ClassOrInstance
+    def get_metrics(self, start: datetime.datetime | None = None,
+                    end: datetime.datetime | None = None,
+                    request_timeout: float | None = None) -> builtins.list[SandboxMetrics]:
+        """The sandbox's resource use: one sample read now (airlock keeps no history, so `start`
+        and `end` select nothing; see SandboxMetrics)."""
+        with translated():
+            return [SandboxMetrics.from_native(self._native.metrics())]
 
     def is_running(self, request_timeout: float | None = None) -> bool:
         with translated():
