@@ -2,8 +2,9 @@
 # Configures (once) and builds airlock into build/. Extra arguments go to cmake at configure time.
 #
 #   scripts/build.sh             everything: airlock, its agent and plugins, the tests, benchmarks
-#   scripts/build.sh --runtime   only what running airlock needs (the airlock_runtime target:
-#                                no tests), for scripts/setup.sh; a later plain build adds the rest
+#   scripts/build.sh --runtime   only what `airlock run` needs (the airlock_minimal target: the
+#                                binary, agent, namespaces backend and language plugins; no
+#                                tests), for scripts/setup.sh; a later plain build adds the rest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runtime=0
@@ -22,7 +23,7 @@ elif [ "$runtime" -eq 0 ] && grep -q '^AIRLOCK_BUILD_TESTS:BOOL=OFF' build/CMake
   cmake -S . -B build -DAIRLOCK_BUILD_TESTS=ON "$@"
 fi
 if [ "$runtime" -eq 1 ]; then
-  cmake --build build -j "$(nproc)" --target airlock_runtime
+  cmake --build build -j "$(nproc)" --target airlock_minimal
 else
   cmake --build build -j "$(nproc)"
 fi
