@@ -58,7 +58,7 @@ echo "test-deb: root made in $(( $(date +%s) - started )) s"
 # What the package must have laid down.
 for f in usr/bin/airlock usr/libexec/airlock/airlock-agent \
     usr/lib/airlock/plugins/isolation-namespaces.so usr/lib/airlock/plugins/language-python.so \
-    etc/airlock/policy.toml lib/systemd/system/airlock.service \
+    etc/airlock/policy.toml usr/lib/systemd/system/airlock.service \
     usr/share/doc/airlock/operations.md usr/share/doc/airlock/security.md \
     usr/share/doc/airlock/examples/summarize_spending.py; do
   [ -e "$root/$f" ] || { echo "test-deb: the package did not install /$f" >&2; exit 1; }
@@ -68,7 +68,7 @@ grep -qx '/etc/airlock/policy.toml' "$root/var/lib/dpkg/info/airlock.conffiles" 
 grep -q '^airlock:' "$root/etc/group" ||
   { echo "test-deb: postinst did not create the airlock group" >&2; exit 1; }
 grep -q '^Documentation=file:/usr/share/doc/airlock/operations.md' \
-  "$root/lib/systemd/system/airlock.service" ||
+  "$root/usr/lib/systemd/system/airlock.service" ||
   { echo "test-deb: the unit's Documentation= is not the installed operations.md" >&2; exit 1; }
 
 # Inside the root, in a private mount namespace: the kernel's /proc, /sys (with cgroup2 and
