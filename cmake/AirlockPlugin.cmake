@@ -20,4 +20,6 @@ function(airlock_add_plugin target)
     target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL)
   endif()
   install(TARGETS ${target} LIBRARY DESTINATION ${AIRLOCK_PLUGIN_INSTALL_DIR})
+  # Collected for the airlock_runtime target (packaging/): what scripts/setup.sh and the .deb build.
+  set_property(GLOBAL APPEND PROPERTY AIRLOCK_PLUGIN_TARGETS ${target})
 endfunction()

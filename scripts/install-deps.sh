@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything airlock needs to build, test and benchmark, from Debian 12 packages only.
 # Idempotent: packages already present are skipped by apt. Must run as root.
+#   --runtime   only what building airlock and running it need (scripts/setup.sh): not the
+#               packages below that only tests, benchmarks or the optional backends use
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -44,6 +46,21 @@ packages=(
   bubblewrap firejail runsc hyperfine
 )
 
+# --runtime: these serve the test suite, the benchmarks and the optional gVisor/microVM backends
+# and image store, and are left out (scripts/test.sh runs this script again without --runtime).
+# Keep new packages in the list above; name them here too when `airlock run` does not need them.
+runtime_only=0
+[ "${1:-}" = --runtime ] && runtime_only=1
+if [ "$runtime_only" -eq 1 ]; then
+  not_runtime=" clang-format libgtest-dev libgmock-dev openssl python3-httpx qemu-system-x86
+    linux-image-amd64 erofs-utils mmdebstrap skopeo umoci bubblewrap firejail runsc hyperfine "
+  kept=()
+  for p in "${packages[@]}"; do
+    [[ "$not_runtime" == *[[:space:]]"$p"[[:space:]]* ]] || kept+=("$p")
+  done
+  packages=("${kept[@]}")
+fi
+
 export DEBIAN_FRONTEND=noninteractive
 missing=()
 for p in "${packages[@]}"; do
@@ -56,6 +73,7 @@ fi
 # Node comes from the machine image (NodeSource 20) where present; Debian's nodejs otherwise.
 command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs
 command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends npm
+[ "$runtime_only" -eq 1 ] && { echo "install-deps: runtime dependencies present"; exit 0; }
 # The TypeScript SDK's build and tests, and the MCP end-to-end test's official client, come from
 # the npm registry, pinned by their package-lock.json files.
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -10,6 +10,11 @@
 # listed in tests/conformance/<backend>-gaps.txt, printed at the end, and shown as Disabled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# After scripts/setup.sh, the tests' own packages (GoogleTest, the SDKs' clients, the optional
+# backends) are still missing: install-deps adds them (it skips what is present, and needs root).
+if [ "$(id -u)" -eq 0 ]; then
+  bash scripts/install-deps.sh
+fi
 bash scripts/build.sh
 
 backends="${AIRLOCK_TEST_BACKENDS:-}"
