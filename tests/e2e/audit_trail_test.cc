@@ -141,5 +141,24 @@ TEST_F(ServeTest, AuditTrailAndSignedLifecycleWebhooks) {
   }
 }
 
+// With no --log and no installed policy, `airlock audit` reads the default log, or says where it
+// looked. Needs no root: it only reads.
+TEST(AuditCli, WithoutAPolicyReadsTheDefaultLogOrSaysWhereItLooked) {
+  if (::access(AIRLOCK_DEFAULT_POLICY, F_OK) == 0)
+    GTEST_SKIP() << "an installed policy at " AIRLOCK_DEFAULT_POLICY " names the log here";
+  auto r = runAirlock({"audit", "tail", "-n", "1"});
+  if (::access("/var/log/airlock/audit.jsonl", F_OK) == 0) {
+    EXPECT_NE(r.err.find("reading /var/log/airlock/audit.jsonl (the default path"),
+              std::string::npos)
+        << r.err;
+    return;
+  }
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("no log at /var/log/airlock/audit.jsonl (the default path; no installed "
+                       "policy at " AIRLOCK_DEFAULT_POLICY),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace airlock::testing
