@@ -97,6 +97,7 @@ TEST(WebhookSink, GivesUpAfterMaxRetries) {
   WebhookReceiver receiver(/*fail_first=*/100);
   auto options = optionsFor(receiver.url());
   options.max_retries = 2;
+  options.backoff_base = milliseconds(10);  // the schedule itself is checked above
   auto sink = WebhookSink::start(options);
   sink->offer("sandbox", {{"n", 1}});
   ASSERT_TRUE(receiver.waitFor([](const auto& r) { return r.size() >= 3; }, milliseconds(10000)));
