@@ -87,6 +87,28 @@ class TouchingStream : public EventStream {
   std::optional<Json> held_;  // the final event, after an error event we put before it
 };
 
+// The sandbox's OOM kills so far (its cgroup's memory.events); nullopt when unreadable (a
+// sandbox being torn down).
+std::optional<uint64_t> oomKills(const LiveSandbox& s) {
+  if (!s.box) return std::nullopt;
+  auto st = s.box->cgroupStats();
+  if (!st) return std::nullopt;
+  return st->oom_kills;
+}
+
+// The agent's final events do not say whether the kernel's OOM killer struck: the record is told
+// so ("oom": true in the event it reads) when the sandbox's count grew during the execution.
+TouchingStream::Record withOom(TouchingStream::Record record, std::shared_ptr<LiveSandbox> s) {
+  const auto before = oomKills(*s);
+  return [record = std::move(record), s = std::move(s), before](const Json* end) {
+    const auto after = oomKills(*s);
+    if (!before || !after || *after <= *before) return record(end);
+    Json e = end != nullptr ? *end : Json{{"type", "end"}, {"status", "abandoned"}};
+    e["oom"] = true;
+    record(&e);
+  };
+}
+
 // A stream that has already ended with the given events (background command starts).
 class FixedStream : public EventStream {
  public:
@@ -186,7 +208,7 @@ SResult<std::unique_ptr<EventStream>> Manager::runCommand(const Caller& caller,
   }
   return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(
       (*cmd)->foregroundStream(), *s, std::move(*review), std::move(audit), &metrics_,
-      executionRecorder(ids, std::move(fields))));
+      withOom(executionRecorder(ids, std::move(fields)), *s)));
 }
 
 SResult<std::vector<CommandInfo>> Manager::listCommands(const Caller& caller,
@@ -395,9 +417,9 @@ SResult<std::unique_ptr<EventStream>> Manager::runCode(const Caller& caller, con
                          std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
   if (!stream) return std::unexpected(stream.error());
   metrics_.code_runs++;
-  return std::unique_ptr<EventStream>(
-      std::make_unique<TouchingStream>(std::move(*stream), *s, std::move(*review), std::move(audit),
-                                       &metrics_, executionRecorder(ids, std::move(fields))));
+  return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(
+      std::move(*stream), *s, std::move(*review), std::move(audit), &metrics_,
+      withOom(executionRecorder(ids, std::move(fields)), *s)));
 }
 
 ServiceError Manager::refusedExecution(const audit::RecordIds& ids, Json fields,

@@ -51,9 +51,10 @@ TEST_F(ServeTest, AuditTrailAndSignedLifecycleWebhooks) {
   WebhookReceiver receiver(/*fail_first=*/1);
   dir_.write("webhook.key", "e2e-secret\n", 0600);
   const std::string log = dir_.file("audit.jsonl");
-  Serve serve(dir_, "[audit]\nlog = \"" + log + "\"\nrecord_code = true\nwebhook_url = \"" +
-                        receiver.url("/hooks") + "\"\nwebhook_secret_file = \"" +
-                        dir_.file("webhook.key") + "\"\n");
+  Serve serve(
+      dir_, "[audit]\nlog = \"" + log + "\"\nrecord_code = true\nwebhook_url = \"" +
+                receiver.url("/hooks") + "\"\nwebhook_secret_file = \"" + dir_.file("webhook.key") +
+                "\"\n[profiles.default.limits]\nmemory_mb = 256\nworkspace_mb = 64\ntmp_mb = 64\n");
 
   auto created = http(serve.sock(), "POST", "/v1/sandboxes", R"({"language": "python"})");
   ASSERT_EQ(created.status, 201) << created.body;
@@ -66,6 +67,10 @@ TEST_F(ServeTest, AuditTrailAndSignedLifecycleWebhooks) {
   auto cmd = http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/commands",
                   R"({"cmd": "exit 3", "stream": false})");
   ASSERT_EQ(cmd.status, 200) << cmd.body;
+  // tail keeps its one endless line in memory: the OOM killer ends it.
+  auto oom = http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/commands",
+                  R"({"cmd": "head -c 1000m /dev/zero | tail", "stream": false})");
+  ASSERT_EQ(oom.status, 200) << oom.body;
   const std::string csv = "a,b\n1,2\n";
   ASSERT_EQ(http(serve.sock(), "PUT", "/v1/sandboxes/" + id + "/files?path=/home/user/in.csv", csv,
                  "application/octet-stream")
@@ -103,7 +108,7 @@ TEST_F(ServeTest, AuditTrailAndSignedLifecycleWebhooks) {
     if (r["sandbox"] == id &&
         (r["type"] == "sandbox" || (r["type"] == "execution" && r.contains("kind"))))
       mine.push_back(r);
-  ASSERT_EQ(mine.size(), 4u) << Json(mine).dump(1);
+  ASSERT_EQ(mine.size(), 5u) << Json(mine).dump(1);
   for (const auto& r : mine) EXPECT_EQ(r["tenant"], "default") << r.dump();
   EXPECT_EQ(mine[0]["event"], "create");
   EXPECT_EQ(mine[0]["profile"], "default");
@@ -122,8 +127,10 @@ TEST_F(ServeTest, AuditTrailAndSignedLifecycleWebhooks) {
   EXPECT_EQ(command["sha256"], sha256("exit 3"));
   EXPECT_EQ(command["exit_code"], 3);
   EXPECT_EQ(command["status"], "exited");
-  EXPECT_EQ(mine[3]["event"], "destroy");
-  EXPECT_EQ(mine[3]["reason"], "client");
+  EXPECT_EQ(command["oom"], false);
+  EXPECT_EQ(mine[3]["oom"], true) << mine[3].dump();
+  EXPECT_EQ(mine[4]["event"], "destroy");
+  EXPECT_EQ(mine[4]["reason"], "client");
 
   // The file API's write and read, as transfers with the bytes' sha256.
   std::vector<Json> files;
