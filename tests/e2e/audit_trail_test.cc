@@ -148,6 +148,35 @@ TEST_F(ServeTest, AuditTrailAndSignedLifecycleWebhooks) {
   }
 }
 
+// A one-shot `airlock run` has the same trail: its sandbox's create and destroy ("done"), and an
+// execution record with the program's sha256 but, without record_code, not the program.
+TEST(AuditCli, ARunsRecordsHoldTheSha256ButNotTheCodeByDefault) {
+  AIRLOCK_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string log = dir.file("audit.jsonl");
+  dir.write("policy.toml", withTestIsolation("schema = 1\n[audit]\nlog = \"" + log + "\"\n"));
+  const std::string program = "print(42)\n";
+  dir.write("p.py", program);
+  auto r = runAirlock({"run", "--policy", dir.file("policy.toml"), dir.file("p.py")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<Json> trail;
+  for (auto& rec : records(log))
+    if (rec["type"] == "sandbox" || (rec["type"] == "execution" && rec.contains("kind")))
+      trail.push_back(rec);
+  ASSERT_EQ(trail.size(), 3u) << Json(trail).dump(1);
+  EXPECT_EQ(trail[0]["event"], "create");
+  const Json& run = trail[1];
+  EXPECT_EQ(run["kind"], "run");
+  EXPECT_EQ(run["language"], "python");
+  EXPECT_EQ(run["sha256"], sha256(program));
+  EXPECT_FALSE(run.contains("code")) << "record_code is off by default";
+  EXPECT_EQ(run["status"], "exited");
+  EXPECT_EQ(run["exit_code"], 0);
+  EXPECT_EQ(run["sandbox"], trail[0]["sandbox"]);
+  EXPECT_EQ(trail[2]["event"], "destroy");
+  EXPECT_EQ(trail[2]["reason"], "done");
+}
+
 // With no --log and no installed policy, `airlock audit` reads the default log, or says where it
 // looked. Needs no root: it only reads.
 TEST(AuditCli, WithoutAPolicyReadsTheDefaultLogOrSaysWhereItLooked) {
