@@ -83,7 +83,9 @@ void Manager::recordFileTransfer(const Caller& caller, const std::string& sb,
 
 void Manager::stopWebhooks() {
   if (webhooks_ == nullptr) return;
-  webhooks_->shutdown(audit::WebhookSink::kShutdownDeadline);
+  // An `airlock run` ends with its run: a receiver that is down delays its exit by 1 s at most.
+  const bool serve = options_.mode == ManagerOptions::Mode::kServe;
+  webhooks_->shutdown(serve ? audit::WebhookSink::kShutdownDeadline : audit::Millis(1000));
   auto st = webhooks_->stats();
   if (st.dropped > 0 || st.failed > 0)
     std::fprintf(stderr, "airlock: audit webhook: %llu delivered, %llu failed, %llu dropped\n",
