@@ -54,7 +54,11 @@ TEST_F(ServeTest, AuditTrailAndSignedLifecycleWebhooks) {
   Serve serve(
       dir_, "[audit]\nlog = \"" + log + "\"\nrecord_code = true\nwebhook_url = \"" +
                 receiver.url("/hooks") + "\"\nwebhook_secret_file = \"" + dir_.file("webhook.key") +
-                "\"\n[profiles.default.limits]\nmemory_mb = 256\nworkspace_mb = 64\ntmp_mb = 64\n");
+                "\"\n[profiles.default.limits]\nmemory_mb = 256\nworkspace_mb = 64\ntmp_mb = 64\n"
+                "[profiles.default.review]\nchain = [\"patterns\"]\n"
+                "[[profiles.default.review.patterns.rules]]\nid = \"py-subprocess\"\n"
+                "pattern = '\\bsubprocess\\b'\nreason = \"no processes\"\n"
+                "languages = [\"python\"]\n");
 
   auto created = http(serve.sock(), "POST", "/v1/sandboxes", R"({"language": "python"})");
   ASSERT_EQ(created.status, 201) << created.body;
@@ -71,6 +75,10 @@ TEST_F(ServeTest, AuditTrailAndSignedLifecycleWebhooks) {
   auto oom = http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/commands",
                   R"({"cmd": "head -c 1000m /dev/zero | tail", "stream": false})");
   ASSERT_EQ(oom.status, 200) << oom.body;
+  // Refused by the review: it never reaches the sandbox, yet has its record.
+  auto denied = http(serve.sock(), "POST", "/v1/sandboxes/" + id + "/code",
+                     Json{{"code", "import subprocess"}, {"stream", false}}.dump());
+  ASSERT_EQ(denied.status, 403) << denied.body;
   const std::string csv = "a,b\n1,2\n";
   ASSERT_EQ(http(serve.sock(), "PUT", "/v1/sandboxes/" + id + "/files?path=/home/user/in.csv", csv,
                  "application/octet-stream")
@@ -108,7 +116,7 @@ TEST_F(ServeTest, AuditTrailAndSignedLifecycleWebhooks) {
     if (r["sandbox"] == id &&
         (r["type"] == "sandbox" || (r["type"] == "execution" && r.contains("kind"))))
       mine.push_back(r);
-  ASSERT_EQ(mine.size(), 5u) << Json(mine).dump(1);
+  ASSERT_EQ(mine.size(), 6u) << Json(mine).dump(1);
   for (const auto& r : mine) EXPECT_EQ(r["tenant"], "default") << r.dump();
   EXPECT_EQ(mine[0]["event"], "create");
   EXPECT_EQ(mine[0]["profile"], "default");
@@ -129,8 +137,12 @@ TEST_F(ServeTest, AuditTrailAndSignedLifecycleWebhooks) {
   EXPECT_EQ(command["status"], "exited");
   EXPECT_EQ(command["oom"], false);
   EXPECT_EQ(mine[3]["oom"], true) << mine[3].dump();
-  EXPECT_EQ(mine[4]["event"], "destroy");
-  EXPECT_EQ(mine[4]["reason"], "client");
+  EXPECT_EQ(mine[4]["status"], "denied");
+  EXPECT_EQ(mine[4]["denied"], true);
+  EXPECT_EQ(mine[4]["sha256"], sha256("import subprocess"));
+  EXPECT_NE(mine[4]["reason"].get<std::string>().find("py-subprocess"), std::string::npos);
+  EXPECT_EQ(mine[5]["event"], "destroy");
+  EXPECT_EQ(mine[5]["reason"], "client");
 
   // The file API's write and read, as transfers with the bytes' sha256.
   std::vector<Json> files;
