@@ -91,7 +91,15 @@ void explainServer(std::ostream& out, const Policy& policy) {
       << (a.log.empty() ? "off"
                         : a.log + " (rotated at " + std::to_string(a.max_mb) + " MiB, " +
                               std::to_string(a.keep) + " kept)")
-      << ", ring buffer " << a.ring_kb << " KiB (serve), " << a.run_ring_kb << " KiB (run)\n";
+      << ", ring buffer " << a.ring_kb << " KiB (serve), " << a.run_ring_kb << " KiB (run)\n"
+      << "  execution records: " << (a.record_code ? "sha256 and the code itself" : "sha256 only")
+      << "\n";
+  if (!a.webhook_url.empty()) {
+    out << "  webhook " << a.webhook_url << " (";
+    for (size_t i = 0; i < a.webhook_events.size(); ++i)
+      out << (i ? ", " : "") << a.webhook_events[i];
+    out << "; " << (a.webhook_secret_file.empty() ? "unsigned" : "signed") << ")\n";
+  }
   const TransferSettings& t = policy.transfer;
   out << "transfer\n  roots:";
   if (t.roots.empty()) out << " none";

@@ -165,6 +165,13 @@ const std::array kAuditFields = {
     AIRLOCK_AUDIT_FIELD("keep", keep),
     AIRLOCK_AUDIT_FIELD("ring_kb", ring_kb),
     AIRLOCK_AUDIT_FIELD("run_ring_kb", run_ring_kb),
+    AIRLOCK_AUDIT_FIELD("record_code", record_code),
+    AIRLOCK_AUDIT_FIELD("webhook_url", webhook_url),
+    AIRLOCK_AUDIT_FIELD("webhook_secret_file", webhook_secret_file),
+    AIRLOCK_AUDIT_FIELD("webhook_events", webhook_events),
+    AIRLOCK_AUDIT_FIELD("webhook_timeout_ms", webhook_timeout_ms),
+    AIRLOCK_AUDIT_FIELD("webhook_max_retries", webhook_max_retries),
+    AIRLOCK_AUDIT_FIELD("webhook_queue", webhook_queue),
 };
 
 #define AIRLOCK_EGRESS_FIELD(key, member)                 \

@@ -486,6 +486,48 @@ Check checkServer(const Server& s) {
   return range("server.reattach_grace_s", s.reattach_grace_s, 0, 86400);
 }
 
+// The lifecycle webhook's keys ([audit] webhook_*; docs/audit.md).
+Check checkAuditWebhook(const AuditSettings& a) {
+  // The audit record types (docs/audit.md) a webhook can be sent.
+  static constexpr std::array<std::string_view, 8> kTypes = {
+      "sandbox", "execution", "transfer", "review", "exec", "net", "package", "port"};
+  for (size_t i = 0; i < a.webhook_events.size(); ++i) {
+    const std::string& e = a.webhook_events[i];
+    if (std::find(kTypes.begin(), kTypes.end(), e) == kTypes.end()) {
+      std::string key = "audit.webhook_events[" + std::to_string(i) + "]";
+      return Problem{"audit.webhook_events",
+                     key + " = " + q(e) +
+                         ": not an audit record type; expected one of sandbox, execution, "
+                         "transfer, review, exec, net, package, port"};
+    }
+  }
+  if (auto c = range("audit.webhook_timeout_ms", a.webhook_timeout_ms, 100, 60000)) return c;
+  if (auto c = range("audit.webhook_max_retries", a.webhook_max_retries, 0, 20)) return c;
+  if (auto c = range("audit.webhook_queue", a.webhook_queue, 1, 1000000)) return c;
+  if (!a.webhook_secret_file.empty()) {
+    if (auto why = pathProblem(a.webhook_secret_file)) {
+      return Problem{"audit.webhook_secret_file",
+                     "audit.webhook_secret_file = " + q(a.webhook_secret_file) + ": " + *why};
+    }
+  }
+  if (a.webhook_url.empty()) return std::nullopt;
+  if (auto url = parseWebhookUrl(a.webhook_url); !url) {
+    return Problem{"audit.webhook_url",
+                   "audit.webhook_url = " + q(a.webhook_url) + ": " + url.error().message()};
+  }
+  if (a.log.empty()) {
+    return Problem{"audit.webhook_url",
+                   "audit.webhook_url = " + q(a.webhook_url) +
+                       ": needs audit.log (the webhook sends the records the log is written)"};
+  }
+  if (a.webhook_events.empty()) {
+    return Problem{"audit.webhook_events",
+                   "audit.webhook_events = []: name at least one record type to send, or leave "
+                   "webhook_url empty"};
+  }
+  return std::nullopt;
+}
+
 Check checkAuditSettings(const AuditSettings& a) {
   if (!a.log.empty()) {
     if (auto why = pathProblem(a.log)) {
@@ -501,7 +543,7 @@ Check checkAuditSettings(const AuditSettings& a) {
                               ": must be a power of two from 4 (one page) to 1048576 (1 GiB)"};
     }
   }
-  return std::nullopt;
+  return checkAuditWebhook(a);
 }
 
 // A range of sandbox link addresses: an exact prefix (host bits zero) with room for one slot,

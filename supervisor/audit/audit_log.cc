@@ -96,6 +96,12 @@ Result<> AuditLog::write(std::string_view type, const RecordIds& ids, uint64_t w
   // Invalid UTF-8 (argv bytes are whatever the sandbox passed) is replaced, never refused.
   std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   line += '\n';
+  auto written = append(line);
+  if (observer_) observer_(type, record);
+  return written;
+}
+
+Result<> AuditLog::append(const std::string& line) {
   std::lock_guard lock(mu_);
   if (size_ > 0 && size_ + line.size() > options_.max_bytes) {
     if (auto r = rotate(); !r) return Unexpected(std::move(r.error()).wrap("audit log rotation"));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,15 +46,22 @@ class AuditLog {
 
   const std::string& path() const { return options_.path; }
 
+  // Told each record (its type and the whole record) once it is written, or failed to be: the
+  // lifecycle webhooks (webhook_sink.h). Must not block. Set before the log is shared.
+  using Observer = std::function<void(std::string_view type, const nlohmann::json& record)>;
+  void setObserver(Observer observer) { observer_ = std::move(observer); }
+
  private:
   explicit AuditLog(AuditLogOptions options) : options_(std::move(options)) {}
   Result<> reopen();
   Result<> rotate();
+  Result<> append(const std::string& line);
 
   AuditLogOptions options_;
   std::mutex mu_;
   UniqueFd fd_;
   uint64_t size_ = 0;
+  Observer observer_;
 };
 
 // The type-specific fields of event records.

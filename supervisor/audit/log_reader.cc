@@ -26,7 +26,8 @@ std::vector<std::string> logFiles(const std::string& path) {
 
 bool knownRecordType(std::string_view type) {
   return type == "exec" || type == "net" || type == "connect" || type == "execution" ||
-         type == "review" || type == "transfer" || type == "package" || type == "port";
+         type == "review" || type == "transfer" || type == "package" || type == "port" ||
+         type == "sandbox";
 }
 
 namespace {

@@ -30,6 +30,10 @@ struct RecordFilter {
 // The types --type accepts.
 bool knownRecordType(std::string_view type);
 
+// Where `airlock audit` looks when neither --log nor a policy names the log: the path the
+// reference policy suggests for [audit] log and docs/operations.md uses.
+inline constexpr const char* kDefaultAuditLog = "/var/log/airlock/audit.jsonl";
+
 // "2025-01-31", "2025-01-31T12:00", "2025-01-31T12:00:00.5Z" → a prefix comparable with the
 // records' times; "90s", "15m", "2h", "7d" → that long before `now_ns`. Errors say the forms.
 Result<std::string> parseSince(std::string_view text, uint64_t now_ns);

@@ -38,9 +38,10 @@ constexpr const char* kAuditUsage = R"(Usage:
 Prints audit log records (docs/audit.md) as JSON lines. `tail` shows the last records of the
 current file (and, with --follow, new ones as they are written, across rotations); `query`
 searches every file, rotated ones included, oldest first. T is exec, net, connect (net records
-of connect calls), execution, review, transfer or package. WHEN is an RFC 3339 UTC time (2025-01-31T12:00:00Z, or
+of connect calls), execution, review, transfer, package, port or sandbox. WHEN is an RFC 3339 UTC time (2025-01-31T12:00:00Z, or
 a prefix such as 2025-01-31) or a duration ago (90s, 15m, 2h, 7d). The log is --log FILE, else
-the [audit] log of --policy FILE (default: the installed policy).
+the [audit] log of --policy FILE (default: the installed policy), else, with no policy
+installed, /var/log/airlock/audit.jsonl (said on stderr).
 
 `unload` removes the eBPF engine the first airlock process pinned for every later one
 (/sys/fs/bpf/airlock, docs/audit.md): each version no running airlock process uses is unpinned,
@@ -164,7 +165,7 @@ int auditCommand(const std::vector<std::string>& args) {
       "sandbox", po::value(&filter.sandbox), "only records of this sandbox id")(
       "execution", po::value(&filter.execution), "only records of this execution id")(
       "type", po::value(&filter.type),
-      "exec, net, connect, execution, review, transfer or package");
+      "exec, net, connect, execution, review, transfer, package, port or sandbox");
   if (tail) {
     opts.add_options()("follow,f", "keep printing records as they are written")(
         "lines,n", po::value(&lines)->default_value(10), "how many past records to show first");
@@ -185,8 +186,9 @@ int auditCommand(const std::vector<std::string>& args) {
     return 0;
   }
   if (!filter.type.empty() && !audit::knownRecordType(filter.type)) {
-    printError("audit: --type '" + filter.type +
-               "': expected exec, net, connect, execution, review, transfer or package");
+    printError(
+        "audit: --type '" + filter.type +
+        "': expected exec, net, connect, execution, review, transfer, package, port or sandbox");
     return sandbox::kExitAirlockError;
   }
   if (!since.empty()) {
@@ -197,17 +199,26 @@ int auditCommand(const std::vector<std::string>& args) {
   if (log.empty()) {
     if (policy_file.empty() && ::access(kDefaultPolicy, R_OK) == 0) policy_file = kDefaultPolicy;
     if (policy_file.empty()) {
-      printError("audit: which log? give --log FILE or --policy FILE (no installed policy at " +
+      // No policy to ask: the default log, named so the reader knows which file this is.
+      log = audit::kDefaultAuditLog;
+      if (audit::logFiles(log).empty()) {
+        printError("audit: no log at " + log + " (the default path; no installed policy at " +
+                   std::string(kDefaultPolicy) +
+                   " names another); give --log FILE or --policy FILE");
+        return sandbox::kExitAirlockError;
+      }
+      printError("audit: reading " + log + " (the default path; no installed policy at " +
                  std::string(kDefaultPolicy) + ")");
-      return sandbox::kExitAirlockError;
+    } else {
+      auto pol = policy::loadFile(policy_file);
+      if (!pol) return printError(pol.error().message()), sandbox::kExitAirlockError;
+      if (pol->audit.log.empty()) {
+        printError("audit: policy " + policy_file +
+                   " has no [audit] log: the supervisor keeps none");
+        return sandbox::kExitAirlockError;
+      }
+      log = pol->audit.log;
     }
-    auto pol = policy::loadFile(policy_file);
-    if (!pol) return printError(pol.error().message()), sandbox::kExitAirlockError;
-    if (pol->audit.log.empty()) {
-      printError("audit: policy " + policy_file + " has no [audit] log: the supervisor keeps none");
-      return sandbox::kExitAirlockError;
-    }
-    log = pol->audit.log;
   }
 
   std::string current_file;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "supervisor/audit/lifecycle_records.h"
 #include "supervisor/sandbox/agent/file_ops.h"
 #include "supervisor/sandbox/environment.h"
 #include "supervisor/sandbox/execution_audit.h"
@@ -21,22 +22,26 @@ namespace {
 class TouchingStream : public EventStream {
  public:
   // `review`, when not null, is added to the final event. `audit` may be null (not audited).
-  // `kind` ("command", "code") labels the execution's metrics.
+  // `kind` ("command", "code") labels the execution's metrics. `record` gets the final event as
+  // it passes (or null when the client left before it) and writes the execution's audit record.
+  using Record = std::function<void(const Json* final_event)>;
   TouchingStream(std::unique_ptr<EventStream> inner, std::shared_ptr<LiveSandbox> sb,
                  Json review = nullptr, std::unique_ptr<ExecutionAudit> audit = nullptr,
-                 Metrics* metrics = nullptr, const char* kind = "command")
+                 Metrics* metrics = nullptr, const char* kind = "command", Record record = nullptr)
       : inner_(std::move(inner)),
         sb_(std::move(sb)),
         review_(std::move(review)),
         audit_(std::move(audit)),
         metrics_(metrics),
         kind_(kind),
-        oom_kills_at_start_(metrics != nullptr ? sandboxOomKills(sb_->id) : 0) {
+        oom_kills_at_start_(metrics != nullptr ? sandboxOomKills(sb_->id) : 0),
+        record_(std::move(record)) {
     ++sb_->busy;
     ++sb_->executions;
   }
   ~TouchingStream() override {
     inner_.reset();  // first: an abandoned run is stopped while the sandbox is still busy
+    if (record_) record_(nullptr);
     audit_.reset();  // then its audit is closed (and logged) with everything it did
     sb_->last_active_at = nowMs();
     --sb_->busy;
@@ -54,7 +59,7 @@ class TouchingStream : public EventStream {
     if (!review_.is_null()) (*event)["review"] = review_;
     if (audit_ == nullptr) {
       countEnded(*event, 0);
-      return event;
+      return recorded(std::move(event));
     }
     auto outcome = audit_->end();
     (*event)["audit"] = outcome.audit;
@@ -63,14 +68,14 @@ class TouchingStream : public EventStream {
     countEnded(*event, denied != outcome.audit.end() && denied->is_number_unsigned()
                            ? denied->get<uint64_t>()
                            : 0);
-    if (outcome.failure.empty()) return event;
+    if (outcome.failure.empty()) return recorded(std::move(event));
     if (type == "exit") {
       (*event)["error"] = outcome.failure;
-      return event;
+      return recorded(std::move(event));
     }
     // A code run fails the way code runs fail: an error event, then "end" with status error.
     (*event)["status"] = "error";
-    held_ = std::move(event);
+    held_ = recorded(std::move(event));
     return Json{{"type", "error"},
                 {"name", "AuditIncomplete"},
                 {"value", outcome.failure},
@@ -93,6 +98,11 @@ class TouchingStream : public EventStream {
                              network_denied);
   }
 
+  std::optional<Json> recorded(std::optional<Json> final_event) {
+    if (record_) std::exchange(record_, nullptr)(&*final_event);
+    return final_event;
+  }
+
   std::unique_ptr<EventStream> inner_;
   std::shared_ptr<LiveSandbox> sb_;
   Json review_;
@@ -101,8 +111,31 @@ class TouchingStream : public EventStream {
   const char* kind_;
   uint64_t oom_kills_at_start_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  Record record_;             // once, then null
   std::optional<Json> held_;  // the final event, after an error event we put before it
 };
+
+// The sandbox's OOM kills so far (its cgroup's memory.events); nullopt when unreadable (a
+// sandbox being torn down).
+std::optional<uint64_t> oomKills(const LiveSandbox& s) {
+  if (!s.box) return std::nullopt;
+  auto st = s.box->cgroupStats();
+  if (!st) return std::nullopt;
+  return st->oom_kills;
+}
+
+// The agent's final events do not say whether the kernel's OOM killer struck: the record is told
+// so ("oom": true in the event it reads) when the sandbox's count grew during the execution.
+TouchingStream::Record withOom(TouchingStream::Record record, std::shared_ptr<LiveSandbox> s) {
+  const auto before = oomKills(*s);
+  return [record = std::move(record), s = std::move(s), before](const Json* end) {
+    const auto after = oomKills(*s);
+    if (!before || !after || *after <= *before) return record(end);
+    Json e = end != nullptr ? *end : Json{{"type", "end"}, {"status", "abandoned"}};
+    e["oom"] = true;
+    record(&e);
+  };
+}
 
 // A stream that has already ended with the given events (background command starts).
 class FixedStream : public EventStream {
@@ -163,7 +196,13 @@ SResult<std::unique_ptr<EventStream>> Manager::runCommand(const Caller& caller,
                            spec.cmd.empty() ? review::Subject::commandArgv(spec.argv)
                                             : review::Subject::commandLine(spec.cmd),
                            execution_id);
-  if (!review) return std::unexpected(review.error());
+  const audit::RecordIds ids{box.id, caller.tenant, execution_id};
+  auto fields =
+      audit::executionFields({.kind = "command",
+                              .text = spec.cmd,
+                              .argv = spec.cmd.empty() ? spec.argv : std::vector<std::string>{}},
+                             options_.policy.audit.record_code);
+  if (!review) return std::unexpected(refusedExecution(ids, std::move(fields), review.error()));
   // A foreground command is one audited execution, begun before the agent hears of it. A
   // background one outlives this request: its events are logged, in no execution's summary.
   auto audit = spec.background ? nullptr : ExecutionAudit::begin(*s, execution_id);
@@ -190,11 +229,15 @@ SResult<std::unique_ptr<EventStream>> Manager::runCommand(const Caller& caller,
   }
   if (spec.background) {
     ++(*s)->executions;
+    fields["background"] = true;
+    fields["status"] = "started";
+    recordExecution(ids, std::move(fields));
     return std::unique_ptr<EventStream>(std::make_unique<FixedStream>(std::vector<Json>{
         Json{{"type", "start"}, {"command_id", ci.command_id}, {"pid", ci.pid}}}));
   }
   return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(
-      (*cmd)->foregroundStream(), *s, std::move(*review), std::move(audit), &metrics_));
+      (*cmd)->foregroundStream(), *s, std::move(*review), std::move(audit), &metrics_, "command",
+      withOom(executionRecorder(ids, std::move(fields)), *s)));
 }
 
 SResult<std::vector<CommandInfo>> Manager::listCommands(const Caller& caller,
@@ -393,14 +436,34 @@ SResult<std::unique_ptr<EventStream>> Manager::runCode(const Caller& caller, con
   const std::string execution_id = sandbox::newSandboxId();
   auto review =
       reviewGate(caller, box, review::Subject::code(ctx->info().language, spec.code), execution_id);
-  if (!review) return std::unexpected(review.error());
+  const audit::RecordIds ids{box.id, caller.tenant, execution_id};
+  auto fields =
+      audit::executionFields({.kind = "code", .language = ctx->info().language, .text = spec.code},
+                             options_.policy.audit.record_code);
+  if (!review) return std::unexpected(refusedExecution(ids, std::move(fields), review.error()));
   auto audit = ExecutionAudit::begin(*s, execution_id);
   auto stream = ctx->run(spec.code, spec.env,
                          std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
   if (!stream) return std::unexpected(stream.error());
   metrics_.code_runs++;
   return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(
-      std::move(*stream), *s, std::move(*review), std::move(audit), &metrics_, "code"));
+      std::move(*stream), *s, std::move(*review), std::move(audit), &metrics_, "code",
+      withOom(executionRecorder(ids, std::move(fields)), *s)));
+}
+
+ServiceError Manager::refusedExecution(const audit::RecordIds& ids, Json fields,
+                                       const ServiceError& why) {
+  audit::addExecutionRefusal(fields, why.code == ErrorCode::kDeniedByReview, why.message);
+  recordExecution(ids, std::move(fields));
+  return why;
+}
+
+std::function<void(const Json*)> Manager::executionRecorder(const audit::RecordIds& ids,
+                                                            Json fields) {
+  return [this, ids, fields = std::move(fields), t0 = Clock::now()](const Json* end) mutable {
+    audit::addExecutionOutcome(fields, end, secondsSince(t0) * 1000);
+    recordExecution(ids, std::move(fields));
+  };
 }
 
 }  // namespace airlock::sandbox

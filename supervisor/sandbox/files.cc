@@ -1,6 +1,7 @@
 // Files of a sandbox, through its agent; and persistent workspaces.
 #include "supervisor/sandbox/manager.h"
 
+#include "supervisor/audit/lifecycle_records.h"
 #include "supervisor/sandbox/agent/file_ops.h"
 #include "supervisor/sandbox/live_sandbox.h"
 
@@ -27,16 +28,37 @@ SResult<FileEntry> Manager::writeFile(const Caller& caller, const std::string& s
                                       const std::string& path, uint32_t mode,
                                       const ByteSource& source) {
   if (mode > 07777) return serviceError(ErrorCode::kBadRequest, "mode must be at most 07777");
-  return fileOp(caller, sb, path, [&](AgentConnection& c, const std::string& p) {
-    return files::write(c, p, mode, source);
+  // Counted and hashed on the way, for the audit trail's transfer record.
+  audit::Sha256Stream hash;
+  uint64_t bytes = 0;
+  const auto t0 = Clock::now();
+  ByteSource counted = [&](char* buf, size_t cap) -> SResult<size_t> {
+    auto n = source(buf, cap);
+    if (n && *n > 0) hash.update({buf, *n}), bytes += *n;
+    return n;
+  };
+  auto r = fileOp(caller, sb, path, [&](AgentConnection& c, const std::string& p) {
+    return files::write(c, p, mode, counted);
   });
+  recordFileTransfer(caller, sb, "in", path, bytes, hash.hex(), r ? "" : r.error().message, t0);
+  return r;
 }
 
 SResult<> Manager::readFile(const Caller& caller, const std::string& sb, const std::string& path,
                             const std::function<void(uint64_t)>& on_size, const ByteSink& sink) {
-  return fileOp(caller, sb, path, [&](AgentConnection& c, const std::string& p) {
-    return files::read(c, p, 0, on_size, sink);
+  audit::Sha256Stream hash;
+  uint64_t bytes = 0;
+  const auto t0 = Clock::now();
+  ByteSink counted = [&](std::string_view chunk) {
+    hash.update(chunk);
+    bytes += chunk.size();
+    return sink(chunk);
+  };
+  auto r = fileOp(caller, sb, path, [&](AgentConnection& c, const std::string& p) {
+    return files::read(c, p, 0, on_size, counted);
   });
+  recordFileTransfer(caller, sb, "out", path, bytes, hash.hex(), r ? "" : r.error().message, t0);
+  return r;
 }
 
 SResult<std::vector<FileEntry>> Manager::listFiles(const Caller& caller, const std::string& sb,

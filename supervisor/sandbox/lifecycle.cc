@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "supervisor/audit/lifecycle_records.h"
 #include "supervisor/sandbox/host/rootfs_view.h"
 #include "supervisor/sandbox/hostdir_mounts.h"
 #include "supervisor/sandbox/live_sandbox.h"
@@ -122,6 +123,7 @@ SResult<SandboxInfo> Manager::createSandbox(const Caller& caller, const SandboxS
     reserved_memory_by_tenant_[caller.tenant] -= memory;
     sandboxes_[s->id] = s;
   }
+  recordSandbox(*s, "create");
   // A host directory reaching a sandbox is a transfer for the audit trail: direction "mount"
   // (read-only) or "mount-writable".
   for (const auto& m : s->mounts) {
@@ -300,6 +302,7 @@ void Manager::destroyLive(const std::shared_ptr<LiveSandbox>& s, const char* rea
     s->state = "stopped";
   }
   metrics_.sandboxes_destroyed++;
+  if (!s->tenant.empty()) recordSandbox(*s, "destroy", audit::destroyReason(reason));
   if (std::string(reason) == "idle" || std::string(reason) == "lifetime") metrics_.reap(reason);
 }
 

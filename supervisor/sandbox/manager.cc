@@ -59,6 +59,15 @@ Result<> Manager::startAudit() {
     if (!log) return Unexpected(std::move(log.error()).wrap("[audit] log"));
     audit_log_ = std::move(*log);
   }
+  if (!settings.webhook_url.empty() && audit_log_ != nullptr) {
+    auto hook = audit::webhookOptionsFrom(settings);
+    if (!hook) return Unexpected(hook.error());
+    webhooks_ = audit::WebhookSink::start(std::move(*hook));
+    audit_log_->setObserver(
+        [sink = webhooks_.get()](std::string_view type, const nlohmann::json& record) {
+          sink->offer(type, record);
+        });
+  }
   if (options_.mode == ManagerOptions::Mode::kServe) audit_ = auditContext();
   return {};
 }
@@ -180,6 +189,7 @@ Manager::~Manager() {
   if (reaper_.joinable()) reaper_.join();
   if (pool_thread_.joinable()) pool_thread_.join();
   destroyAll();
+  stopWebhooks();  // after the last records (shutdown's destroys)
 }
 
 std::shared_ptr<const policy::Policy> Manager::currentPolicy() {

@@ -27,6 +27,7 @@
 #include "airlock/policy/policy.h"
 #include "airlock/result.h"
 #include "supervisor/audit/audit_log.h"
+#include "supervisor/audit/webhook_sink.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/review/approval_queue.h"
 #include "supervisor/review/chain.h"
@@ -182,6 +183,28 @@ class Manager final : public Service {
   void endTransfers(LiveSandbox& s);
   // Counts a transfer and writes its "transfer" record to the audit log (transfers.cc).
   void recordTransfer(const audit::RecordIds& ids, const TransferOutcome& t);
+  // The audit trail's `sandbox` and `execution` records (docs/audit.md; audit_trail.cc), also
+  // handed to the lifecycle webhooks through the log.
+  void recordSandbox(const LiveSandbox& s, std::string_view event, std::string_view reason = {});
+  void recordSandbox(const audit::RecordIds& ids, std::string_view profile,
+                     std::string_view backend, std::string_view event,
+                     std::string_view reason = {});
+  void recordExecution(const audit::RecordIds& ids, nlohmann::json fields);
+  // An execution the review (or a broken chain) refused: its record, and `why` to return.
+  ServiceError refusedExecution(const audit::RecordIds& ids, nlohmann::json fields,
+                                const ServiceError& why);
+  // What writes an execution's record with its outcome when its stream ends (executions.cc).
+  std::function<void(const nlohmann::json*)> executionRecorder(const audit::RecordIds& ids,
+                                                               nlohmann::json fields);
+  // The `execution` record of an airlock run / POST /v1/runs (one_shot.cc).
+  void recordRun(const RunRequest& req, const RunResult& r, const std::string& execution_id);
+  // The transfer record of a file API write ("in") or read ("out") (files.cc); none when the
+  // sandbox was not found (nothing moved).
+  void recordFileTransfer(const Caller& caller, const std::string& sb, std::string_view direction,
+                          const std::string& path, uint64_t bytes, std::string sha256,
+                          const std::string& error, Clock::time_point t0);
+  // Stops the webhooks, delivering what waits within their shutdown deadline.
+  void stopWebhooks();
   // Destroys `s` on the reaper thread, then calls `done`.
   void retire(std::shared_ptr<LiveSandbox> s, std::function<void()> done);
   void reaperLoop();
@@ -272,6 +295,7 @@ class Manager final : public Service {
 
   ManagerOptions options_;  // options_.policy: the policy at start; policy_ is the current one
   // The [audit] log and engine, for the supervisor's life (the policy at start decides them).
+  std::unique_ptr<audit::WebhookSink> webhooks_;  // before audit_log_, whose observer uses it
   std::unique_ptr<audit::AuditLog> audit_log_;
   std::atomic<bool> cancelled_{false};  // kOneShot: cancel_fd fired
   std::once_flag reclaimed_;            // kOneShot: stale leftovers reclaimed

@@ -193,6 +193,7 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
         res.status = Status::kRefused;
         res.message = verdict->message();
         res.total_ms = msSince(t0);
+        recordRun(req, res, execution_id);
         return res;
       }
     }
@@ -268,6 +269,10 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   Sandbox& box = pre ? *pre->live->box : *cold;
   AgentConnection& conn = pre ? *pre->live->conn : *cold_conn;
   res.sandbox_id = box.id();
+  // The reviewers' checker sandboxes are the supervisor's own: not in the trail.
+  const bool in_trail = !req.checker && req.argv.empty();
+  if (in_trail)
+    recordSandbox({box.id(), req.tenant, ""}, profile.name, profile.isolation, "create");
   if (pre && box.audit() != nullptr) box.audit()->setTenant(req.tenant);
   // A caller that goes away ends the run: every wait on its connection ends at once.
   bool watching_cancel = false;
@@ -280,6 +285,7 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   }
 
   auto finish = [&](RunResult r) -> Result<RunResult> {
+    recordRun(req, r, execution_id);
     auto td = Clock::now();
     if (watching_cancel) hub_->unwatch(req.cancel_fd);
     Result<> d;
@@ -296,6 +302,9 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     }
     r.teardown_ms = msSince(td);
     r.total_ms = msSince(t0);
+    if (in_trail)
+      recordSandbox({box.id(), req.tenant, ""}, profile.name, profile.isolation, "destroy",
+                    d ? "done" : "error");
     if (!d) return Unexpected(std::move(d.error()).wrap("sandbox teardown"));
     return r;
   };

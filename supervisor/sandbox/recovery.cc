@@ -139,6 +139,7 @@ void Manager::adoptOrphans() {
     metrics_.sandboxes_adopted++;
     std::lock_guard guard(mu_);
     sandboxes_[s->id] = s;
+    recordSandbox(*s, "adopt");
   }
 }
 

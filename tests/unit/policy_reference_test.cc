@@ -152,7 +152,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [f1, f2] = Filesystem{};
   [[maybe_unused]] auto [n1, n2] = Network{};
   [[maybe_unused]] auto [a1, a2, a3, a4] = Audit{};
-  [[maybe_unused]] auto [g1, g2, g3, g4, g5] = AuditSettings{};
+  [[maybe_unused]] auto [g1, g2, g3, g4, g5, g6, g7, g8, g9, g10, g11, g12] = AuditSettings{};
   [[maybe_unused]] auto [x1, x2, x3, x4] = EgressSettings{};
   [[maybe_unused]] auto [s1, s2] = Seccomp{};
   [[maybe_unused]] auto [t1, t2, t3, t4, t5, t6, t7, t8] = Lifetime{};
@@ -180,7 +180,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   EXPECT_EQ(packageSettingsKeys().size(), 6u);
   EXPECT_EQ(transferKeys().size(), 3u);
   EXPECT_EQ(serverKeys().size(), 22u);
-  EXPECT_EQ(auditKeys().size(), 5u);
+  EXPECT_EQ(auditKeys().size(), 12u);
   EXPECT_EQ(egressKeys().size(), 4u);
   EXPECT_EQ(tenantKeys().size(), 5u - 1);  // minus name
 }
@@ -217,6 +217,13 @@ const std::map<std::string, std::string> kAuditValues = {
     {"keep", "7"},
     {"ring_kb", "64"},
     {"run_ring_kb", "64"},
+    {"record_code", "true"},
+    {"webhook_url", "\"http://127.0.0.1:9000/hook\""},
+    {"webhook_secret_file", "\"/etc/airlock/webhook.key\""},
+    {"webhook_events", "[\"sandbox\", \"execution\"]"},
+    {"webhook_timeout_ms", "700"},
+    {"webhook_max_retries", "7"},
+    {"webhook_queue", "7"},
 };
 const std::map<std::string, std::string> kEgressValues = {
     {"ipv4_range", "\"10.77.0.0/16\""},
@@ -288,10 +295,14 @@ TEST(PolicyReference, EveryServerAndTenantKeyWritesItsOwnField) {
   }
   for (const std::string& key : auditKeys()) {
     ASSERT_TRUE(kAuditValues.contains(key)) << "give " << key << " a value in kAuditValues";
-    auto p = parse("schema = 1\n[audit]\n" + key + " = " + kAuditValues.at(key) + "\n", "k.toml");
+    // A webhook needs a log.
+    AuditSettings base;
+    if (key == "webhook_url") base.log = "/var/log/airlock/audit.jsonl";
+    const std::string log = base.log.empty() ? "" : "log = \"" + base.log + "\"\n";
+    auto p =
+        parse("schema = 1\n[audit]\n" + log + key + " = " + kAuditValues.at(key) + "\n", "k.toml");
     ASSERT_TRUE(p.has_value()) << key << ": " << p.error().message();
-    auto changed =
-        changedLines(auditSettingsToToml(AuditSettings{}), auditSettingsToToml(p->audit));
+    auto changed = changedLines(auditSettingsToToml(base), auditSettingsToToml(p->audit));
     ASSERT_EQ(changed.size(), 1u) << key;
     EXPECT_EQ(changed[0], key + " = " + kAuditValues.at(key)) << key;
   }

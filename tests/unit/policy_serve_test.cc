@@ -304,6 +304,47 @@ TEST(PolicyServe, ValidatePolicyRules) {
        "audit.run_ring_kb = 100: must be a power of two from 4 (one page) to 1048576 (1 GiB)"},
       {"audit ring below a page", [](Policy& p) { p.audit.ring_kb = 2; },
        "audit.ring_kb = 2: must be a power of two from 4 (one page) to 1048576 (1 GiB)"},
+      {"audit webhook",
+       [](Policy& p) {
+         p.audit.log = "/var/log/airlock/audit.jsonl";
+         p.audit.webhook_url = "http://127.0.0.1:9000/hook";
+         p.audit.webhook_secret_file = "/etc/airlock/webhook.key";
+         p.audit.record_code = true;
+       },
+       std::nullopt},
+      {"audit webhook https",
+       [](Policy& p) {
+         p.audit.log = "/var/log/airlock/audit.jsonl";
+         p.audit.webhook_url = "https://hooks.example/airlock";
+       },
+       "audit.webhook_url = 'https://hooks.example/airlock': https is not supported; reach a TLS "
+       "service through a local proxy"},
+      {"audit webhook without a log",
+       [](Policy& p) { p.audit.webhook_url = "http://127.0.0.1:9000/hook"; },
+       "audit.webhook_url = 'http://127.0.0.1:9000/hook': needs audit.log (the webhook sends the "
+       "records the log is written)"},
+      {"audit webhook unknown event",
+       [](Policy& p) {
+         p.audit.webhook_events = {"sandbox", "exce"};
+       },
+       "audit.webhook_events[1] = 'exce': not an audit record type; expected one of sandbox, "
+       "execution, transfer, review, exec, net, package, port"},
+      {"audit webhook no events",
+       [](Policy& p) {
+         p.audit.log = "/var/log/airlock/audit.jsonl";
+         p.audit.webhook_url = "http://127.0.0.1:9000/hook";
+         p.audit.webhook_events = {};
+       },
+       "audit.webhook_events = []: name at least one record type to send, or leave webhook_url "
+       "empty"},
+      {"audit webhook timeout 0", [](Policy& p) { p.audit.webhook_timeout_ms = 0; },
+       "audit.webhook_timeout_ms = 0: must be at least 100"},
+      {"audit webhook retries 21", [](Policy& p) { p.audit.webhook_max_retries = 21; },
+       "audit.webhook_max_retries = 21: must be at most 20"},
+      {"audit webhook queue 0", [](Policy& p) { p.audit.webhook_queue = 0; },
+       "audit.webhook_queue = 0: must be at least 1"},
+      {"audit webhook secret relative", [](Policy& p) { p.audit.webhook_secret_file = "key"; },
+       "audit.webhook_secret_file = 'key': must be an absolute path"},
       {"tenant disabled", [](Policy& p) { p.tenants.at("default").max_sandboxes = 0; },
        std::nullopt},
       {"tenant too many", [](Policy& p) { p.tenants.at("default").max_sandboxes = 100001; },
@@ -575,6 +616,7 @@ TEST(PolicyServe, ExplainShowsProfileServerAndTenants) {
           "(tenants with a token_sha256)\n"
           "audit\n"
           "  log off, ring buffer 4096 KiB (serve), 256 KiB (run)\n"
+          "  execution records: sha256 only\n"
           "transfer\n"
           "  roots: none\n"
           "  uploads spooled in /var/tmp\n"

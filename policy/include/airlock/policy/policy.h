@@ -200,6 +200,17 @@ struct AuditSettings {
   // The same for one `airlock run` (one sandbox). Smaller, because mapping the ring is on every
   // run's critical path: 4 MiB costs ~1.1 ms more than 256 KiB (≈ 450 exec events in flight).
   uint32_t run_ring_kb = 256;
+  // Whether `execution` records carry the code or command text itself, not only its sha256: the
+  // text may hold secrets, so it is opt-in.
+  bool record_code = false;
+  // Lifecycle webhooks (docs/audit.md): records of these types are POSTed, signed, to this
+  // http:// URL as they are logged; "": none. Needs `log`.
+  std::string webhook_url;
+  std::string webhook_secret_file;  // HMAC-SHA256 key (absolute path); "": unsigned
+  std::vector<std::string> webhook_events = {"sandbox"};  // record types sent
+  uint32_t webhook_timeout_ms = 5000;                     // one delivery attempt
+  uint32_t webhook_max_retries = 5;                       // after the first attempt
+  uint32_t webhook_queue = 1000;  // records waiting at most; more are dropped and counted
 };
 
 // How sandboxes with a network beyond loopback reach out ([egress], docs/network.md): one per
