@@ -22,18 +22,22 @@ class TouchingStream : public EventStream {
   // `review`, when not null, is added to the final event. `audit` may be null (not audited).
   TouchingStream(std::unique_ptr<EventStream> inner, std::shared_ptr<LiveSandbox> sb,
                  Json review = nullptr, std::unique_ptr<ExecutionAudit> audit = nullptr,
-                 Metrics* metrics = nullptr)
+                 Metrics* metrics = nullptr, bool code_run = false)
       : inner_(std::move(inner)),
         sb_(std::move(sb)),
         review_(std::move(review)),
         audit_(std::move(audit)),
-        metrics_(metrics) {
+        metrics_(metrics),
+        code_run_(code_run) {
     ++sb_->busy;
+    // The live view shows since when code runs: from the first of overlapping runs.
+    if (code_run_ && sb_->code_runs++ == 0) sb_->code_started_at = nowMs();
   }
   ~TouchingStream() override {
     inner_.reset();  // first: an abandoned run is stopped while the sandbox is still busy
     audit_.reset();  // then its audit is closed (and logged) with everything it did
     sb_->last_active_at = nowMs();
+    if (code_run_ && --sb_->code_runs == 0) sb_->code_started_at = 0;
     --sb_->busy;
   }
   std::optional<Json> next(Clock::time_point deadline) override {
@@ -72,6 +76,7 @@ class TouchingStream : public EventStream {
   Json review_;
   std::unique_ptr<ExecutionAudit> audit_;
   Metrics* metrics_;
+  bool code_run_;             // a code run (runCode), not a command
   std::optional<Json> held_;  // the final event, after an error event we put before it
 };
 
@@ -370,7 +375,7 @@ SResult<std::unique_ptr<EventStream>> Manager::runCode(const Caller& caller, con
   if (!stream) return std::unexpected(stream.error());
   metrics_.code_runs++;
   return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(
-      std::move(*stream), *s, std::move(*review), std::move(audit), &metrics_));
+      std::move(*stream), *s, std::move(*review), std::move(audit), &metrics_, true));
 }
 
 }  // namespace airlock::sandbox
