@@ -191,10 +191,9 @@ std::string frameText(const Json& frame, size_t width) {
     if (width > 0 && s.size() > width) s.resize(width);
     out << s << "\n";
   };
-  line("airlock top - " + std::to_string(num(t, "sandboxes")) + " sandboxes, " +
-       std::to_string(num(t, "executing")) + " executing, memory " +
-       bytesText(num(t, "memory_bytes")) + ", review denials " +
-       std::to_string(num(t, "review_denials")));
+  line("airlock top  sandboxes: " + std::to_string(num(t, "sandboxes")) + "  executing: " +
+       std::to_string(num(t, "executing")) + "  memory: " + bytesText(num(t, "memory_bytes")) +
+       "  review denials: " + std::to_string(num(t, "review_denials")));
   line("");
   std::vector<std::vector<std::string>> rows = {{"ID", "TENANT", "PROFILE", "BACKEND", "AGE",
                                                  "STATE", "CPU%", "MEM", "EXECUTION", "DENIALS"}};

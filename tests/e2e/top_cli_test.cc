@@ -56,7 +56,9 @@ TEST_F(ServeTest, TopShowsLiveSandboxesWithExecutionAndDenials) {
 
   auto table = runCommand({airlockBinary(), "top", "--once"}, "", 30, env);
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_TRUE(contains(table.out, "airlock top - 1 sandboxes, 1 executing")) << table.out;
+  EXPECT_TRUE(contains(table.out, "airlock top  sandboxes: 1  executing: 1  memory: "))
+      << table.out;
+  EXPECT_TRUE(contains(table.out, "review denials: 1")) << table.out;
   for (const char* column : {"ID", "TENANT", "PROFILE", "BACKEND", "AGE", "STATE", "CPU%", "MEM",
                              "EXECUTION", "DENIALS"})
     EXPECT_TRUE(contains(table.out, column)) << column << "\n" << table.out;
