@@ -211,9 +211,13 @@ std::string frameText(const Json& frame, size_t width) {
     if (r["current_execution"].is_object())
       exec = str(r["current_execution"], "kind") + " " +
              humanDuration(num(r["current_execution"], "running_s") * 1000);
-    std::string denials = r["recent_denials"].contains("review")
-                              ? "review " + std::to_string(num(r["recent_denials"], "review"))
-                              : "-";
+    // Each cause the supervisor counts, in its order ("review 1", later "network 3" too).
+    std::string denials;
+    for (const auto& [cause, count] : r["recent_denials"].items())
+      if (count.is_number())
+        denials +=
+            (denials.empty() ? "" : ", ") + cause + " " + std::to_string(count.get<int64_t>());
+    if (denials.empty()) denials = "-";
     rows.push_back({str(r, "id"), str(r, "tenant"), str(r, "profile"), str(r, "backend"),
                     humanDuration(num(r, "age_s") * 1000), str(r, "state"), cpu, mem, exec,
                     denials});
