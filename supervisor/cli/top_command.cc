@@ -269,8 +269,9 @@ class LiveTerminal {
     while (!g_quit) {
       int64_t left = until - nowMs();
       if (left <= 0) return false;
+      // Keys only from a terminal; otherwise (stdin from /dev/null) signals alone end the view.
       pollfd p{STDIN_FILENO, POLLIN, 0};
-      int n = ::poll(&p, 1, static_cast<int>(left));
+      int n = ::poll(raw_ ? &p : nullptr, raw_ ? 1 : 0, static_cast<int>(left));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return n < 0;
       char key = 0;
