@@ -99,6 +99,18 @@ TEST_F(ServeTest, TopShowsLiveSandboxesWithExecutionAndDenials) {
     EXPECT_TRUE(r[key].is_null() || r[key].is_number()) << key << ": " << r[key];
   }
 
+  // The live view on a terminal (a pty from util-linux's script): the alternate screen and a
+  // frame with the sandbox, then q quits and the terminal's screen and cursor come back.
+  auto live = runCommand({"script", "-qec", airlockBinary() + " top --interval 0.2", "/dev/null"},
+                         "q\n", 30, env);
+  EXPECT_EQ(live.exit_code, 0) << live.out << live.err;
+  const size_t entered = live.out.find("\x1b[?1049h"), left = live.out.find("\x1b[?1049l");
+  ASSERT_NE(entered, std::string::npos) << live.out;
+  ASSERT_NE(left, std::string::npos) << live.out;
+  const size_t shown = live.out.find(id, entered);
+  EXPECT_LT(shown, left) << live.out;
+  EXPECT_NE(live.out.find("\x1b[?25h", shown), std::string::npos) << "cursor not restored";
+
   // Bad flags say which one and what it takes; --help is not an error.
   auto bad_sort = runCommand({airlockBinary(), "top", "--sort", "disk"}, "", 30, env);
   EXPECT_EQ(bad_sort.exit_code, 125);
