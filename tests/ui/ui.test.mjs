@@ -22,7 +22,7 @@ const skip = !isRoot && !mustRun
 
 const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'ui-test-token-8e41d07b';
-let dir, port, base, supervisor, browser, sandboxId, serveStderr = '';
+let dir, port, base, supervisor, browser /* a persistent context */, sandboxId, serveStderr = '';
 
 async function freePort() {
   const srv = createServer();
@@ -80,11 +80,12 @@ before(async () => {
   sandboxId = (await created.json()).id;
 
   const { chromium } = await import('playwright-core');
-  browser = await chromium.launch({
+  // A fresh profile directory (--user-data-dir), which playwright takes as this argument.
+  browser = await chromium.launchPersistentContext(join(dir, 'chromium-profile'), {
     executablePath: CHROMIUM,
+    headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync',
-      `--user-data-dir=${join(dir, 'chromium-profile')}`],
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
 });
 
