@@ -153,12 +153,13 @@ Json executionOf(const Json& sb, int64_t now) {
 Json frameJson(const Frame& f) {
   Json rows = Json::array();
   int64_t memory = 0, denials = 0, executing = 0;
+  bool measured = false;  // any sandbox's memory known: else the total is unknown, not 0
   for (const auto& r : f.rows) {
     const Json& sb = r.sandbox;
     Json exec = executionOf(sb, f.at);
     executing += exec.is_null() ? 0 : 1;
     denials += reviewDenials(sb);
-    if (r.usage) memory += r.usage->memory_bytes;
+    if (r.usage) memory += r.usage->memory_bytes, measured = true;
     rows.push_back(
         {{"id", str(sb, "id")},
          {"name", str(sb, "name")},
@@ -178,7 +179,7 @@ Json frameJson(const Frame& f) {
           {"totals",
            {{"sandboxes", f.rows.size()},
             {"executing", executing},
-            {"memory_bytes", memory},
+            {"memory_bytes", measured ? Json(memory) : Json()},
             {"review_denials", denials}}},
           {"sandboxes", rows}};
 }
@@ -191,8 +192,9 @@ std::string frameText(const Json& frame, size_t width) {
     if (width > 0 && s.size() > width) s.resize(width);
     out << s << "\n";
   };
-  line("airlock top  sandboxes: " + std::to_string(num(t, "sandboxes")) + "  executing: " +
-       std::to_string(num(t, "executing")) + "  memory: " + bytesText(num(t, "memory_bytes")) +
+  line("airlock top  sandboxes: " + std::to_string(num(t, "sandboxes")) +
+       "  executing: " + std::to_string(num(t, "executing")) +
+       "  memory: " + (t["memory_bytes"].is_number() ? bytesText(num(t, "memory_bytes")) : "-") +
        "  review denials: " + std::to_string(num(t, "review_denials")));
   line("");
   std::vector<std::vector<std::string>> rows = {{"ID", "TENANT", "PROFILE", "BACKEND", "AGE",
