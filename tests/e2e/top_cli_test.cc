@@ -10,6 +10,7 @@ namespace airlock::testing {
 namespace {
 
 const char* kReviewedProfile = R"(
+[profiles.default]
 [profiles.watched.review]
 chain = ["patterns"]
 [[profiles.watched.review.patterns.rules]]
@@ -101,8 +102,9 @@ TEST_F(ServeTest, TopShowsLiveSandboxesWithExecutionAndDenials) {
 
   // The live view on a terminal (a pty from util-linux's script): the alternate screen and a
   // frame with the sandbox, then q quits and the terminal's screen and cursor come back.
-  auto live = runCommand({"script", "-qec", airlockBinary() + " top --interval 0.2", "/dev/null"},
-                         "q\n", 30, env);
+  auto live =
+      runCommand({"/usr/bin/script", "-qec", airlockBinary() + " top --interval 0.2", "/dev/null"},
+                 "q\n", 30, env);
   EXPECT_EQ(live.exit_code, 0) << live.out << live.err;
   const size_t entered = live.out.find("\x1b[?1049h"), left = live.out.find("\x1b[?1049l");
   ASSERT_NE(entered, std::string::npos) << live.out;
