@@ -42,6 +42,8 @@ packages=(
   mmdebstrap skopeo umoci
   # what the static agent's transfer helper links with libarchive (zstd, lz4, ACLs)
   libzstd-dev liblz4-dev libacl1-dev libattr1-dev
+  # the status page's browser test drives headless Chromium (tests/ui)
+  chromium
   # peers for side-by-side benchmarks
   bubblewrap firejail runsc hyperfine
 )
@@ -74,12 +76,13 @@ fi
 command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs
 command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends npm
 [ "$runtime_only" -eq 1 ] && { echo "install-deps: runtime dependencies present"; exit 0; }
-# The TypeScript SDK's build and tests, and the MCP end-to-end test's official client, come from
-# the npm registry, pinned by their package-lock.json files.
+# The TypeScript SDK's build and tests, the MCP end-to-end test's official client and the status
+# page test's browser driver (playwright-core) come from the npm registry, pinned by their
+# package-lock.json files.
 root="$(cd "$(dirname "$0")/.." && pwd)"
 # Installed again when the lock file changed since (npm's own record of what it installed is
 # node_modules/.package-lock.json).
-for dir in sdk/typescript tests/mcp; do
+for dir in sdk/typescript tests/mcp tests/ui; do
   lock="$root/$dir/package-lock.json"
   installed="$root/$dir/node_modules/.package-lock.json"
   [ -f "$lock" ] && { [ ! -f "$installed" ] || [ "$lock" -nt "$installed" ]; } &&

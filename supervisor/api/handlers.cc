@@ -8,6 +8,7 @@
 #include "supervisor/api/request_decoding.h"
 #include "supervisor/api/response_encoding.h"
 #include "supervisor/api/router.h"
+#include "supervisor/api/status_page.h"
 #include "supervisor/encoding/base64.h"
 
 namespace airlock::api {
@@ -156,9 +157,14 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
   // field there is the sandbox server's (unless it is an airlock token: see below).
   const bool port_link =
       match.status == RouteMatch::Status::kFound && match.route->id == RouteId::kProxyPortLink;
+  // The status page's files hold no data: a browser loads them without a token, and the page's
+  // script then calls the API with the token the operator enters.
+  const bool status_page =
+      match.status == RouteMatch::Status::kFound &&
+      (match.route->id == RouteId::kStatusPage || match.route->id == RouteId::kStatusPageAsset);
   Caller caller;
-  if (port_link) {
-    // No bearer token: the link decides the tenant below.
+  if (port_link || status_page) {
+    // No bearer token: the link decides the tenant below; the status page needs none.
   } else if (!req.authorization.empty()) {
     auto tenant = tokens_.tenantFor(req.authorization);
     if (!tenant) {
@@ -266,6 +272,18 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
     case RouteId::kOpenApi:
       ex.respond(200, kJson, std::string(openApiDocument()));
       break;
+    case RouteId::kStatusPage:
+    case RouteId::kStatusPageAsset: {
+      auto file = statusPageFile(id == RouteId::kStatusPage ? "" : match.params.at("asset"));
+      if (!file)
+        return sendError(ex, ErrorCode::kNotFound, "no status page file " + req.path), label;
+      ex.setHeader("Content-Security-Policy", std::string(kStatusPageCsp));
+      ex.setHeader("X-Content-Type-Options", "nosniff");
+      ex.setHeader("Referrer-Policy", "no-referrer");
+      ex.setHeader("Cache-Control", "no-store");
+      ex.respond(200, std::string(file->content_type), std::string(file->body));
+      break;
+    }
     case RouteId::kRun: {
       auto r = body(decodeRun);
       if (!r) return sendError(ex, r.error()), label;

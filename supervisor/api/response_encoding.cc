@@ -154,7 +154,9 @@ Json encodeSandbox(const sandbox::SandboxInfo& s) {
               {"ends_at", s.ends_at},
               {"commands_running", s.commands_running},
               {"contexts", s.contexts},
-              {"mounts", std::move(mounts)}};
+              {"mounts", std::move(mounts)},
+              {"current_execution", s.current_execution},
+              {"recent_denials", {{"review", s.review_denials}}}};
 }
 
 Json encodeCommand(const sandbox::CommandInfo& c) {

@@ -9,6 +9,8 @@ constexpr std::array kRoutes = {
     Route{"GET", "/healthz", RouteId::kHealthz},
     Route{"GET", "/metrics", RouteId::kMetrics},
     Route{"GET", "/v1/openapi.json", RouteId::kOpenApi},
+    Route{"GET", "/ui", RouteId::kStatusPage},
+    Route{"GET", "/ui/{asset}", RouteId::kStatusPageAsset},
     Route{"POST", "/v1/runs", RouteId::kRun},
     Route{"GET", "/v1/sandboxes", RouteId::kListSandboxes},
     Route{"POST", "/v1/sandboxes", RouteId::kCreateSandbox},

@@ -16,6 +16,8 @@ enum class RouteId {
   kHealthz,
   kMetrics,
   kOpenApi,
+  kStatusPage,       // GET /ui: the read-only status page (status_page.h)
+  kStatusPageAsset,  // GET /ui/{asset}: its script and stylesheet
   kRun,
   kListSandboxes,
   kCreateSandbox,

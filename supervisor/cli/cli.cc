@@ -34,6 +34,7 @@ unix:///run/airlock/airlock.sock, and AIRLOCK_TOKEN; `run` uses it too when it i
   airlock code SB [options] (-c CODE | FILE | -)   run code in a stateful context
   airlock files put|get|ls SB ...                  copy files in and out
   airlock review ls|approve|reject [RID]           the approval queue of held executions
+  airlock top [--once] [--json] [--sort cpu|mem|age]  live view of sandboxes (CPU, memory, runs)
 
 Exit codes: `run` and `exec` exit with the program's own code, 128+N when it was killed by
 signal N and 124 on timeout (`run` also 122 for its memory limit, 123 when the policy refused);
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
   if (cmd == "mcp") return mcpCommand(args);
   if (cmd == "tools") return toolsCommand(args);
   if (cmd == "audit") return auditCommand(args);
+  if (cmd == "top") return topCommand(args);
   if (cmd == "version" || cmd == "--version") {
     std::cout << "airlock " << AIRLOCK_VERSION << "\n";
     return 0;

@@ -34,16 +34,20 @@ class TouchingStream : public EventStream {
         audit_(std::move(audit)),
         metrics_(metrics),
         kind_(kind),
+        code_run_(std::string_view(kind) == "code"),
         oom_kills_at_start_(metrics != nullptr ? sandboxOomKills(sb_->id) : 0),
         record_(std::move(record)) {
     ++sb_->busy;
     ++sb_->executions;
+    // The live view shows since when code runs: from the first of overlapping runs.
+    if (code_run_ && sb_->code_runs++ == 0) sb_->code_started_at = nowMs();
   }
   ~TouchingStream() override {
     inner_.reset();  // first: an abandoned run is stopped while the sandbox is still busy
     if (record_) record_(nullptr);
     audit_.reset();  // then its audit is closed (and logged) with everything it did
     sb_->last_active_at = nowMs();
+    if (code_run_ && --sb_->code_runs == 0) sb_->code_started_at = 0;
     --sb_->busy;
   }
   std::optional<Json> next(Clock::time_point deadline) override {
@@ -109,6 +113,7 @@ class TouchingStream : public EventStream {
   std::unique_ptr<ExecutionAudit> audit_;
   Metrics* metrics_;
   const char* kind_;
+  bool code_run_;  // a code run (runCode), not a command
   uint64_t oom_kills_at_start_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   Record record_;             // once, then null

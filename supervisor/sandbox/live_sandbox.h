@@ -64,6 +64,11 @@ struct LiveSandbox {
   std::atomic<int> busy{0};  // foreground streams and code runs in progress: never idle
   std::atomic<bool> audit_claimed{false};  // an execution holds the audit (execution_audit.h)
   std::atomic<uint64_t> executions{0};     // commands and code runs started (its metrics)
+  // For the live view (`airlock top`, /ui): when the oldest code run still going began (Unix ms,
+  // 0: none), how many are going, and how many executions the review chain refused.
+  std::atomic<int64_t> code_started_at{0};
+  std::atomic<int> code_runs{0};
+  mutable std::atomic<int64_t> review_denials{0};  // counted by the const review gate
 
   std::unique_ptr<sandbox::Sandbox> box;
   std::shared_ptr<AgentConnection> conn;

@@ -279,7 +279,20 @@ SandboxInfo Manager::infoOf(const LiveSandbox& s) {
   i.ends_at = s.ends_at;
   std::lock_guard lock(s.mu);
   i.state = s.state;
-  for (const auto& [id, c] : s.commands) i.commands_running += c->running() ? 1 : 0;
+  i.review_denials = s.review_denials;
+  // The longest-running execution: a command (foreground or background) or a code run.
+  int64_t oldest = s.code_started_at;
+  if (oldest > 0)
+    i.current_execution = Json{{"kind", "code"}, {"id", nullptr}, {"started_at", oldest}};
+  for (const auto& [id, c] : s.commands) {
+    if (!c->running()) continue;
+    ++i.commands_running;
+    auto ci = c->info();
+    if (oldest > 0 && ci.started_at >= oldest) continue;
+    oldest = ci.started_at;
+    i.current_execution =
+        Json{{"kind", "command"}, {"id", ci.command_id}, {"started_at", ci.started_at}};
+  }
   i.contexts = static_cast<int>(s.contexts.size());
   return i;
 }

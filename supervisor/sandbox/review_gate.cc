@@ -87,7 +87,10 @@ SResult<Json> Manager::reviewGate(const Caller& caller, const LiveSandbox& box,
   if (!verdict) return Json();
   if (!verdict->allowed()) {
     // A chain that could not be built is the operator's problem, not a review's denial.
-    if (verdict->reviewer != "chain") metrics_.reject("denied_by_review");
+    if (verdict->reviewer != "chain") {
+      metrics_.reject("denied_by_review");
+      ++box.review_denials;
+    }
     return std::unexpected(
         ServiceError{ErrorCode::kDeniedByReview, verdict->message(), verdict->toJson()});
   }

@@ -115,6 +115,10 @@ struct SandboxInfo {
   int commands_running = 0;
   int contexts = 0;
   std::vector<MountSpec> mounts;  // as resolved: path filled in
+  // What runs now, for the live view: null, or {"kind": "command"|"code", "id", "started_at"}
+  // (the longest-running one).
+  Json current_execution;
+  int64_t review_denials = 0;  // executions the review chain refused since the sandbox started
 };
 
 // A persistent workspace: the files of `persistent: true` sandboxes of one name, kept on disk.

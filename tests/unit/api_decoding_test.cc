@@ -341,6 +341,25 @@ TEST(ApiOpenApi, DocumentCoversExactlyTheRouteTable) {
   EXPECT_EQ(documented, routed);
 }
 
+// The live view's fields (airlock top, /ui): always present, null or zero when idle.
+TEST(ApiEncoding, SandboxCarriesCurrentExecutionAndDenials) {
+  sandbox::SandboxInfo idle;
+  idle.id = "sb1";
+  auto j = encodeSandbox(idle);
+  ASSERT_TRUE(j.contains("current_execution"));
+  EXPECT_TRUE(j["current_execution"].is_null());
+  EXPECT_EQ(j["recent_denials"], (sandbox::Json{{"review", 0}}));
+
+  sandbox::SandboxInfo busy = idle;
+  busy.current_execution = {{"kind", "command"}, {"id", "c3"}, {"started_at", 1795000000000}};
+  busy.review_denials = 2;
+  j = encodeSandbox(busy);
+  EXPECT_EQ(j["current_execution"]["kind"], "command");
+  EXPECT_EQ(j["current_execution"]["id"], "c3");
+  EXPECT_EQ(j["current_execution"]["started_at"], 1795000000000);
+  EXPECT_EQ(j["recent_denials"]["review"], 2);
+}
+
 TEST(ApiEncoding, AggregatesCommandAndCodeEvents) {
   CommandAggregate cmd;
   cmd.add({{"type", "start"}, {"command_id", "c1"}, {"pid", 7}});

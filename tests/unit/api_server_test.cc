@@ -500,6 +500,50 @@ TEST_F(ApiServerTest, TcpNeedsABearerToken) {
   EXPECT_EQ(r.status, 401);
 }
 
+// GET /ui (docs/operations-view.md): the page, its script and its stylesheet load without a
+// token, under a CSP that forbids inline script; the data routes still want the token.
+TEST_F(ApiServerTest, StatusPageLoadsWithoutATokenUnderAStrictCsp) {
+  options_.tcp_listen = "127.0.0.1:0";
+  options_.token_sha256_to_tenant[policy::sha256Hex("s3cret")] = "team-a";
+  auto& server = start();
+  auto t = HttpClient::tcp(server.tcpPort());
+  ASSERT_TRUE(t);
+  auto r = t->request("GET", "/ui");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("content-type"), "text/html; charset=utf-8");
+  const std::string csp = r.header("content-security-policy");
+  EXPECT_NE(csp.find("default-src 'self'"), std::string::npos) << csp;
+  EXPECT_NE(csp.find("frame-ancestors 'none'"), std::string::npos) << csp;
+  EXPECT_EQ(csp.find("unsafe"), std::string::npos) << csp;
+  EXPECT_EQ(r.header("x-content-type-options"), "nosniff");
+  // Every script is a file of its own: as many <script tags as <script src= ones.
+  size_t scripts = 0, with_src = 0;
+  for (size_t at = 0; (at = r.body.find("<script", at)) != std::string::npos; ++at) {
+    ++scripts;
+    with_src += r.body.compare(at, 12, "<script src=") == 0 ? 1 : 0;
+  }
+  EXPECT_EQ(scripts, 1u);
+  EXPECT_EQ(with_src, scripts);
+  r = t->request("GET", "/ui/ui.js");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-type"), "text/javascript; charset=utf-8");
+  EXPECT_NE(r.body.find("/v1/sandboxes"), std::string::npos);
+  r = t->request("GET", "/ui/ui.css");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-type"), "text/css; charset=utf-8");
+  r = t->request("GET", "/ui/secrets.txt");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(errorCode(r), "not_found");
+  // The page is read-only: /ui answers GET only.
+  r = t->request("POST", "/ui", "{}", "Authorization: Bearer s3cret\r\n");
+  EXPECT_EQ(r.status, 405);
+  // The data is not public.
+  r = t->request("GET", "/v1/sandboxes");
+  EXPECT_EQ(r.status, 401);
+  r = t->request("GET", "/metrics");
+  EXPECT_EQ(r.status, 401);
+}
+
 // Beyond 127.0.0.1 and ::1 the listener needs TLS, and TLS files that do not load stop the start
 // with the setting named (tests/remote covers handshakes against a real supervisor).
 TEST_F(ApiServerTest, TcpBeyondLoopbackNeedsTlsThatLoads) {

@@ -50,6 +50,9 @@ Json sample(const std::string& name, const Json& prop, int i) {
     return Json::array({{{"source", "hostdir:d"}, {"path", "/mnt/d"}, {"writable", true}}});
   if (name == "review") return {{"verdict", "allow"}, {"reviewer", "r"}, {"rule", "x"}};
   if (name == "state") return "running";
+  if (name == "current_execution")
+    return {{"kind", "command"}, {"id", "c1"}, {"started_at", 1795000000000 + i}};
+  if (name == "recent_denials") return {{"review", 1000 + i}};
   if (name == "type") return "dir";
   if (type == "string") return name + "-" + std::to_string(i);
   if (type == "integer" || type == "number") return 1000 + i;
@@ -132,6 +135,14 @@ TEST(SdkContract, SandboxAnswer) {
       {"ends_at", [](auto& s) { return Json(s.ends_at); }},
       {"commands_running", [](auto& s) { return Json(s.commands_running); }},
       {"contexts", [](auto& s) { return Json(s.contexts); }},
+      {"current_execution",
+       [](auto& s) {
+         if (!s.current_execution) return Json();
+         return Json{{"kind", s.current_execution->kind},
+                     {"id", s.current_execution->id},
+                     {"started_at", s.current_execution->started_at}};
+       }},
+      {"recent_denials", [](auto& s) { return Json(s.recent_denials); }},
   };
   checkAnswer("Sandbox", doc, sb->info(), fields);
   sb->detach();

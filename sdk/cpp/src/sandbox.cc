@@ -50,6 +50,12 @@ Result<SandboxInfo> infoFrom(const Json& doc) {
   i.ends_at = fields::integer(doc, "ends_at");
   i.commands_running = static_cast<int>(fields::integer(doc, "commands_running"));
   i.contexts = static_cast<int>(fields::integer(doc, "contexts"));
+  if (auto it = doc.find("current_execution"); it != doc.end() && it->is_object())
+    i.current_execution = SandboxInfo::Execution{fields::str(*it, "kind"), fields::str(*it, "id"),
+                                                 fields::integer(*it, "started_at")};
+  if (auto it = doc.find("recent_denials"); it != doc.end() && it->is_object())
+    for (const auto& [cause, count] : it->items())
+      if (count.is_number_integer()) i.recent_denials[cause] = count.get<int64_t>();
   return i;
 }
 

@@ -7,6 +7,7 @@ import {
   obj,
   objects,
   optNum,
+  optObj,
   optStr,
   str,
   time,
@@ -65,6 +66,10 @@ export interface SandboxInfo {
   endsAt: Date | null;
   commandsRunning: number;
   contexts: number;
+  /** What runs now, the longest-running first: {kind: "command"|"code", id, started_at}; null when idle. */
+  currentExecution: JsonObject | null;
+  /** Executions refused since the sandbox started, by cause ({review: 1}). */
+  recentDenials: Record<string, number>;
   raw: JsonObject;
 }
 
@@ -138,6 +143,10 @@ export function parseSandboxInfo(o: JsonObject): SandboxInfo {
     endsAt: time(o, 'ends_at'),
     commandsRunning: num(o, 'commands_running'),
     contexts: num(o, 'contexts'),
+    currentExecution: optObj(o, 'current_execution'),
+    recentDenials: Object.fromEntries(
+      Object.entries(obj(o, 'recent_denials')).filter((e): e is [string, number] => typeof e[1] === 'number'),
+    ),
     raw: o,
   };
 }

@@ -120,6 +120,11 @@ class SandboxInfo:
     commands_running: int
     contexts: int
     raw: dict[str, Any] = field(repr=False)
+    # What runs now, the longest-running first ({"kind": "command"|"code", "id", "started_at"});
+    # None when idle.
+    current_execution: dict[str, Any] | None = None
+    # Executions refused since the sandbox started, by cause ({"review": 1}).
+    recent_denials: dict[str, int] = field(default_factory=dict)
 
     @property
     def sandbox_id(self) -> str:
@@ -140,7 +145,10 @@ class SandboxInfo:
             last_active_at=_time(d, "last_active_at"), keep_alive_s=_opt_int(d, "keep_alive_s"),
             idle_expires_at=_time(d, "idle_expires_at"), lifetime_s=_opt_int(d, "lifetime_s"),
             ends_at=_time(d, "ends_at"), commands_running=_int(d, "commands_running"),
-            contexts=_int(d, "contexts"), raw=d)
+            contexts=_int(d, "contexts"), raw=d,
+            current_execution=_opt_dict(d, "current_execution"),
+            recent_denials={k: v for k, v in _dict(d, "recent_denials").items()
+                            if isinstance(v, int) and not isinstance(v, bool)})
 
 
 @dataclass

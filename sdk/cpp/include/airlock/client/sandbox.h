@@ -78,6 +78,14 @@ struct SandboxInfo {
   int64_t ends_at = 0;
   int commands_running = 0;
   int contexts = 0;
+  // What runs now, the longest-running one: a command (id its command_id) or a code run (id "").
+  struct Execution {
+    std::string kind;  // command, code
+    std::string id;
+    int64_t started_at = 0;  // Unix ms
+  };
+  std::optional<Execution> current_execution;     // none when idle
+  std::map<std::string, int64_t> recent_denials;  // refusals since it started, by cause: review
 };
 
 // One sandbox's resource use, read from its cgroup and workspace when asked (GET
