@@ -179,7 +179,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
                                       2 + 2 + 3 + 1 + 5 + 12 + 6 + 6);
   EXPECT_EQ(packageSettingsKeys().size(), 6u);
   EXPECT_EQ(transferKeys().size(), 3u);
-  EXPECT_EQ(serverKeys().size(), 22u);
+  EXPECT_EQ(serverKeys().size(), 24u);
   EXPECT_EQ(auditKeys().size(), 5u);
   EXPECT_EQ(egressKeys().size(), 4u);
   EXPECT_EQ(tenantKeys().size(), 5u - 1);  // minus name
@@ -210,6 +210,8 @@ const std::map<std::string, std::string> kServerValues = {
     {"tls_cert", "\"/etc/airlock/tls.crt\""},
     {"tls_key", "\"/etc/airlock/tls.key\""},
     {"tls_client_ca", "\"/etc/airlock/clients.pem\""},
+    {"log_level", "\"debug\""},
+    {"log_format", "\"json\""},
 };
 const std::map<std::string, std::string> kAuditValues = {
     {"log", "\"/var/log/airlock/audit.jsonl\""},
