@@ -301,10 +301,12 @@ void Manager::destroyLive(const std::shared_ptr<LiveSandbox>& s, const char* rea
       log::error("sandbox.teardown",
                  {{"sandbox", s->id}, {"reason", reason}, {"error", r.error().message()}});
   }
-  log::info("sandbox.destroy", {{"sandbox", s->id},
-                                {"tenant", s->tenant},
-                                {"profile", s->profile_name},
-                                {"reason", reason}});
+  // Pool, pre-started and review sandboxes belong to no tenant and had no create line: debug.
+  log::write(s->tenant.empty() ? log::Level::kDebug : log::Level::kInfo, "sandbox.destroy",
+             {{"sandbox", s->id},
+              {"tenant", s->tenant},
+              {"profile", s->profile.name},
+              {"reason", reason}});
   {
     std::lock_guard lock(s->mu);
     s->state = "stopped";
