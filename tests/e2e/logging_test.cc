@@ -70,7 +70,7 @@ TEST_F(ServeTest, JsonLogHasRequestLinesAndTheSandboxLifecycle) {
   EXPECT_EQ(creates[0]["sandbox"], id);
   EXPECT_EQ(creates[0]["tenant"], "default");
   EXPECT_EQ(creates[0]["profile"], "default");
-  EXPECT_EQ(creates[0]["backend"], "namespaces");
+  EXPECT_EQ(creates[0]["backend"], testIsolation());
   EXPECT_TRUE(creates[0]["start"] == "cold" || creates[0]["start"] == "warm") << creates[0];
   EXPECT_GT(creates[0]["ms"].get<double>(), 0.0);
 
