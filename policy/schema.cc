@@ -148,6 +148,8 @@ const std::array kServerFields = {
     AIRLOCK_SERVER_FIELD("state_dir", state_dir),
     AIRLOCK_SERVER_FIELD("drain_timeout_s", drain_timeout_s),
     AIRLOCK_SERVER_FIELD("reattach_grace_s", reattach_grace_s),
+    AIRLOCK_SERVER_FIELD("log_level", log_level),
+    AIRLOCK_SERVER_FIELD("log_format", log_format),
 };
 
 const std::array kTenantFields = {

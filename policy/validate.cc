@@ -483,6 +483,16 @@ Check checkServer(const Server& s) {
   }
   if (auto p = serverPath("state_dir", s.state_dir)) return p;
   if (auto c = range("server.drain_timeout_s", s.drain_timeout_s, 0, 3600)) return c;
+  // The names supervisor/log/log.h parses; the policy library does not link the logger.
+  if (s.log_level != "debug" && s.log_level != "info" && s.log_level != "warn" &&
+      s.log_level != "error") {
+    return Problem{"server.log_level", "server.log_level = " + q(s.log_level) +
+                                           ": expected 'debug', 'info', 'warn' or 'error'"};
+  }
+  if (s.log_format != "text" && s.log_format != "json") {
+    return Problem{"server.log_format",
+                   "server.log_format = " + q(s.log_format) + ": expected 'text' or 'json'"};
+  }
   return range("server.reattach_grace_s", s.reattach_grace_s, 0, 86400);
 }
 

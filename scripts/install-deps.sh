@@ -18,6 +18,8 @@ packages=(
   # libraries the supervisor links
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
   libseccomp-dev libtomlplusplus-dev nlohmann-json3-dev libcap-dev libssl-dev libre2-dev
+  # the supervisor's operational log (supervisor/log/): spdlog, with its fmt
+  libspdlog-dev
   # sandbox networks beyond loopback: veth and addresses (rtnetlink), NAT table (supervisor/net/)
   libnl-route-3-dev libnftables-dev nftables
   # eBPF toolchain and what a static libbpf links (bpf/, supervisor/audit/)

@@ -76,6 +76,7 @@ class BlockingExchange final : public Exchange {
     for (auto& [name, value] : headers_) res.set(name, value);
     sent_keep_alive_ = keepAlive();
     res.keep_alive(sent_keep_alive_);
+    bytes_out_ += body.size();
     res.body() = std::move(body);
     res.prepare_payload();
     error_code ec;
@@ -109,6 +110,7 @@ class BlockingExchange final : public Exchange {
     error_code ec;
     net::write(stream_, http::make_chunk(net::const_buffer(chunk.data(), chunk.size())), ec);
     if (ec) broken_ = true;
+    if (!ec) bytes_out_ += chunk.size();
     return !ec;
   }
 
@@ -128,6 +130,7 @@ class BlockingExchange final : public Exchange {
 
   bool clientGone() override { return broken_ || stream_.peerGone(); }
   int status() const override { return status_; }
+  uint64_t bytesOut() const override { return bytes_out_; }
 
   std::vector<std::pair<std::string, std::string>> requestFields() const override {
     std::vector<std::pair<std::string, std::string>> out;
@@ -185,6 +188,7 @@ class BlockingExchange final : public Exchange {
   bool streaming_ = false;
   bool broken_ = false;
   int status_ = 0;
+  uint64_t bytes_out_ = 0;
   std::vector<std::pair<std::string, std::string>> headers_;
 };
 

@@ -179,6 +179,8 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
     return label;
   }
 
+  ex.log_tenant = caller.tenant;  // a port link's tenant is set below, from the link
+
   switch (match.status) {
     case RouteMatch::Status::kFound:
       break;
@@ -216,6 +218,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       auto link = service_.resolvePortLink(match.params.at("token"));
       if (!link) return sendError(ex, link.error()), label;
       target.caller = link->caller;
+      ex.log_tenant = link->caller.tenant;
       target.sandbox = link->sandbox;
       target.port = std::to_string(link->port);
       // The sandbox server's own credentials pass; an airlock token (an SDK that sends its

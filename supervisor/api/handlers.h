@@ -72,6 +72,12 @@ class Exchange {
   virtual std::optional<RawConnection> takeConnection() { return std::nullopt; }
   // The status the relayed answer carried (for metrics).
   virtual void setRelayedStatus(int status) { (void)status; }
+  // Body bytes sent so far (for the request log); 0 where not counted.
+  virtual uint64_t bytesOut() const { return 0; }
+
+  // The tenant the request was authenticated as, set by the dispatcher for the request log
+  // ("" when it got no further than authentication).
+  std::string log_tenant;
 };
 
 struct HandlerLimits {

@@ -34,6 +34,7 @@
 #include "supervisor/api/listeners.h"
 #include "supervisor/api/response_encoding.h"
 #include "supervisor/api/tls_listener.h"
+#include "supervisor/log/log.h"
 #include "supervisor/mcp/http_transport.h"
 
 namespace airlock::api {
@@ -460,6 +461,14 @@ class Server::Impl::Connection : public std::enable_shared_from_this<Connection>
     }
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     server_.metrics.observe(label.empty() ? "unknown" : label, ex.status(), seconds);
+    // The route pattern, not the path: a port link's path is its credential.
+    log::info("api.request", {{"method", req.method},
+                              {"route", label.empty() ? "unknown" : label},
+                              {"tenant", ex.log_tenant},
+                              {"status", ex.status()},
+                              {"ms", seconds * 1000},
+                              {"bytes_out", ex.bytesOut()},
+                              {"connection", id_}});
     if (!ex.reusable()) return false;
     // Skip what is left of a small unread body to keep the connection.
     char sink[8192];
@@ -588,7 +597,7 @@ void Server::Impl::admitPeer(UniqueFd fd, const Peer& peer, int family, int prot
     std::lock_guard lock(mu);
     open[id] = conn;
   }
-  log("api: connection " + std::to_string(id) + " from " + peer.description);
+  log::debug("api.connection", {{"connection", id}, {"peer", peer.description}});
   conn->start();
 }
 

@@ -27,6 +27,7 @@
 #include "min_core_btf.h"
 #include "net_policy.skel.h"
 #include "supervisor/audit/net_rules.h"
+#include "supervisor/log/log.h"
 #include "supervisor/sys/lock_file.h"
 #include "syscall_count.skel.h"
 
@@ -325,12 +326,12 @@ Result<EngineObjects> openOrLoadPinned(const ObjectOptions& options, const std::
   // (an upgrade, a second build) would otherwise unpin each other's engine, and every run of
   // either would pay a full load (~12 ms; +31 ms per run measured on a PVM host).
   if (auto gone = unpinUnusedEngines(options.pin_root, options.lock_dir, version, 1); !gone)
-    std::fprintf(stderr, "airlock: audit: %s\n", gone.error().message().c_str());
+    log::warn("audit.engine", {{"error", gone.error().message()}});
   if (auto r = pinObjects(loaded, options.pin_root); !r) {
     (void)removePinDir(dir + "-tmp-" + std::to_string(::getpid()));
     // Loaded all the same: this process keeps it to itself rather than loading it twice.
-    std::fprintf(stderr, "airlock: audit: %s; this process keeps the engine to itself\n",
-                 r.error().wrap("pinning the audit engine").message().c_str());
+    log::warn("audit.engine", {{"error", r.error().wrap("pinning the audit engine").message()},
+                               {"effect", "this process keeps the engine to itself"}});
     return loaded;
   }
   loaded.users_lock = std::move(users);
@@ -414,10 +415,9 @@ Result<EngineObjects> openOrLoadEngineObjects(const ObjectOptions& options) {
     auto pinned = openOrLoadPinned(options, version);
     if (pinned) return pinned;
     // Still audited and enforced, at the cost of a load per process.
-    std::fprintf(stderr,
-                 "airlock: audit: cannot share the engine through %s (%s); loading it "
-                 "for this process alone\n",
-                 options.pin_root.c_str(), pinned.error().message().c_str());
+    log::warn("audit.engine", {{"error", "cannot share the engine through " + options.pin_root +
+                                             ": " + pinned.error().message()},
+                               {"effect", "loading it for this process alone"}});
   }
   auto loaded = loadObjects(options.host_netns_cookie);
   if (loaded) loaded->version = version;

@@ -7,6 +7,7 @@
 
 #include "airlock/client/http.h"
 #include "supervisor/cli/cli.h"
+#include "supervisor/log/log.h"
 #include "supervisor/mcp/mcp_server.h"
 #include "supervisor/mcp/sandbox_tools.h"
 #include "supervisor/mcp/stdio_transport.h"
@@ -58,6 +59,9 @@ int mcpCommand(const std::vector<std::string>& args) {
   mcp::McpServer server([&tools](const std::string& name, const mcp::Json& arguments) {
     return tools.call(name, arguments);
   });
+  // Its sandboxes and sessions come and go at info level: an MCP client keeps this stderr as
+  // the server's log.
+  log::configure(log::Level::kInfo, log::Format::kText);
   std::cerr << "airlock mcp: serving on stdio\n";
   auto ended = mcp::serveStdio(server, STDIN_FILENO, STDOUT_FILENO);
   tools.endAll();

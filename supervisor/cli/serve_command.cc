@@ -15,6 +15,7 @@
 
 #include "supervisor/api/server.h"
 #include "supervisor/cli/cli.h"
+#include "supervisor/log/log.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/sandbox/manager.h"
 #include "supervisor/sandbox/run_result.h"
@@ -59,7 +60,8 @@ api::ServerOptions serverOptionsFrom(const policy::Policy& pol) {
   o.io_timeout = std::chrono::seconds(pol.server.io_timeout_s);
   o.max_json_body = static_cast<size_t>(pol.server.max_json_body_kb) << 10;
   o.max_upload_bytes = pol.server.max_upload_mb << 20;
-  o.log = [](std::string_view line) { std::cerr << "airlock: " << line << "\n"; };
+  // The server's problems (a failed accept, a handler's exception, a TLS handshake).
+  o.log = [](std::string_view line) { log::warn("api.problem", {{"message", line}}); };
   return o;
 }
 
@@ -74,23 +76,48 @@ void raiseOpenFileLimit(uint32_t max_connections) {
   nofile.rlim_cur = wanted;
   if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) return;
   if (wanted < rlim_t{max_connections} + 1024) {
-    std::cerr << "airlock: open file limit " << wanted
-              << " is tight for server.max_connections = " << max_connections << "\n";
+    log::warn("serve.open_file_limit",
+              {{"limit", static_cast<uint64_t>(wanted)}, {"max_connections", max_connections}});
   }
+}
+
+// The log's level and format: the flag when given, else the policy's [server] key (validated
+// with the policy). A bad flag is refused before anything starts.
+bool configureLog(const policy::Policy& pol, const std::string& level_flag,
+                  const std::string& format_flag) {
+  auto level = log::parseLevel(level_flag.empty() ? pol.server.log_level : level_flag);
+  if (!level) {
+    printError("serve: --log-level '" + level_flag +
+               "': expected 'debug', 'info', 'warn' or 'error'");
+    return false;
+  }
+  auto format = log::parseFormat(format_flag.empty() ? pol.server.log_format : format_flag);
+  if (!format) {
+    printError("serve: --log-format '" + format_flag + "': expected 'text' or 'json'");
+    return false;
+  }
+  log::configure(*level, *format);
+  return true;
 }
 
 }  // namespace
 
 int serveCommand(const std::vector<std::string>& args) {
   po::options_description opts(kServeUsage);
-  std::string socket_path, policy_file, state_dir;
+  std::string socket_path, policy_file, state_dir, log_level, log_format;
   opts.add_options()("help,h", "this text")(
       "socket", po::value(&socket_path),
       "Unix socket to listen on (default: the policy's server.socket)")(
       "policy", po::value(&policy_file),
       "policy file (default: the installed policy.toml when it exists, else built-in)")(
       "state-dir", po::value(&state_dir)->default_value("/run/airlock"),
-      "runtime state: sandbox locks, uid leases, scratch");
+      "runtime state: sandbox locks, uid leases, scratch")(
+      "log-level", po::value(&log_level),
+      "lowest level logged to stderr: debug, info, warn or error (default: the policy's "
+      "server.log_level, info)")(
+      "log-format", po::value(&log_format),
+      "log line format: text (key=value) or json (one object per line) (default: the policy's "
+      "server.log_format, text)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -114,8 +141,8 @@ int serveCommand(const std::vector<std::string>& args) {
     printError(pol.error().message());
     return sandbox::kExitAirlockError;
   }
-  for (const auto& r : policy::relaxations(*pol))
-    std::cerr << "airlock: policy relaxation: " << r << "\n";
+  if (!configureLog(*pol, log_level, log_format)) return sandbox::kExitAirlockError;
+  for (const auto& r : policy::relaxations(*pol)) log::warn("policy.relaxation", {{"what", r}});
 
   // Signals are taken synchronously by this thread only: block them before any thread starts
   // so every thread inherits the mask.
@@ -145,13 +172,15 @@ int serveCommand(const std::vector<std::string>& args) {
     printError("serve: " + server.error().message());
     return sandbox::kExitAirlockError;
   }
-  std::cerr << "airlock: serving on unix://" << server_opts.socket_path
-            << (server_opts.tcp_listen.empty()
-                    ? ""
-                    : (server_opts.tls_cert.empty() ? " and http://" : " and https://") +
-                          server_opts.tcp_listen +
-                          (server_opts.tls_client_ca.empty() ? "" : " (client certificates)"))
-            << " (policy " << pol->source << ", sha256 " << pol->hash.substr(0, 12) << ")\n";
+  log::info("serve.start", {{"socket", "unix://" + server_opts.socket_path},
+                            {"tcp", server_opts.tcp_listen.empty()
+                                        ? std::string()
+                                        : (server_opts.tls_cert.empty() ? "http://" : "https://") +
+                                              server_opts.tcp_listen},
+                            {"client_certificates", !server_opts.tls_client_ca.empty()},
+                            {"policy", pol->source},
+                            {"policy_sha256", pol->hash.substr(0, 12)},
+                            {"version", AIRLOCK_VERSION}});
 
   for (;;) {
     int sig = 0;
@@ -161,19 +190,21 @@ int serveCommand(const std::vector<std::string>& args) {
       auto next = policy_file.empty() ? Result<policy::Policy>(policy::builtinDefault())
                                       : policy::loadFile(policy_file);
       if (!next) {
-        std::cerr << "airlock: SIGHUP: keeping the current policy: " << next.error().message()
-                  << "\n";
+        log::error("policy.reload",
+                   {{"error", next.error().message()}, {"effect", "keeping the current policy"}});
         continue;
       }
       for (const auto& r : policy::relaxations(*next))
-        std::cerr << "airlock: policy relaxation: " << r << "\n";
-      std::cerr << "airlock: SIGHUP: policy reloaded (sha256 " << next->hash.substr(0, 12)
-                << "); new sandboxes use it, running ones keep theirs; [server] changes need a "
-                   "restart\n";
+        log::warn("policy.relaxation", {{"what", r}});
+      log::info("policy.reload",
+                {{"policy_sha256", next->hash.substr(0, 12)},
+                 {"effect",
+                  "new sandboxes use it, running ones keep theirs; [server] changes (the log's "
+                  "too) need a restart"}});
       (*svc)->reloadPolicy(std::move(*next));
       continue;
     }
-    std::cerr << "airlock: " << sigabbrev_np(sig) << ": draining\n";
+    log::info("serve.drain", {{"signal", sigabbrev_np(sig)}});
     break;
   }
   (*svc)->drain();
@@ -181,7 +212,7 @@ int serveCommand(const std::vector<std::string>& args) {
   (*server)->stop();
   size_t n = (*svc)->sandboxCount();
   (*svc)->destroyAll();
-  std::cerr << "airlock: stopped; destroyed " << n << " sandbox(es)\n";
+  log::info("serve.stop", {{"sandboxes_destroyed", n}});
   return 0;
 }
 

@@ -1,9 +1,9 @@
 #include "supervisor/mcp/http_transport.h"
+#include "supervisor/log/log.h"
 
 #include <sys/random.h>
 
 #include <algorithm>
-#include <iostream>
 #include <vector>
 
 #include "supervisor/mcp/mcp_server.h"
@@ -126,8 +126,9 @@ void HttpTransport::sweep() {
     const auto now = Clock::now();
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       if (it->second->busy == 0 && now - it->second->last_used > options_.idle_timeout) {
-        std::cerr << "airlock mcp: session " << it->first.substr(0, 8) << " of tenant '"
-                  << it->second->tenant << "' idle; ending it\n";
+        log::info("mcp.session_idle", {{"session", it->first.substr(0, 8)},
+                                       {"tenant", it->second->tenant},
+                                       {"effect", "ending it"}});
         idle.push_back(std::move(it->second));
         it = sessions_.erase(it);
       } else {

@@ -1,7 +1,7 @@
 #include "supervisor/mcp/mcp_server.h"
+#include "supervisor/log/log.h"
 
 #include <algorithm>
-#include <iostream>
 
 #include "supervisor/mcp/tool_catalog.h"
 
@@ -47,8 +47,8 @@ RpcResult McpServer::initialize(const Json& params) {
   std::string client = "an MCP client";
   if (auto info = params.find("clientInfo"); info != params.end() && info->is_object())
     client = info->value("name", client) + " " + info->value("version", "");
-  std::cerr << "airlock mcp: " << client << " connected (protocol " << asked << ", answering "
-            << protocol_version_ << ")\n";
+  log::info("mcp.connect",
+            {{"client", client}, {"protocol", asked}, {"answering", protocol_version_}});
   return Json{{"protocolVersion", protocol_version_},
               {"capabilities", {{"tools", {{"listChanged", false}}}}},
               {"serverInfo",

@@ -1,4 +1,5 @@
 #include "supervisor/mcp/sandbox_tools.h"
+#include "supervisor/log/log.h"
 
 #include <algorithm>
 #include <iostream>
@@ -101,10 +102,9 @@ SandboxTools::~SandboxTools() { endAll(); }
 void SandboxTools::endAll() {
   auto end = [](sdk::Sandbox& sb) {
     if (auto r = sb.kill(); !r)
-      std::cerr << "airlock mcp: could not end sandbox " << sb.id() << ": " << r.error().message()
-                << "\n";
+      log::warn("mcp.sandbox_end", {{"sandbox", sb.id()}, {"error", r.error().message()}});
     else
-      std::cerr << "airlock mcp: ended sandbox " << sb.id() << "\n";
+      log::info("mcp.sandbox_end", {{"sandbox", sb.id()}});
   };
   if (default_) end(*default_);
   default_.reset();
@@ -160,7 +160,7 @@ sdk::Result<SandboxTools::Target> SandboxTools::resolve(const Json& args) {
   o.connection = options_.connection;
   auto sb = sdk::Sandbox::create(o);
   if (!sb) return std::unexpected(std::move(sb.error()).wrap("creating the default sandbox"));
-  std::cerr << "airlock mcp: created default sandbox " << sb->id() << "\n";
+  log::info("mcp.sandbox_create", {{"sandbox", sb->id()}, {"default", true}});
   default_.emplace(std::move(*sb));
   t.session = &*default_;
   return t;
@@ -362,7 +362,7 @@ Json SandboxTools::createSandbox(const Json& args) {
   auto sb = sdk::Sandbox::create(o);
   if (!sb) return errorResult(describeError(sb.error()));
   const auto& i = sb->info();
-  std::cerr << "airlock mcp: created sandbox " << i.id << "\n";
+  log::info("mcp.sandbox_create", {{"sandbox", i.id}});
   Json info = {
       {"sandbox_id", i.id}, {"name", i.name}, {"profile", i.profile}, {"language", i.language}};
   std::string text = "sandbox_id: " + i.id + "\nname: " + (i.name.empty() ? "-" : i.name) +

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "supervisor/log/log.h"
+
 namespace airlock::plugin {
 namespace {
 
@@ -33,7 +35,18 @@ void logToStderr(void* ctx, int level, const char* message) {
   static constexpr const char* kLevels[] = {"debug", "info", "warning", "error"};
   const char* tag = level >= 0 && level <= 3 ? kLevels[level] : "info";
   auto* name = static_cast<const std::string*>(ctx);
-  std::fprintf(stderr, "[%s] %s: %s\n", name->c_str(), tag, message != nullptr ? message : "");
+  const char* text = message != nullptr ? message : "";
+  // A daemon's log takes the line with its fields; a CLI command keeps the short form its user
+  // reads. The plugin's own level (above) applies to both.
+  if (log::configured()) {
+    const log::Level mapped = level <= 0   ? log::Level::kDebug
+                              : level == 1 ? log::Level::kInfo
+                              : level == 2 ? log::Level::kWarn
+                                           : log::Level::kError;
+    log::write(mapped, "plugin.message", {{"plugin", *name}, {"message", text}});
+    return;
+  }
+  std::fprintf(stderr, "[%s] %s: %s\n", name->c_str(), tag, text);
 }
 
 }  // namespace

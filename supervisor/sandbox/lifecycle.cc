@@ -2,9 +2,9 @@
 #include "supervisor/sandbox/manager.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "supervisor/audit/lifecycle_records.h"
+#include "supervisor/log/log.h"
 #include "supervisor/sandbox/host/rootfs_view.h"
 #include "supervisor/sandbox/hostdir_mounts.h"
 #include "supervisor/sandbox/live_sandbox.h"
@@ -137,6 +137,12 @@ SResult<SandboxInfo> Manager::createSandbox(const Caller& caller, const SandboxS
   (warm ? metrics_.warm_creates : metrics_.cold_creates)++;
   metrics_.created.add({s->tenant, s->profile_name, s->profile.isolation, warm ? "warm" : "cold"});
   metrics_.create_seconds.observe({s->profile_name, s->profile.isolation}, secondsSince(t0));
+  log::info("sandbox.create", {{"sandbox", s->id},
+                               {"tenant", caller.tenant},
+                               {"profile", profile_name},
+                               {"backend", s->profile.isolation},
+                               {"start", warm ? "warm" : "cold"},
+                               {"ms", secondsSince(t0) * 1000}});
   reaper_cv_.notify_all();
   if (warm) pool_cv_.notify_all();  // refill
   return infoOf(*s);
@@ -294,9 +300,15 @@ void Manager::destroyLive(const std::shared_ptr<LiveSandbox>& s, const char* rea
   commands.clear();
   if (s->box) {
     if (auto r = s->box->destroy(); !r)
-      std::fprintf(stderr, "airlock: sandbox %s (%s): teardown: %s\n", s->id.c_str(), reason,
-                   r.error().message().c_str());
+      log::error("sandbox.teardown",
+                 {{"sandbox", s->id}, {"reason", reason}, {"error", r.error().message()}});
   }
+  // Pool, pre-started and review sandboxes belong to no tenant and had no create line: debug.
+  log::write(s->tenant.empty() ? log::Level::kDebug : log::Level::kInfo, "sandbox.destroy",
+             {{"sandbox", s->id},
+              {"tenant", s->tenant},
+              {"profile", s->profile.name},
+              {"reason", reason}});
   {
     std::lock_guard lock(s->mu);
     s->state = "stopped";

@@ -1,7 +1,6 @@
 // The manager: start and stop, the policy in force, finding a caller's sandboxes.
 #include "supervisor/sandbox/manager.h"
-
-#include <cstdio>
+#include "supervisor/log/log.h"
 
 #include "supervisor/sandbox/host/orphans.h"
 #include "supervisor/sandbox/live_sandbox.h"
@@ -40,11 +39,11 @@ Result<std::unique_ptr<Manager>> Manager::start(ManagerOptions options) {
   }
   s->adoptOrphans();
   if (auto r = sandbox::reclaimOrphans(s->options_.state_dir, sandbox::Reclaim::kAll); !r)
-    std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
+    log::warn("sandbox.reclaim", {{"error", r.error().message()}});
   s->reclaimNetworkLeftovers();
   if (int n = s->workspaces_.removeHalfMade(); n > 0)
-    std::fprintf(stderr,
-                 "airlock: removed %d half-made workspace image(s) left by a dead supervisor\n", n);
+    log::info("workspace.reclaim",
+              {{"images_removed", n}, {"why", "half-made, left by a dead supervisor"}});
   s->reaper_ = std::thread([p = s.get()] { p->reaperLoop(); });
   s->pool_thread_ = std::thread([p = s.get()] { p->poolLoop(); });
   return s;
@@ -94,7 +93,7 @@ std::shared_ptr<const AuditContext> Manager::auditContext() {
                                  return true;
                                });
           !w)
-        std::fprintf(stderr, "airlock: audit: %s\n", w.error().message().c_str());
+        log::warn("audit.engine", {{"error", w.error().message()}});
     }
   } else {
     ctx->load_error = engine.error().message();
@@ -105,11 +104,8 @@ std::shared_ptr<const AuditContext> Manager::auditContext() {
       }
       // Not fatal: profiles that audit nothing still work; the others refuse to create
       // sandboxes.
-      std::fprintf(stderr, "airlock: audit: the eBPF engine did not load: %s%s\n",
-                   ctx->load_error.c_str(),
-                   auditing.empty()
-                       ? ""
-                       : ("; sandboxes of these profiles will be refused: " + auditing).c_str());
+      log::error("audit.engine", {{"error", "the eBPF engine did not load: " + ctx->load_error},
+                                  {"refused_profiles", auditing}});
     }
   }
   audit_ = std::move(ctx);
@@ -156,7 +152,7 @@ Result<std::shared_ptr<packages::Proxy>> Manager::packageProxy() {
                                 std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()),
                             fields);
         !r)
-      std::fprintf(stderr, "airlock: audit log: %s\n", r.error().message().c_str());
+      log::error("audit.write", {{"error", r.error().message()}});
   };
   auto proxy =
       packages::Proxy::create(sandbox::proxyOptionsFor(options_.policy.packages), std::move(sink));

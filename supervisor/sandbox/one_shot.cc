@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "supervisor/audit/engine.h"
+#include "supervisor/log/log.h"
 #include "supervisor/review/python_ast_reviewer.h"
 #include "supervisor/sandbox/agent/file_ops.h"
 #include "supervisor/sandbox/agent/program.h"
@@ -204,7 +205,7 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   if (options_.mode != ManagerOptions::Mode::kServe) {
     std::call_once(reclaimed_, [&] {
       if (auto r = reclaimOrphans(options_.state_dir); !r)
-        std::fprintf(stderr, "airlock: warning: %s\n", r.error().message().c_str());
+        log::warn("sandbox.reclaim", {{"error", r.error().message()}});
     });
   }
 
@@ -526,6 +527,12 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
     res.status = Status::kExited;
     if (!outcome->error.empty()) res.message = outcome->error;
   }
+  if (res.status == Status::kTimeout || res.status == Status::kMemoryLimit)
+    log::info(res.status == Status::kTimeout ? "execution.timeout" : "execution.oom",
+              {{"sandbox", box.id()},
+               {"profile", profile.name},
+               {"oom_kills", res.oom_kills},
+               {"ms", res.exec_ms}});
   // The agent holds at most 4 MiB of stdin the program has not read, and drops the rest: a
   // program that then succeeded worked on part of its input, which must not pass for a success.
   if (outcome->error.starts_with("stdin: ") && res.status == Status::kExited) {

@@ -1,7 +1,6 @@
 // Warm pools: ready sandboxes per profile, so that create is a hand-over.
+#include "supervisor/log/log.h"
 #include "supervisor/sandbox/manager.h"
-
-#include <cstdio>
 
 #include "supervisor/sandbox/live_sandbox.h"
 
@@ -86,9 +85,9 @@ void Manager::poolLoop() {
     lock.lock();
     if (!failure.empty() && cannot_prestart_.count(want_language) != 0) continue;  // shell
     if (!failure.empty()) {
-      std::fprintf(stderr, "airlock: %s pool of '%s': %s\n",
-                   want_language.empty() ? "warm" : want_language.c_str(), want->name.c_str(),
-                   failure.c_str());
+      log::warn("pool.start_failed", {{"pool", want_language.empty() ? "warm" : want_language},
+                                      {"profile", want->name},
+                                      {"error", failure}});
       pool_cv_.wait_for(lock, std::chrono::seconds(5));
       continue;
     }

@@ -8,6 +8,7 @@
 
 #include "airlock/policy/keys.h"
 #include "supervisor/encoding/base64.h"
+#include "supervisor/log/log.h"
 #include "supervisor/sandbox/agent/port_stream.h"
 #include "supervisor/sandbox/live_sandbox.h"
 #include "supervisor/sandbox/manager.h"
@@ -67,7 +68,7 @@ SResult<std::unique_ptr<PortStream>> Manager::openPort(const Caller& caller, con
     const auto ns =
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
     if (auto w = audit_log_->write("port", ids, ns, {{"port", port}}); !w)
-      std::fprintf(stderr, "airlock: audit log: %s\n", w.error().message().c_str());
+      log::error("audit.write", {{"error", w.error().message()}});
   }
   return stream;
 }

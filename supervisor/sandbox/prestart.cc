@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "supervisor/log/log.h"
 #include "supervisor/review/python_ast_reviewer.h"
 #include "supervisor/sandbox/environment.h"
 #include "supervisor/sandbox/live_sandbox.h"
@@ -151,8 +152,8 @@ std::shared_ptr<Prestarted> Manager::takePrestarted(const std::string& profile,
     // Anything it said while waiting (nothing, normally) is dropped; one that ended in the pool
     // (killed, crashed, OOM while preloading) is replaced by the next one.
     if (p->run->drain()) return p;
-    std::fprintf(stderr, "airlock: a pre-started %s interpreter of '%s' had ended; dropped\n",
-                 language.c_str(), profile.c_str());
+    log::warn("pool.prestart_ended",
+              {{"language", language}, {"profile", profile}, {"effect", "dropped"}});
     p->run.reset();
     destroyLive(p->live, "prestart");
   }

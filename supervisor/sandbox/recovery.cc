@@ -4,9 +4,8 @@
 #include <fcntl.h>
 #include <sys/file.h>
 
-#include <cstdio>
-
 #include "airlock/unique_fd.h"
+#include "supervisor/log/log.h"
 #include "supervisor/sandbox/host/orphans.h"
 #include "supervisor/sandbox/journal.h"
 #include "supervisor/sandbox/live_sandbox.h"
@@ -19,10 +18,10 @@ void Manager::reclaimNetworkLeftovers() {
   // adopted); live ones, of this or another airlock process, keep theirs.
   auto report = network_->reclaimLeftovers(sandbox::liveSandboxes(options_.state_dir));
   if (!report)
-    std::fprintf(stderr, "airlock: warning: %s\n", report.error().message().c_str());
+    log::warn("network.reclaim", {{"error", report.error().message()}});
   else if (!report->links_removed.empty())
-    std::fprintf(stderr, "airlock: removed %zu sandbox network link(s) left by a dead supervisor\n",
-                 report->links_removed.size());
+    log::info("network.reclaim", {{"links_removed", report->links_removed.size()},
+                                  {"why", "left by a dead supervisor"}});
 }
 
 void Manager::journal(const LiveSandbox& s) {
@@ -48,14 +47,13 @@ void Manager::journal(const LiveSandbox& s) {
   r.isolation = s.profile.isolation;
   // Without a record the sandbox still works; it just ends with this supervisor.
   if (auto w = writeJournal(options_.state_dir, r); !w)
-    std::fprintf(stderr, "airlock: sandbox %s: journal: %s\n", s.id.c_str(),
-                 w.error().message().c_str());
+    log::warn("sandbox.journal", {{"sandbox", s.id}, {"error", w.error().message()}});
 }
 
 void Manager::adoptOrphans() {
   for (auto& rec : readJournals(options_.state_dir)) {
     if (!rec) {
-      std::fprintf(stderr, "airlock: warning: %s\n", rec.error().message().c_str());
+      log::warn("sandbox.journal", {{"error", rec.error().message()}});
       continue;
     }
     std::string lock_path = options_.state_dir + "/sandboxes/" + rec->id + ".lock";
@@ -63,8 +61,9 @@ void Manager::adoptOrphans() {
     if (!lock || flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // its supervisor lives
     auto prof = policy_->profile(rec->profile);
     if (!prof) {
-      std::fprintf(stderr, "airlock: sandbox %s: not adopted: profile '%s' is gone\n",
-                   rec->id.c_str(), rec->profile.c_str());
+      log::warn("sandbox.not_adopted", {{"sandbox", rec->id},
+                                        {"tenant", rec->tenant},
+                                        {"error", "profile '" + rec->profile + "' is gone"}});
       continue;
     }
     auto s = std::make_shared<LiveSandbox>();
@@ -87,8 +86,9 @@ void Manager::adoptOrphans() {
     if (s->profile.packages.enabled()) {
       auto proxy = packageProxy();
       if (!proxy) {
-        std::fprintf(stderr, "airlock: sandbox %s: not adopted: %s\n", rec->id.c_str(),
-                     proxy.error().message().c_str());
+        log::warn(
+            "sandbox.not_adopted",
+            {{"sandbox", rec->id}, {"tenant", rec->tenant}, {"error", proxy.error().message()}});
         continue;
       }
       o.packages = *proxy;
@@ -96,15 +96,16 @@ void Manager::adoptOrphans() {
     }
     auto box = sandbox::Sandbox::adopt(registry_, o, std::move(lock));
     if (!box) {  // its lock is free again: reclaimOrphans removes it
-      std::fprintf(stderr, "airlock: %s\n", box.error().message().c_str());
+      log::warn("sandbox.not_adopted",
+                {{"sandbox", rec->id}, {"tenant", rec->tenant}, {"error", box.error().message()}});
       continue;
     }
     s->box = std::move(*box);
     s->id = rec->id;
     auto conn = hub_->attach(s->box->agent().channelFd(), s->id);
     if (!conn) {
-      std::fprintf(stderr, "airlock: sandbox %s: not adopted: %s\n", rec->id.c_str(),
-                   conn.error().message().c_str());
+      log::warn("sandbox.not_adopted",
+                {{"sandbox", rec->id}, {"tenant", rec->tenant}, {"error", conn.error().message()}});
       (void)s->box->destroy();
       continue;
     }
@@ -134,8 +135,11 @@ void Manager::adoptOrphans() {
     s->lifetime_s = rec->lifetime_s;
     s->ends_at = rec->ends_at;
     s->adopted = true;
-    std::fprintf(stderr, "airlock: adopted sandbox %s%s%s of tenant '%s'\n", s->id.c_str(),
-                 s->name.empty() ? "" : " ", s->name.c_str(), s->tenant.c_str());
+    log::info("sandbox.adopt", {{"sandbox", s->id},
+                                {"name", s->name},
+                                {"tenant", s->tenant},
+                                {"profile", s->profile_name},
+                                {"backend", s->profile.isolation}});
     metrics_.sandboxes_adopted++;
     std::lock_guard guard(mu_);
     sandboxes_[s->id] = s;
@@ -151,20 +155,19 @@ void Manager::restoreNetworkRules(LiveSandbox& s, const std::vector<std::string>
   for (const auto& text : rules) {
     auto rule = audit::NetRule::parse(text);
     if (!rule) {
-      std::fprintf(stderr,
-                   "airlock: sandbox %s: journaled network rule '%s': %s; keeping the "
-                   "profile's rules\n",
-                   s.id.c_str(), text.c_str(), rule.error().message().c_str());
+      log::warn("sandbox.network_rules", {{"sandbox", s.id},
+                                          {"rule", text},
+                                          {"error", rule.error().message()},
+                                          {"effect", "keeping the profile's rules"}});
       return;
     }
     policy.rules.push_back(std::move(*rule));
   }
   // Already resolved when they were set: the same addresses as before the restart.
   if (auto r = audit->updateNetwork(policy); !r) {
-    std::fprintf(stderr,
-                 "airlock: sandbox %s: journaled network rules: %s; keeping the "
-                 "profile's rules\n",
-                 s.id.c_str(), r.error().message().c_str());
+    log::warn("sandbox.network_rules", {{"sandbox", s.id},
+                                        {"error", r.error().message()},
+                                        {"effect", "keeping the profile's rules"}});
     return;
   }
   s.network_rules = rules;

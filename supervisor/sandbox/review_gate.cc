@@ -3,9 +3,9 @@
 #include "supervisor/sandbox/manager.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "supervisor/audit/review_record.h"
+#include "supervisor/log/log.h"
 #include "supervisor/sandbox/live_sandbox.h"
 #include "supervisor/sandbox/review_runner.h"
 
@@ -26,8 +26,9 @@ Manager::ReviewChain Manager::buildChain(const policy::Policy& pol,
   auto chain = review::Chain::build(profile, std::move(o));
   if (chain) return {*chain, ""};
   if (options_.mode == ManagerOptions::Mode::kServe)
-    std::fprintf(stderr, "airlock: profile '%s': review chain: %s; its executions are denied\n",
-                 profile.name.c_str(), chain.error().message().c_str());
+    log::error("review.chain_unavailable", {{"profile", profile.name},
+                                            {"error", chain.error().message()},
+                                            {"effect", "its executions are denied"}});
   return {nullptr, chain.error().message()};
 }
 
@@ -41,15 +42,23 @@ Manager::ReviewChain Manager::chainFor(const std::string& profile) {
 
 std::optional<review::Verdict> Manager::judge(const std::string& profile, review::Subject subject,
                                               const audit::RecordIds& ids) {
+  const auto t0 = Clock::now();
   subject.profile = profile;
   subject.tenant = ids.tenant;
   subject.sandbox_id = ids.sandbox;
   // Operators must be able to see who let an execution run (or why not) next to what it did.
   auto record = [&](const review::Verdict& v) {
     if (!v.allowed()) metrics_.review_denials.add({profile, v.reviewer});
+    log::info("review.verdict", {{"sandbox", ids.sandbox},
+                                 {"tenant", ids.tenant},
+                                 {"profile", profile},
+                                 {"verdict", review::decisionName(v.decision)},
+                                 {"reviewer", v.reviewer},
+                                 {"rule", v.rule},
+                                 {"ms", secondsSince(t0) * 1000}});
     if (audit_log_ == nullptr) return;
     if (auto w = audit::writeReview(*audit_log_, ids, v, subject); !w)
-      std::fprintf(stderr, "airlock: audit log: %s\n", w.error().message().c_str());
+      log::error("audit.write", {{"error", w.error().message()}});
   };
   ReviewChain rc = chainFor(profile);
   if (rc.chain == nullptr && rc.error.empty()) return std::nullopt;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "supervisor/audit/audit_log.h"
+#include "supervisor/log/log.h"
 #include "supervisor/sandbox/agent/event_queue.h"
 #include "supervisor/sandbox/environment.h"
 #include "supervisor/sandbox/live_sandbox.h"
@@ -47,7 +48,7 @@ void Manager::recordTransfer(const audit::RecordIds& ids, const TransferOutcome&
   if (audit_log_ == nullptr) return;
   nlohmann::json fields = transferJson(t);
   if (auto w = audit_log_->write("transfer", ids, wallNs(), fields); !w)
-    std::fprintf(stderr, "airlock: audit log: %s\n", w.error().message().c_str());
+    log::error("audit.write", {{"error", w.error().message()}});
 }
 
 SResult<std::unique_ptr<EventStream>> Manager::startTransfer(const Caller& caller,

@@ -304,7 +304,7 @@ class ServeChaos : public ServeTest {
     std::string log;
     std::istringstream all(readFile(dir_.file("serve.log")));
     for (std::string line; std::getline(all, line);)
-      if (line.find("api: connection") == std::string::npos) log += line + "\n";
+      if (line.find(" info api.request ") == std::string::npos) log += line + "\n";
     return log.size() > 4000 ? log.substr(log.size() - 4000) : log;
   }
 

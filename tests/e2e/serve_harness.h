@@ -105,13 +105,13 @@ inline std::vector<Json> ndjson(const std::string& body) {
   return out;
 }
 
-// `airlock serve --policy <dir>/policy.toml` on <dir>/airlock.sock. Its stderr is the test's,
-// or appended to log_file when one is given.
+// `airlock serve --policy <dir>/policy.toml` on <dir>/airlock.sock, with extra_args after it.
+// Its stderr is the test's, or appended to log_file when one is given.
 class Serve {
  public:
   explicit Serve(const TempDir& dir, const std::string& extra_policy = "",
-                 std::string log_file = "")
-      : log_(std::move(log_file)) {
+                 std::string log_file = "", std::vector<std::string> extra_args = {})
+      : log_(std::move(log_file)), extra_args_(std::move(extra_args)) {
     sock_ = dir.file("airlock.sock");
     dir.write("policy.toml", "schema = 1\n[server]\nsocket = \"" + sock_ + "\"\n" + extra_policy);
     policy_ = dir.file("policy.toml");
@@ -127,6 +127,7 @@ class Serve {
   void start(bool wait = true) {
     std::string bin = airlockBinary();
     std::vector<std::string> args = {bin, "serve", "--policy", policy_};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -160,6 +161,7 @@ class Serve {
 
  private:
   std::string sock_, policy_, log_;
+  std::vector<std::string> extra_args_;
   pid_t pid_ = -1;
 };
 

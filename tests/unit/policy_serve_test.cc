@@ -120,6 +120,20 @@ max_lifetime_s = 3600
             "never be idle that long");
 }
 
+TEST(PolicyServe, LogKeysTakeTheirNamesAndABadOnePointsAtItsValue) {
+  auto p = parse("schema = 1\n[server]\nlog_level = \"debug\"\nlog_format = \"json\"\n", "t.toml");
+  ASSERT_TRUE(p) << p.error().message();
+  EXPECT_EQ(p->server.log_level, "debug");
+  EXPECT_EQ(p->server.log_format, "json");
+  EXPECT_EQ(builtinDefault().server.log_level, "info");
+  EXPECT_EQ(builtinDefault().server.log_format, "text");
+  EXPECT_EQ(parseErr("schema = 1\n[server]\nlog_format = 'xml'\n"),
+            "t.toml:3:14: server.log_format = 'xml': expected 'text' or 'json'");
+  EXPECT_EQ(parseErr("schema = 1\n[server]\nlog_level = \"warning\"\n"),
+            "t.toml:3:13: server.log_level = 'warning': expected 'debug', 'info', 'warn' or "
+            "'error'");
+}
+
 TEST(PolicyServe, TheFirstErrorInFileOrderWinsAcrossSections) {
   // A tenant error on line 3 is reported before a profile error on line 5.
   EXPECT_EQ(parseErr(R"(schema = 1

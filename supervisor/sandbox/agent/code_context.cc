@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include "supervisor/log/log.h"
+
 namespace airlock::sandbox {
 
 namespace proto = airlock::protocol;
@@ -253,6 +255,9 @@ bool CodeContext::onFrame(const proto::FrameHeader& h, std::string_view payload)
     info_.state = "dead";
     if (run_) {
       bool timed_out = run_->interrupted_at.has_value();
+      if (timed_out)
+        log::info("execution.timeout",
+                  {{"sandbox", conn_->sandboxId()}, {"context", info_.context_id}});
       endRun(timed_out ? "timeout" : "context_lost");
     }
     cv_.notify_all();

@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "supervisor/log/log.h"
+
 namespace airlock::sandbox {
 
 namespace proto = airlock::protocol;
@@ -126,6 +128,9 @@ bool Command::onFrame(const proto::FrameHeader& h, std::string_view payload) {
           info_.exit_code = m->exit_code;
         }
         e["timed_out"] = m->timed_out;
+        if (m->timed_out)
+          log::info("execution.timeout",
+                    {{"sandbox", conn_->sandboxId()}, {"command", info_.command_id}});
         e["stdout_bytes"] = m->stdout_bytes;
         e["stderr_bytes"] = m->stderr_bytes;
         e["stdout_truncated"] = m->stdout_truncated;

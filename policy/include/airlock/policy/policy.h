@@ -171,6 +171,11 @@ struct Server {
   // How long a sandbox outlives its supervisor's death (kill -9, crash), waiting to be adopted
   // by the next `airlock serve`; 0: sandboxes end with their supervisor.
   uint32_t reattach_grace_s = 60;
+  // The operational log on stderr (docs/logging.md): lines below log_level are dropped
+  // ("debug", "info", "warn", "error"); log_format is "text" (key=value) or "json" (one object
+  // per line). `airlock serve --log-level/--log-format` win over them.
+  std::string log_level = "info";
+  std::string log_format = "text";
 
   // socket_mode as bits (0660 → 0x1b0). Valid after validation.
   uint32_t socketModeBits() const;
