@@ -20,6 +20,7 @@
 #include "supervisor/audit/engine_objects.h"
 #include "supervisor/audit/log_reader.h"
 #include "supervisor/cli/cli.h"
+#include "supervisor/cli/default_policy.h"
 #include "supervisor/sandbox/run_result.h"
 #include "supervisor/sys/cgroup.h"
 #include "supervisor/sys/lock_file.h"
@@ -51,7 +52,7 @@ and the exit status is 1. The next airlock process that audits loads the engine 
 
 Options)";
 
-constexpr const char* kDefaultPolicy = AIRLOCK_DEFAULT_POLICY;
+const char* const kDefaultPolicy = defaultPolicyPath();
 
 uint64_t nowNs() {
   timespec now{};

@@ -12,6 +12,7 @@
 #include "airlock/policy/policy.h"
 #include "artifacts.h"
 #include "supervisor/cli/cli.h"
+#include "supervisor/cli/default_policy.h"
 #include "supervisor/images/resolve.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/sandbox/host/rootfs_view.h"
@@ -45,7 +46,7 @@ bool usesMicrovm(const policy::Profile& p) {
   return false;
 }
 
-constexpr const char* kDefaultPolicy = AIRLOCK_DEFAULT_POLICY;
+const char* const kDefaultPolicy = defaultPolicyPath();
 
 }  // namespace
 

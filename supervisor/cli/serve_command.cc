@@ -15,6 +15,7 @@
 
 #include "supervisor/api/server.h"
 #include "supervisor/cli/cli.h"
+#include "supervisor/cli/default_policy.h"
 #include "supervisor/log/log.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/sandbox/manager.h"
@@ -35,7 +36,7 @@ destroyed on the way out.
 Options)";
 
 // The installed policy (cmake --install puts policy/examples/reference.toml there).
-constexpr const char* kDefaultPolicy = AIRLOCK_DEFAULT_POLICY;
+const char* const kDefaultPolicy = defaultPolicyPath();
 
 // The listener settings of the policy's [server] table and its tenants' tokens.
 api::ServerOptions serverOptionsFrom(const policy::Policy& pol) {
