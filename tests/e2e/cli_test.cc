@@ -116,6 +116,22 @@ TEST(Cli, RunWithAPolicyNamingAMissingPluginFailsBeforeAnySandbox) {
       << r.err;
 }
 
+// A plugin's error crosses into the supervisor as text plus its errno; said once, not twice
+// ("...: ENOENT (No such file or directory): ENOENT (No such file or directory)").
+TEST(Cli, AnErrorSaysItsErrnoOnce) {
+  AIRLOCK_REQUIRE_ROOT();
+  TempDir dir;
+  dir.write("p.toml", "schema = 1\n[profiles.default.filesystem]\nreadonly_paths = [\"" +
+                          dir.path() + "/missing\"]\n");
+  auto r = runAirlock({"run", "--policy", dir.file("p.toml"), "--lang", "sh", "-c", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  const std::string enoent = "ENOENT (No such file or directory)";
+  const size_t first = r.err.find(enoent);
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(enoent, first + 1), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(dir.path() + "/missing"), std::string::npos) << r.err;
+}
+
 // One supervisor for everything that needs one: exec without "--", and background commands
 // listed, attached to and killed.
 class CliServe : public ServeTest {};
@@ -134,7 +150,8 @@ TEST_F(CliServe, ExecPassesFlagsAndCmdManagesBackgroundCommands) {
   auto ls = cli({"exec", "clisb", "ls", "-la", "/"});
   EXPECT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_NE(ls.out.find("total"), std::string::npos) << ls.out;
-  auto env_first = cli({"exec", "--env", "X=1", "-t", "30", "clisb", "sh", "-c", "echo $X; exit 3"});
+  auto env_first =
+      cli({"exec", "--env", "X=1", "-t", "30", "clisb", "sh", "-c", "echo $X; exit 3"});
   EXPECT_EQ(env_first.exit_code, 3) << env_first.err;
   EXPECT_EQ(env_first.out, "1\n");
   auto dashes = cli({"exec", "clisb", "--", "echo", "--timeout"});
