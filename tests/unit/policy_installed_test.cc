@@ -40,8 +40,8 @@ Installed host() {
   i.isolation = {"namespaces", "airlock.isolation.namespaces", "gvisor",
                  "airlock.isolation.gvisor"};
   i.isolation_short = {"namespaces", "gvisor"};
-  i.languages = {"python", "airlock.language.python", "py", "shell", "sh"};
-  i.languages_short = {"python", "shell"};
+  i.languages = {"python", "airlock.language.python", "py", "node", "shell", "sh"};
+  i.languages_short = {"python", "node", "shell"};
   i.reviewers = {"example", "airlock.review.example"};
   i.reviewers_short = {"example"};
   i.image_problem = [](const std::string& name) -> std::string {
@@ -83,7 +83,7 @@ TEST(PolicyInstalled, MissingLanguageIsRefused) {
       errorOf("schema = 1\n[profiles.default]\nlanguages = [\"python\", \"ruby\"]\n");
   EXPECT_TRUE(e.starts_with("p.toml:3:")) << e;
   EXPECT_NE(e.find("languages[1] = 'ruby': language plugin not installed"), std::string::npos) << e;
-  EXPECT_NE(e.find("installed: python, shell"), std::string::npos) << e;
+  EXPECT_NE(e.find("installed: python, node, shell"), std::string::npos) << e;
 }
 
 TEST(PolicyInstalled, MissingReviewerPluginIsRefused) {
