@@ -96,7 +96,7 @@ TEST(Cli, PolicyCheckRefusesWhatIsNotInstalled) {
   r = runAirlock({"policy", "check", dir.file("gvisor.toml")});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   TempDir no_plugins;
-  r = runAirlock({"policy", "check", dir.file("gvisor.toml")}, "", 30,
+  r = runCommand({airlockBinary(), "policy", "check", dir.file("gvisor.toml")}, "", 30,
                  {"AIRLOCK_PLUGIN_DIR=" + no_plugins.path()});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("isolation = 'gvisor': isolation plugin not installed in '" +

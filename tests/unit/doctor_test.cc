@@ -86,7 +86,7 @@ TEST(Doctor, ProbeHostReportsEveryArea) {
 // reported ok, each says `not installed` and where it looked, and the host probes of the
 // backends that are not there (runsc, QEMU) are not run at all.
 TEST(Doctor, BackendWithoutItsPluginIsNotInstalled) {
-  TempDir empty;
+  airlock::testing::TempDir empty;
   const char* before = std::getenv("AIRLOCK_PLUGIN_DIR");
   const std::string saved = before != nullptr ? before : "";
   ::setenv("AIRLOCK_PLUGIN_DIR", empty.path().c_str(), 1);
