@@ -174,7 +174,8 @@ TEST_F(CliServe, ExecPassesFlagsAndCmdManagesBackgroundCommands) {
   EXPECT_NE(listed.out.find("running"), std::string::npos) << listed.out;
   auto listed_json = cli({"cmd", "ls", "clisb", "--json"});
   int running = 0;
-  for (const auto& c : Json::parse(listed_json.out)["commands"])
+  const Json commands = Json::parse(listed_json.out)["commands"];
+  for (const auto& c : commands)
     if (c["command_id"] == id && c["state"] == "running") ++running;
   EXPECT_EQ(running, 1) << listed_json.out;
   ASSERT_EQ(cli({"exec", "clisb", "sh", "-c", "echo go > /tmp/go"}).exit_code, 0);
