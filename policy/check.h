@@ -10,6 +10,10 @@
 
 #include "airlock/policy/policy.h"
 
+namespace airlock::policy {
+struct Installed;  // installed.h
+}
+
 namespace airlock::policy::detail {
 
 struct Problem {
@@ -53,6 +57,10 @@ std::vector<Problem> checkPolicy(const Policy& policy);
 
 // relaxations() of the [server] table.
 std::vector<std::string> serverRelaxations(const Server& server);
+
+// The first name of the profile the host has not installed (installed_check.cc): keys
+// "isolation", "languages[1]", "review.chain[0]", "filesystem.image".
+std::optional<Problem> checkInstalled(const Profile& profile, const Installed& installed);
 
 // "profile 'name': " or "" for an unnamed profile.
 std::string profilePrefix(const Profile& profile);

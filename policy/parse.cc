@@ -15,6 +15,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "airlock/policy/installed.h"
 #include "airlock/policy/keys.h"
 #include "airlock/policy/policy.h"
 #include "airlock/unique_fd.h"
@@ -600,7 +601,7 @@ void readTenants(const toml::table& tenants, Policy& policy, Where& where, Diags
 }
 
 Result<Policy> parseTable(const toml::table& doc, std::string_view text,
-                          const std::string& source_name) {
+                          const std::string& source_name, const Installed* installed) {
   Diags diags(source_name);
 
   // Schema first: a file from a newer airlock gets one clear message, not a list of unknowns.
@@ -778,6 +779,10 @@ Result<Policy> parseTable(const toml::table& doc, std::string_view text,
           !r.own.contains(problem->key) && r.own.contains(problem->other_key) ? r.own : r.where;
       diags.add(locate(where, problem->key, problem->other_key),
                 detail::profilePrefix(r.profile) + problem->message);
+    } else if (auto missing = installed != nullptr ? detail::checkInstalled(r.profile, *installed)
+                                                   : std::nullopt) {
+      // A name this profile inherits points at the base that wrote it.
+      diags.add(locate(r.where, missing->key), detail::profilePrefix(r.profile) + missing->message);
     }
     policy.profiles.emplace(name, r.profile);
   }
@@ -827,9 +832,8 @@ std::string tomlKey(std::string_view k) {
   return bare ? std::string(k) : quoteToml(k);
 }
 
-}  // namespace
-
-Result<Policy> parse(std::string_view toml_text, const std::string& source_name) {
+Result<Policy> parseChecking(std::string_view toml_text, const std::string& source_name,
+                             const Installed* installed) {
   // Text toml++ 3.3.0 would meet with undefined behaviour is refused first (toml_text.h).
   if (auto bad = detail::findUnsafeNonAscii(toml_text)) {
     Diags diags(source_name);
@@ -840,7 +844,7 @@ Result<Policy> parse(std::string_view toml_text, const std::string& source_name)
   }
   try {
     toml::table doc = toml::parse(toml_text, std::string_view(source_name));
-    return parseTable(doc, toml_text, source_name);
+    return parseTable(doc, toml_text, source_name, installed);
   } catch (const toml::parse_error& e) {
     Diags diags(source_name);
     diags.add(e.source(), "invalid TOML: " + std::string(e.description()));
@@ -850,7 +854,7 @@ Result<Policy> parse(std::string_view toml_text, const std::string& source_name)
   }
 }
 
-Result<Policy> loadFile(const std::string& path) {
+Result<Policy> loadFileChecking(const std::string& path, const Installed* installed) {
   // O_NONBLOCK: a FIFO given as the policy must be refused below, not block open().
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd) return sysError("open policy file", path);
@@ -872,7 +876,19 @@ Result<Policy> loadFile(const std::string& path) {
                   path);
     }
   }
-  return parse(text, path);
+  return parseChecking(text, path, installed);
+}
+
+}  // namespace
+
+Result<Policy> parse(std::string_view toml_text, const std::string& source_name) {
+  return parseChecking(toml_text, source_name, nullptr);
+}
+
+Result<Policy> loadFile(const std::string& path) { return loadFileChecking(path, nullptr); }
+
+Result<Policy> loadFileCheckingInstalled(const std::string& path, const Installed& installed) {
+  return loadFileChecking(path, &installed);
 }
 
 namespace {

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include "supervisor/sandbox/run_result.h"
 
@@ -12,7 +13,7 @@ namespace {
 constexpr const char* kUsage = R"(airlock: run untrusted code in isolated sandboxes
 
 Usage:
-  airlock run [options] [FILE | -] [-- ARGS...]   run code once in a fresh sandbox
+  airlock run [options] [FILE | -] [-- ARGS...]    run code once in a fresh sandbox
   airlock policy check FILE                        validate a policy file
   airlock policy explain [--policy FILE] [--profile NAME]
                                                    show the effective profile and relaxations
@@ -30,7 +31,8 @@ Usage:
 Talking to a running `airlock serve` (found from AIRLOCK_URL, default
 unix:///run/airlock/airlock.sock, and AIRLOCK_TOKEN; `run` uses it too when it is reachable):
   airlock sandbox create|ls|get|rm|keepalive ...   manage sandboxes
-  airlock exec SB [options] -- ARGV...             run a command, output live
+  airlock exec SB [options] CMD [ARGS...]          run a command, output live
+  airlock cmd ls|attach|kill SB [ID]               background commands of a sandbox
   airlock code SB [options] (-c CODE | FILE | -)   run code in a stateful context
   airlock files put|get|ls SB ...                  copy files in and out
   airlock review ls|approve|reject [RID]           the approval queue of held executions
@@ -47,6 +49,14 @@ Run `airlock <command> --help` for the options of each.
 
 void printError(const std::string& message) { std::cerr << "airlock: " << message << "\n"; }
 
+bool wantsHelp(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a == "--") return false;
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
@@ -55,20 +65,15 @@ int main(int argc, char** argv) {
   }
   std::string cmd = args[0];
   args.erase(args.begin());
-  if (cmd == "run") return runCommand(args);
-  if (cmd == "policy") return policyCommand(args);
-  if (cmd == "doctor") return doctorCommand(args);
-  if (cmd == "image") return imageCommand(args);
-  if (cmd == "serve") return serveCommand(args);
-  if (cmd == "sandbox") return sandboxCommand(args);
-  if (cmd == "exec") return execCommand(args);
-  if (cmd == "code") return codeCommand(args);
-  if (cmd == "files") return filesCommand(args);
-  if (cmd == "review") return reviewCommand(args);
-  if (cmd == "mcp") return mcpCommand(args);
-  if (cmd == "tools") return toolsCommand(args);
-  if (cmd == "audit") return auditCommand(args);
-  if (cmd == "top") return topCommand(args);
+  // Every subcommand of the usage above; each answers `--help` itself and exits 0.
+  static const std::map<std::string, int (*)(const std::vector<std::string>&)> kCommands = {
+      {"run", runCommand},     {"policy", policyCommand}, {"doctor", doctorCommand},
+      {"image", imageCommand}, {"serve", serveCommand},   {"sandbox", sandboxCommand},
+      {"exec", execCommand},   {"cmd", cmdCommand},       {"code", codeCommand},
+      {"files", filesCommand}, {"review", reviewCommand}, {"mcp", mcpCommand},
+      {"tools", toolsCommand}, {"audit", auditCommand},   {"top", topCommand},
+  };
+  if (auto it = kCommands.find(cmd); it != kCommands.end()) return it->second(args);
   if (cmd == "version" || cmd == "--version") {
     std::cout << "airlock " << AIRLOCK_VERSION << "\n";
     return 0;

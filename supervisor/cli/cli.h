@@ -17,6 +17,7 @@ int serveCommand(const std::vector<std::string>& args);   // airlock serve
 // Clients of a running `airlock serve` (client_support.h; one <name>_command.cc each).
 int sandboxCommand(const std::vector<std::string>& args);  // airlock sandbox create|ls|get|rm|...
 int execCommand(const std::vector<std::string>& args);     // airlock exec
+int cmdCommand(const std::vector<std::string>& args);      // airlock cmd ls|attach|kill
 int codeCommand(const std::vector<std::string>& args);     // airlock code
 int filesCommand(const std::vector<std::string>& args);    // airlock files put|get|ls
 // airlock review ls|approve|reject: the approval queue of held executions.
@@ -33,5 +34,9 @@ int topCommand(const std::vector<std::string>& args);    // airlock top (top_com
 
 // "airlock: <message>" on stderr.
 void printError(const std::string& message);
+
+// Whether `args` asks for help (--help or -h) among the subcommand's own words, i.e. before any
+// "--": the hand-parsed subcommands answer it with their usage and exit 0.
+bool wantsHelp(const std::vector<std::string>& args);
 
 }  // namespace airlock::cli

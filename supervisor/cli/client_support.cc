@@ -42,13 +42,17 @@ int64_t nowMs() {
       .count();
 }
 
-// 42s, 5m, 3h, 2d: the largest whole unit.
 std::string humanDuration(int64_t ms) {
-  int64_t s = ms / 1000;
-  if (s < 60) return std::to_string(s) + "s";
-  if (s < 3600) return std::to_string(s / 60) + "m";
-  if (s < 86400) return std::to_string(s / 3600) + "h";
-  return std::to_string(s / 86400) + "d";
+  // Rounded to the nearest second: a lifetime of 7200 s read back a few milliseconds later is
+  // still "2h", not "1h59m59s".
+  int64_t s = (std::max<int64_t>(ms, 0) + 500) / 1000;
+  if (s == 0) return "0s";
+  std::string out;
+  for (auto [unit, secs] : {std::pair{'d', 86400}, {'h', 3600}, {'m', 60}, {'s', 1}}) {
+    if (s >= secs) out += std::to_string(s / secs) + unit;
+    s %= secs;
+  }
+  return out;
 }
 
 std::string sandboxTarget(const std::string& sb) { return "/v1/sandboxes/" + percentEncode(sb); }

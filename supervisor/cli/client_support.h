@@ -32,7 +32,7 @@ int64_t num(const Json& j, const char* key);
 bool flag(const Json& j, const char* key);
 
 int64_t nowMs();
-// 42s, 5m, 3h, 2d: the largest whole unit.
+// Every non-zero unit, to the nearest second: 42s, 1h30m, 2h, 1d0h5m is "1d5m".
 std::string humanDuration(int64_t ms);
 // "-" when unset, "now" when past, else "in 5m".
 std::string untilText(int64_t at_ms, int64_t now);

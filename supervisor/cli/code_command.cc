@@ -104,7 +104,7 @@ int codeCommand(const std::vector<std::string>& args) {
   double timeout = 0;
   po::options_description opts(kCodeUsage);
   opts.add_options()("code,c", po::value(&code), "the code text")(
-      "language,l", po::value(&language),
+      "language,lang,l", po::value(&language),
       "python or node (default: the sandbox's language; FILE's extension)")(
       "context", po::value(&context), "context id (default: the language's default context)")(
       "timeout,t", po::value(&timeout), "wall-clock limit in seconds (capped by the profile)")(

@@ -19,11 +19,14 @@ namespace airlock::cli {
 namespace {
 
 constexpr const char* kExecUsage = R"(Usage:
-  airlock exec SB [options] -- ARGV...
-  airlock exec SB [options] --cmd 'shell string'
+  airlock exec [options] SB CMD [ARGS...]
+  airlock exec [options] SB -- CMD [ARGS...]
+  airlock exec [options] SB --cmd 'shell string'
 
-Runs a command in sandbox SB and streams its stdout and stderr live. ARGV[0] is looked up on
-the sandbox's PATH; --cmd runs the string with /bin/sh -c.
+Runs a command in sandbox SB and streams its stdout and stderr live. CMD is looked up on the
+sandbox's PATH; --cmd runs the string with /bin/sh -c. airlock's options come before CMD:
+every word from CMD on is the command's own (`airlock exec sb ls -la`), so `exec sb ls
+--timeout 5` passes --timeout to ls. "--" also ends airlock's options.
 
 Exit code: the command's own; 128+N when it was killed by signal N; 124 when it hit its
 timeout; 125 when airlock failed (bad flags, supervisor not reachable, error answer).
@@ -49,19 +52,41 @@ Result<std::string> readStdinForCommand() {
   }
 }
 
+// Where the command begins in `args`: at the first "--" (skipped), or at the second word that is
+// not one of our options or their values (the first is SB). args.size() when there is none.
+struct CommandStart {
+  size_t index;
+  bool after_dashes;
+};
+CommandStart findCommandStart(const std::vector<std::string>& args,
+                              const po::options_description& opts) {
+  size_t positionals = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") return {i + 1, true};
+    if (a.size() < 2 || a[0] != '-') {
+      if (++positionals == 2) return {i, false};
+      continue;
+    }
+    // One of ours (or a mistake po reports): skip its value when it takes one and it is not
+    // attached ("--timeout=5", "-t5"). Boost knows short options by their dashed name ("-t").
+    const bool is_long = a.starts_with("--");
+    const std::string name = is_long ? a.substr(2, a.find('=') - 2) : a.substr(0, 2);
+    const bool attached = is_long ? a.find('=') != std::string::npos : a.size() > 2;
+    const po::option_description* o = nullptr;
+    try {
+      o = opts.find_nothrow(name, /*approx=*/is_long);
+    } catch (const po::error&) {
+      // An ambiguous abbreviation ("--c": --cwd or --cmd): po says so when it parses.
+    }
+    if (o != nullptr && !attached && o->semantic()->max_tokens() > 0) ++i;
+  }
+  return {args.size(), false};
+}
+
 }  // namespace
 
 int execCommand(const std::vector<std::string>& raw_args) {
-  // Everything after "--" is the command, even words that look like our flags.
-  std::vector<std::string> args, argv;
-  bool after_dashes = false;
-  for (const auto& a : raw_args) {
-    if (!after_dashes && a == "--") {
-      after_dashes = true;
-      continue;
-    }
-    (after_dashes ? argv : args).push_back(a);
-  }
   std::vector<std::string> env, positional;
   std::string cwd, cmd;
   double timeout = 0;
@@ -71,22 +96,30 @@ int execCommand(const std::vector<std::string>& raw_args) {
                      "K=V added to the command's environment (repeatable)")(
       "cwd", po::value(&cwd), "working directory (default /home/user)")(
       "timeout,t", po::value(&timeout), "wall-clock limit in seconds (capped by the profile)")(
-      "cmd", po::value(&cmd), "a /bin/sh -c string instead of ARGV")(
+      "cmd", po::value(&cmd), "a /bin/sh -c string instead of CMD ARGS...")(
       "background", po::bool_switch(&background),
-      "start it and print its command id; it keeps running")(
+      "start it and print its command id; it keeps running (see `airlock cmd`)")(
       "stdin", po::bool_switch(&forward_stdin), "pass our stdin (up to 6 MiB) to the command");
+  // Our flags end where the command begins, so the command's own flags (`ls -la`) are its own.
+  const auto start = findCommandStart(raw_args, opts);
+  const auto first = raw_args.begin();
+  const std::vector<std::string> args(
+      first, first + static_cast<std::ptrdiff_t>(start.index - (start.after_dashes ? 1 : 0)));
+  const std::vector<std::string> argv(first + static_cast<std::ptrdiff_t>(start.index),
+                                      raw_args.end());
   po::variables_map vm;
   if (auto exit = parseArgs("exec", args, opts, vm, positional)) return *exit;
   if (positional.empty())
     return report("exec: expected SB (see `airlock exec --help`)"), kExitFailed;
   std::string sb = positional[0];
-  // Without "--", words after SB are the command (`airlock exec sb ls`).
-  if (!after_dashes)
-    argv.assign(positional.begin() + 1, positional.end());
-  else if (positional.size() > 1)
+  if (positional.size() > 1)
     return report("exec: unexpected argument '" + positional[1] + "' before --"), kExitFailed;
   if (argv.empty() == cmd.empty())
-    return report("exec: give either -- ARGV... or --cmd 'shell string'"), kExitFailed;
+    return report(cmd.empty()
+                      ? "exec: which command? `airlock exec SB CMD [ARGS...]` or --cmd "
+                        "'shell string'"
+                      : "exec: give either CMD [ARGS...] or --cmd 'shell string', not both"),
+           kExitFailed;
   if (background && forward_stdin)
     return report("exec: --stdin needs a foreground command"), kExitFailed;
   auto env_map = parseKeyValues(env, "--env");

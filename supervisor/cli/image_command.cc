@@ -255,6 +255,10 @@ int imageCommand(const std::vector<std::string>& args) {
     return args.empty() ? sandbox::kExitAirlockError : 0;
   }
   const std::string& sub = args[0];
+  if (sub != "prepare" && wantsHelp(args)) {
+    std::cout << kUsage;
+    return 0;
+  }
   if (sub == "prepare") return imagePrepareCommand({args.begin() + 1, args.end()});
   if (sub != "build" && sub != "import" && sub != "ls" && sub != "inspect" && sub != "rm") {
     printError("image: unknown subcommand '" + sub + "'\n" + kUsage);

@@ -28,7 +28,7 @@ stdin closes.
   --url URL        the supervisor (default: AIRLOCK_URL, else unix:///run/airlock/airlock.sock);
                    AIRLOCK_TOKEN is sent as the bearer token when set
   --profile NAME   policy profile of the default sandbox (default: the policy's default)
-  --language LANG  default language of the default sandbox (default: python)
+  --language LANG  default language of the default sandbox (default: python); also --lang, -l
 )";
 
 }  // namespace
@@ -41,7 +41,8 @@ int mcpCommand(const std::vector<std::string>& args) {
       std::cout << kUsage;
       return 0;
     }
-    if ((a == "--url" || a == "--profile" || a == "--language") && i + 1 < args.size()) {
+    const bool language = a == "--language" || a == "--lang" || a == "-l";
+    if ((a == "--url" || a == "--profile" || language) && i + 1 < args.size()) {
       (a == "--url"       ? options.connection.url
        : a == "--profile" ? options.default_profile
                           : options.default_language) = args[++i];

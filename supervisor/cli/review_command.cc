@@ -50,7 +50,8 @@ int reviewCommand(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")(
       "policy", po::value(&policy_file), "policy file (default: the built-in default policy)")(
       "profile,p", po::value(&profile_name), "profile whose chain runs (default: default_profile)")(
-      "language,l", po::value(&language), "python, node or shell (default: from FILE's extension)")(
+      "language,lang,l", po::value(&language),
+      "python, node or shell (default: from FILE's extension)")(
       "command", po::bool_switch(&as_command), "review the text as a command (`sh -c` string)")(
       "json", po::bool_switch(&json), "print the verdict and the steps as one JSON document");
   po::options_description hidden;

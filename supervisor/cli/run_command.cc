@@ -15,6 +15,7 @@
 
 #include "airlock/unique_fd.h"
 #include "supervisor/cli/cli.h"
+#include "supervisor/cli/installed_plugins.h"
 #include "supervisor/cli/run_remote.h"
 #include "supervisor/plugin/registry.h"
 #include "supervisor/sandbox/manager.h"
@@ -107,13 +108,13 @@ int runCommand(const std::vector<std::string>& args) {
   sandbox::RunRequest req;
   std::vector<std::string> env, files, outs, ins, positional;
   std::string policy_file, isolation;
-  bool json = false, no_stdin = false, local = false;
+  bool json = false, no_stdin = false, local = false, verbose = false;
   uint32_t timeout = 0;
   uint64_t memory = 0;
 
   po::options_description opts(kRunUsage);
   opts.add_options()("help,h", "show this help")(
-      "lang,l", po::value(&req.language),
+      "lang,language,l", po::value(&req.language),
       "language: python, node, shell (or an alias: py, js, sh, bash)")(
       "code,c", po::value(&req.code), "the program text")(
       "policy", po::value(&policy_file),
@@ -141,7 +142,9 @@ int runCommand(const std::vector<std::string>& args) {
       "print one JSON result record instead of the program's output")(
       "no-stdin", po::bool_switch(&no_stdin), "give the program an empty stdin")(
       "local", po::bool_switch(&local),
-      "run in this process (as root) even when `airlock serve` is reachable");
+      "run in this process (as root) even when `airlock serve` is reachable")(
+      "verbose,v", po::bool_switch(&verbose),
+      "say each policy relaxation of the profile in full (default: one summary line)");
   po::options_description hidden;
   hidden.add_options()("positional", po::value(&positional)->composing(), "");
   po::options_description all;
@@ -236,13 +239,16 @@ int runCommand(const std::vector<std::string>& args) {
       printError("run: " + supervisor.error().message() + " (or pass --local)");
       return sandbox::kExitAirlockError;
     }
-    if (*supervisor) return runRemote(**supervisor, req, {.json = json, .pass_stdin = pass_stdin});
+    if (*supervisor)
+      return runRemote(**supervisor, req,
+                       {.json = json, .pass_stdin = pass_stdin, .verbose = verbose});
   }
   if (pass_stdin) req.stdin_fd = STDIN_FILENO;
   if (!json) {
     req.live_stdout_fd = STDOUT_FILENO;
     req.live_stderr_fd = STDERR_FILENO;
     req.log_fd = STDERR_FILENO;
+    req.summarize_relaxations = !verbose;
   }
 
   if (geteuid() != 0) {
@@ -258,8 +264,9 @@ int runCommand(const std::vector<std::string>& args) {
     return sandbox::kExitAirlockError;
   }
   auto result = [&]() -> Result<sandbox::RunResult> {
-    auto pol = policy_file.empty() ? Result<policy::Policy>(policy::builtinDefault())
-                                   : policy::loadFile(policy_file);
+    auto pol = policy_file.empty()
+                   ? Result<policy::Policy>(policy::builtinDefault())
+                   : policy::loadFileCheckingInstalled(policy_file, installedOnThisHost());
     if (!pol) return Unexpected(pol.error());
     sandbox::ManagerOptions options;
     options.policy = std::move(*pol);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "airlock/client/http.h"
+#include "airlock/policy/relaxation_summary.h"
 #include "airlock/unique_fd.h"
 #include "supervisor/cli/cli.h"
 #include "supervisor/encoding/base64.h"
@@ -307,8 +308,23 @@ int runRemote(const sdk::Endpoint& endpoint, const sandbox::RunRequest& req,
   sdk::Http http(endpoint, token != nullptr ? token : "");
   uint64_t kept[2] = {0, 0};
   std::optional<Json> result;
+  // The supervisor sends each relaxation as a notice before any output; without -v they are
+  // said as one line, when the first other event comes.
+  constexpr std::string_view kRelaxation = "policy relaxation: ";
+  std::vector<std::string> relaxations;
+  auto sayRelaxations = [&] {
+    if (!relaxations.empty() && !options.json)
+      printError(policy::relaxationSummary(relaxations) + "; -v for details");
+    relaxations.clear();
+  };
   auto streamed = http.stream("POST", "/v1/runs", *body, [&](const Json& event) {
     const std::string type = event.value("type", "");
+    const std::string message = type == "notice" ? event.value("message", "") : "";
+    if (!options.verbose && message.starts_with(kRelaxation)) {
+      relaxations.push_back(message.substr(kRelaxation.size()));
+      return;
+    }
+    sayRelaxations();
     if (type == "stdout" || type == "stderr") {
       std::string bytes = eventBytes(event);
       kept[type == "stdout" ? 0 : 1] += bytes.size();
@@ -319,6 +335,7 @@ int runRemote(const sdk::Endpoint& endpoint, const sandbox::RunRequest& req,
       result = event;
     }
   });
+  sayRelaxations();
   const std::string where = "run: airlock serve at " + endpoint.describe() + ": ";
   if (!streamed) {
     std::string m = where + streamed.error().message();

@@ -20,6 +20,7 @@ Result<std::optional<sdk::Endpoint>> reachableSupervisor(std::string& tried);
 struct RemoteRun {
   bool json = false;        // print the record instead of the live output
   bool pass_stdin = false;  // send this process's stdin to the program (read to its end first)
+  bool verbose = false;     // each policy relaxation in full, not one summary line
 };
 
 // Sends `req` (its code or script path, args, env, limits, files) to the supervisor at

@@ -122,7 +122,7 @@ int sandboxCreate(const std::vector<std::string>& args) {
   bool persistent = false, json = false;
   po::options_description opts("Usage: airlock sandbox create [options]\n\nOptions");
   opts.add_options()("profile,p", po::value(&profile), "profile of the supervisor's policy")(
-      "language,l", po::value(&language), "default language of `airlock code` calls")(
+      "language,lang,l", po::value(&language), "default language of `airlock code` calls")(
       "name,n", po::value(&name), "a name, unique among your sandboxes ([a-zA-Z0-9._-]{1,63})")(
       "env,e", po::value(&env)->composing(), "K=V for every process in the sandbox (repeatable)")(
       "meta", po::value(&meta)->composing(), "K=V metadata to find it by (repeatable)")(
@@ -269,9 +269,11 @@ int sandboxKeepAlive(const std::vector<std::string>& args) {
                   if (json)
                     std::cout << sb.dump(2) << "\n";
                   else
+                    // The lifetime counts from creation: say it as set, and when that is.
                     std::cout << positional[0] << ": idle expires "
-                              << untilText(num(sb, "idle_expires_at"), now) << ", ends "
-                              << untilText(num(sb, "ends_at"), now) << "\n";
+                              << untilText(num(sb, "idle_expires_at"), now) << ", lifetime "
+                              << humanDuration(num(sb, "lifetime_s") * 1000) << " (ends "
+                              << untilText(num(sb, "ends_at"), now) << ")\n";
                   return 0;
                 });
 }

@@ -321,6 +321,45 @@ GvisorProbe probeGvisor(const std::string& runsc, bool kvm, bool pvm) {
   return g;
 }
 
+// The isolation plugins of the plugin directory, each with why it does not start ("" when it
+// does), so doctor never calls a backend ok whose plugin is not there.
+struct IsolationPlugins {
+  std::string dir;
+  std::map<std::string, std::string> installed;  // short name → problem ("" = starts)
+  std::map<std::string, std::string> rejected;   // "isolation-<name>.so" → why it was refused
+
+  bool starts(const std::string& name) const {
+    auto it = installed.find(name);
+    return it != installed.end() && it->second.empty();
+  }
+  // "" when the plugin is installed and starts; else "not installed (looked for …)" or why it
+  // does not start.
+  std::string problem(const std::string& name) const {
+    if (auto it = installed.find(name); it != installed.end()) return it->second;
+    const std::string file = "isolation-" + name + ".so";
+    if (auto it = rejected.find(file); it != rejected.end()) return it->second;
+    return "not installed (looked for " + dir + "/" + file + ")";
+  }
+};
+
+IsolationPlugins findIsolationPlugins() {
+  IsolationPlugins found;
+  found.dir = plugin::defaultPluginDir();
+  auto registry = plugin::Registry::loadDirectory(found.dir);
+  registry.loadAll();
+  for (const auto& p : registry.plugins()) {
+    if (p.kind() != AIRLOCK_PLUGIN_ISOLATION) continue;
+    // Starting is creating an instance with the default configuration, as a profile that
+    // names the backend without a table of its own does.
+    auto instance = registry.isolation(p.name());
+    found.installed[p.shortName()] =
+        instance ? "" : "plugin " + p.path() + " does not start: " + instance.error().message();
+  }
+  for (const auto& r : registry.rejections())
+    found.rejected[std::filesystem::path(r.path).filename().string()] = r.message();
+  return found;
+}
+
 }  // namespace
 
 Result<std::vector<Check>> probeHost() {
@@ -504,6 +543,14 @@ Result<std::vector<Check>> probeHost() {
         v6.empty() ? "" : "set [egress] ipv6_range = \"\" or enable it");
   }
 
+  // Isolation plugins: a backend is only as real as its plugin (docs/plugins.md), so each one
+  // is reported from the plugin directory, and the host probes of a backend without its plugin
+  // (runsc, QEMU) are skipped.
+  const IsolationPlugins plugins = findIsolationPlugins();
+  add("plugin directory", !plugins.installed.empty(),
+      plugins.dir + (plugins.installed.empty() ? ": no isolation plugin" : ""),
+      plugins.installed.empty() ? "no backend can run: set AIRLOCK_PLUGIN_DIR or reinstall" : "");
+
   // Virtualisation and other backends.
   std::string kvm_detail;
   bool kvm = false;
@@ -523,12 +570,14 @@ Result<std::vector<Check>> probeHost() {
       kvm && !pvm ? "" : "microvm runs under TCG emulation (slow); use KVM hosts in production");
 
   std::string runsc, qemu;
-  bool have_runsc = onPath("runsc", runsc);
-  bool have_qemu = onPath("qemu-system-x86_64", qemu);
+  const bool gvisor_plugin = plugins.starts("gvisor"), microvm_plugin = plugins.starts("microvm");
+  bool have_runsc = gvisor_plugin && onPath("runsc", runsc);
+  bool have_qemu = microvm_plugin && onPath("qemu-system-x86_64", qemu);
   const GvisorProbe gvisor = have_runsc ? probeGvisor(runsc, kvm, pvm) : GvisorProbe{};
-  add("runsc", have_runsc && !gvisor.version.empty(),
-      !have_runsc ? "not on PATH" : runsc + " " + gvisor.version,
-      have_runsc ? "" : "install runsc (Debian: apt install runsc) for isolation = \"gvisor\"");
+  if (gvisor_plugin)
+    add("runsc", have_runsc && !gvisor.version.empty(),
+        !have_runsc ? "not on PATH" : runsc + " " + gvisor.version,
+        have_runsc ? "" : "install runsc (Debian: apt install runsc) for isolation = \"gvisor\"");
   if (have_runsc) {
     for (const auto& [platform, result] : gvisor.platforms)
       add("gvisor platform " + platform, result.first, result.second,
@@ -538,9 +587,10 @@ Result<std::vector<Check>> probeHost() {
                                : "gVisor sandboxes get loopback only whatever network.mode says");
   }
   const MicrovmProbe microvm = have_qemu ? probeMicrovm(qemu, kvm, pvm) : MicrovmProbe{};
-  add("qemu-system-x86_64", have_qemu && !microvm.version.empty(),
-      have_qemu ? qemu + " " + microvm.version : "not on PATH",
-      have_qemu ? "" : "install qemu-system-x86 (Debian) for isolation = \"microvm\"");
+  if (microvm_plugin)
+    add("qemu-system-x86_64", have_qemu && !microvm.version.empty(),
+        have_qemu ? qemu + " " + microvm.version : "not on PATH",
+        have_qemu ? "" : "install qemu-system-x86 (Debian) for isolation = \"microvm\"");
   if (have_qemu) {
     add("microvm guest kernel", microvm.kernel_problem.empty(),
         microvm.kernel_problem.empty() ? microvm.kernel : microvm.kernel_problem,
@@ -564,27 +614,40 @@ Result<std::vector<Check>> probeHost() {
                   : "TIOCSTI can inject input into a shared terminal: sandboxes never get the "
                     "supervisor's tty and seccomp refuses TIOCSTI");
 
-  // Backends.
+  // Backends: only an installed plugin that starts, and what it needs on the host, is "ok".
   bool ns_backend =
       ns_ok["user"] && ns_ok["pid"] && ns_ok["mount"] && ns_ok["net"] && pivot == 0 && userns_room;
-  add("backend namespaces", ns_backend,
-      ns_backend ? "user, pid, mount, net namespaces and pivot_root work"
-                 : "missing namespaces or pivot_root (see above)",
-      ns_backend ? "" : "the default backend cannot run here");
-  add("backend gvisor", gvisor.works(),
-      !have_runsc      ? "runsc not installed"
-      : gvisor.works() ? "starts with platform " + gvisor.workingPlatforms()
-                       : "no platform starts (see above)",
-      !gvisor.works()          ? "isolation = \"gvisor\" cannot run here"
-      : gvisor.network_sandbox ? ""
-                               : "network.mode allowlist/open fail: --network=sandbox does not "
-                                 "start here");
-  add("backend microvm", microvm.works(),
-      !have_qemu          ? "qemu-system-x86_64 not installed"
-      : microvm.kvm.first ? "boots with accel kvm (auto picks it)"
-      : microvm.tcg.first ? "boots with accel tcg only (auto picks it): slow"
-                          : "no accelerator boots a guest (see above)",
-      microvm.works() ? "" : "isolation = \"microvm\" cannot run here");
+  auto backend = [&](const std::string& name, bool host_ok, const std::string& detail,
+                     const std::string& consequence) {
+    const std::string unusable = "isolation = \"" + name + "\" cannot run here";
+    if (const std::string problem = plugins.problem(name); !problem.empty())
+      add("backend " + name, false, problem, unusable);
+    else
+      add("backend " + name, host_ok, detail, host_ok ? consequence : unusable);
+  };
+  backend("namespaces", ns_backend,
+          ns_backend ? "user, pid, mount, net namespaces and pivot_root work"
+                     : "missing namespaces or pivot_root (see above)",
+          "");
+  backend("gvisor", gvisor.works(),
+          !have_runsc      ? "runsc not installed"
+          : gvisor.works() ? "starts with platform " + gvisor.workingPlatforms()
+                           : "no platform starts (see above)",
+          gvisor.network_sandbox ? ""
+                                 : "network.mode allowlist/open fail: --network=sandbox does not "
+                                   "start here");
+  backend("microvm", microvm.works(),
+          !have_qemu          ? "qemu-system-x86_64 not installed"
+          : microvm.kvm.first ? "boots with accel kvm (auto picks it)"
+          : microvm.tcg.first ? "boots with accel tcg only (auto picks it): slow"
+                              : "no accelerator boots a guest (see above)",
+          "");
+  // Other isolation plugins installed here: the host probes above are the built-in backends';
+  // of these doctor can only say that they load and start.
+  for (const auto& [name, problem] : plugins.installed)
+    if (name != "namespaces" && name != "gvisor" && name != "microvm")
+      add("backend " + name, problem.empty(), problem.empty() ? "plugin loads and starts" : problem,
+          problem.empty() ? "" : "isolation = \"" + name + "\" cannot run here");
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "airlock/error_from_text.h"
 #include "supervisor/log/log.h"
 
 namespace airlock::plugin {
@@ -18,7 +19,7 @@ Error pluginError(const airlock_error_v1& err, std::string_view fallback) {
   size_t len = strnlen(err.message, sizeof err.message);
   std::string message(err.message, len);
   if (message.empty()) message = fallback;
-  return Error(std::move(message), "", err.code > 0 ? err.code : 0);
+  return errorFromText(std::move(message), err.code > 0 ? err.code : 0);
 }
 
 // Plugins' messages below info are shown only when AIRLOCK_LOG_LEVEL=debug: the namespaces

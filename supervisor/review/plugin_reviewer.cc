@@ -1,4 +1,5 @@
 #include "supervisor/review/plugin_reviewer.h"
+#include "airlock/error_from_text.h"
 
 #include <cstring>
 
@@ -67,7 +68,7 @@ Result<Verdict> PluginReviewer::review(const Subject& subject) {
   }
   if (rc != 0) {
     err.message[sizeof err.message - 1] = '\0';
-    return Unexpected(Error(name_ + ": " + err.message, {}, rc));
+    return Unexpected(errorFromText(name_ + ": " + err.message, rc));
   }
   out.rule[sizeof out.rule - 1] = '\0';
   out.reason[sizeof out.reason - 1] = '\0';

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "airlock/policy/relaxation_summary.h"
 #include "supervisor/audit/engine.h"
 #include "supervisor/log/log.h"
 #include "supervisor/review/python_ast_reviewer.h"
@@ -141,8 +142,12 @@ Result<RunResult> Manager::runProgram(const RunRequest& req) {
   res.relaxations = policy::relaxations(profile);
   if (req.log_fd >= 0) {
     // Operators must never loosen a sandbox silently: every relaxation is said on each run.
-    for (const auto& r : res.relaxations)
-      writeAll(req.log_fd, "airlock: policy relaxation: " + r + "\n");
+    if (req.summarize_relaxations && !res.relaxations.empty())
+      writeAll(req.log_fd,
+               "airlock: " + policy::relaxationSummary(res.relaxations) + "; -v for details\n");
+    else
+      for (const auto& r : res.relaxations)
+        writeAll(req.log_fd, "airlock: policy relaxation: " + r + "\n");
   }
 
   // A program run as is (the command reviewer's) has no language: its directory joins the view.

@@ -78,6 +78,9 @@ struct RunRequest {
   // Where each policy relaxation of the chosen profile is logged before the run (-1: nowhere;
   // the result record lists them either way).
   int log_fd = -1;
+  // Set (`airlock run` without -v): log_fd gets one summary line of the relaxations
+  // (policy::relaxationSummary) instead of one line each.
+  bool summarize_relaxations = false;
 
   // Runs served by `airlock serve` (POST /v1/runs, run_service.cc) set these four.
   // Live output as a callback: called on the thread that runs runProgram, once for each chunk

@@ -303,7 +303,7 @@ TEST(ImagePolicyCheck, FailsNamingTheProfileAndTheMissingImage) {
                       {"AIRLOCK_IMAGE_STORE=" + store});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, dir.file("p.toml") +
-                       ": profile 'analysis': filesystem.image: no image named "
+                       ":4:9: profile 'analysis': filesystem.image: no image named "
                        "'ghost' in the image store " +
                        store + " (`airlock image ls` lists them)\n");
 }

@@ -80,9 +80,17 @@ TEST(PolicyCli, RelaxationsAreSaidOnEveryRun) {
   auto r = runAirlock({"run", "--policy", dir.file("p.toml"), "--lang", "sh", "-c", "echo ok"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "ok\n");
+  // One summary line by default, each relaxation in full with -v.
+  EXPECT_NE(r.err.find("airlock: policy relaxations: 1 (landlock); -v for details\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("policy relaxation:"), std::string::npos) << r.err;
+  r = runAirlock({"run", "-v", "--policy", dir.file("p.toml"), "--lang", "sh", "-c", "echo ok"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("airlock: policy relaxation: profile 'default': landlock = false"),
             std::string::npos)
       << r.err;
+  EXPECT_EQ(r.err.find("-v for details"), std::string::npos) << r.err;
   auto plain = runAirlock({"run", "--lang", "sh", "-c", "echo ok"});
   EXPECT_EQ(plain.err.find("relaxation"), std::string::npos) << plain.err;
 }

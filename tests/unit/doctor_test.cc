@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include "supervisor/doctor/doctor.h"
@@ -65,15 +66,50 @@ TEST(Doctor, ProbeHostReportsEveryArea) {
                         "dev.tty.legacy_tiocsti",
                         "backend namespaces",
                         "backend gvisor",
-                        "backend microvm"}) {
+                        "backend microvm",
+                        "plugin directory"}) {
     EXPECT_EQ(features.count(f), 1u) << f;
   }
   // Seccomp filtering is present on every kernel airlock supports, and on this one.
   for (const auto& c : *checks) {
+    // The build tree's plugin directory has every built-in backend.
+    if (c.feature.starts_with("backend ") || c.feature == "plugin directory") {
+      EXPECT_EQ(c.detail.find("not installed"), std::string::npos) << c.feature << ": " << c.detail;
+    }
     if (c.feature == "seccomp filter" || c.feature == "kernel" || c.feature == "pidfd_open") {
       EXPECT_TRUE(c.ok) << c.feature << ": " << c.detail;
     }
   }
+}
+
+// A backend is only as real as its plugin: with an empty plugin directory no backend may be
+// reported ok, each says `not installed` and where it looked, and the host probes of the
+// backends that are not there (runsc, QEMU) are not run at all.
+TEST(Doctor, BackendWithoutItsPluginIsNotInstalled) {
+  airlock::testing::TempDir empty;
+  const char* before = std::getenv("AIRLOCK_PLUGIN_DIR");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("AIRLOCK_PLUGIN_DIR", empty.path().c_str(), 1);
+  auto checks = probeHost();
+  if (before != nullptr)
+    ::setenv("AIRLOCK_PLUGIN_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("AIRLOCK_PLUGIN_DIR");
+  ASSERT_TRUE(checks) << checks.error().message();
+  std::map<std::string, Check> by_feature;
+  for (const auto& c : *checks) by_feature[c.feature] = c;
+  for (const char* name : {"namespaces", "gvisor", "microvm"}) {
+    const std::string feature = std::string("backend ") + name;
+    ASSERT_TRUE(by_feature.contains(feature)) << feature;
+    const Check& c = by_feature[feature];
+    EXPECT_FALSE(c.ok) << feature << ": " << c.detail;
+    EXPECT_NE(c.detail.find("not installed"), std::string::npos) << c.detail;
+    EXPECT_NE(c.detail.find(empty.path() + "/isolation-" + name + ".so"), std::string::npos)
+        << c.detail;
+  }
+  EXPECT_FALSE(by_feature.contains("runsc"));
+  EXPECT_FALSE(by_feature.contains("qemu-system-x86_64"));
+  EXPECT_FALSE(by_feature["plugin directory"].ok) << by_feature["plugin directory"].detail;
 }
 
 // As root on Linux 6.15 or later the probe must find root templates working: the namespaces

@@ -12,6 +12,7 @@ airlock_add_test(policy_tests LABEL unit
     ${CMAKE_CURRENT_LIST_DIR}/policy_fuzz_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_net_rule_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/policy_layering_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/policy_installed_test.cc
   LIBS airlock_policy airlock_dep_toml)
 target_compile_definitions(policy_tests PRIVATE
   AIRLOCK_POLICY_TEST_DATA="${CMAKE_SOURCE_DIR}/tests/data/policy"

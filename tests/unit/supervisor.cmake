@@ -7,4 +7,5 @@ airlock_add_test(supervisor_unit_tests LABEL unit
     ${CMAKE_CURRENT_LIST_DIR}/id_range_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_connection_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/transfer_output_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/cli_text_test.cc
   LIBS airlock_core)

@@ -1,4 +1,5 @@
 #include "supervisor/sandbox/agent/handshake.h"
+#include "airlock/error_from_text.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -70,7 +71,7 @@ Result<> AgentHandshake::expectOk(uint32_t id, const char* what, Clock::time_poi
   if (frame->header.type == protocol::MsgType::kError) {
     auto e = protocol::decodeError(frame->payload);
     if (!e) return protocolError(e.error().message());
-    return Unexpected(Error(e->message, {}, e->errnum)
+    return Unexpected(errorFromText(e->message, e->errnum)
                           .wrap(std::string(what) + " (agent stage " + e->stage + ")"));
   }
   return protocolError(std::string(what) + ": unexpected " +
