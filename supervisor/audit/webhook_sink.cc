@@ -10,9 +10,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
-#include <cstdio>
 
 #include "airlock/whole_file.h"
+#include "supervisor/log/log.h"
 
 namespace airlock::audit {
 
@@ -157,9 +157,8 @@ bool WebhookSink::offer(std::string_view type, const nlohmann::json& record) {
   }
   // Said once, then every 1000th: a receiver that is down for long must not flood stderr.
   if (dropped == 1 || dropped % 1000 == 0)
-    std::fprintf(
-        stderr, "airlock: audit webhook %s: queue full (%zu records), %llu record(s) dropped\n",
-        options_.url_text.c_str(), options_.queue_limit, static_cast<unsigned long long>(dropped));
+    log::warn("audit.webhook.dropped",
+              {{"url", options_.url_text}, {"queue", options_.queue_limit}, {"dropped", dropped}});
   return false;
 }
 
@@ -190,10 +189,8 @@ void WebhookSink::loop() {
       const auto left = queue_.size();
       stats_.dropped += left;
       queue_.clear();
-      std::fprintf(stderr,
-                   "airlock: audit webhook %s: %zu record(s) not delivered by the shutdown "
-                   "deadline\n",
-                   options_.url_text.c_str(), left);
+      log::warn("audit.webhook.undelivered",
+                {{"url", options_.url_text}, {"records", left}, {"why", "shutdown deadline"}});
       return;
     }
     Delivery d = std::move(queue_.front());
@@ -239,9 +236,11 @@ void WebhookSink::deliver(Delivery d) {
         std::lock_guard lock(mu_);
         ++stats_.failed;
       }
-      std::fprintf(
-          stderr, "airlock: audit webhook %s: %s event %s not delivered after %u attempt(s): %s\n",
-          options_.url_text.c_str(), d.event.c_str(), d.id.c_str(), attempt + 1, why.c_str());
+      log::warn("audit.webhook.failed", {{"url", options_.url_text},
+                                         {"event", d.event},
+                                         {"delivery", d.id},
+                                         {"attempts", attempt + 1},
+                                         {"error", why}});
       return;
     }
     double jitter;

@@ -1,11 +1,10 @@
 // The audit trail's own records: sandboxes begin and end (`sandbox`), and what each execution
 // ran and what came of it (`execution`), written to the [audit] log, whose observer hands them
 // to the lifecycle webhooks (docs/audit.md).
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 
+#include "airlock/whole_file.h"
 #include "supervisor/audit/lifecycle_records.h"
+#include "supervisor/log/log.h"
 #include "supervisor/sandbox/live_sandbox.h"
 #include "supervisor/sandbox/manager.h"
 
@@ -21,13 +20,13 @@ void Manager::recordSandbox(const audit::RecordIds& ids, std::string_view profil
   if (audit_log_ == nullptr) return;
   auto fields = audit::sandboxFields(event, reason, profile, backend);
   if (auto w = audit_log_->write("sandbox", ids, audit::wallNowNs(), fields); !w)
-    std::fprintf(stderr, "airlock: audit log: %s\n", w.error().message().c_str());
+    log::error("audit.write", {{"error", w.error().message()}});
 }
 
 void Manager::recordExecution(const audit::RecordIds& ids, nlohmann::json fields) {
   if (audit_log_ == nullptr) return;
   if (auto w = audit_log_->write("execution", ids, audit::wallNowNs(), fields); !w)
-    std::fprintf(stderr, "airlock: audit log: %s\n", w.error().message().c_str());
+    log::error("audit.write", {{"error", w.error().message()}});
 }
 
 void Manager::recordRun(const RunRequest& req, const RunResult& r,
@@ -36,10 +35,8 @@ void Manager::recordRun(const RunRequest& req, const RunResult& r,
   if (audit_log_ == nullptr || req.checker || !req.argv.empty()) return;
   audit::ExecutionText what{.kind = "run", .language = r.language, .text = req.code};
   if (!req.inline_code) {
-    std::ifstream in(req.script, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    what.text = text.str();
+    // The script as the sandbox got it; unreadable now, it is hashed as empty text.
+    what.text = readWholeFile(req.script).value_or("");
   }
   auto fields = audit::executionFields(what, options_.policy.audit.record_code);
   if (r.status == Status::kRefused && r.review && !r.review->allowed()) {
@@ -78,7 +75,7 @@ void Manager::recordFileTransfer(const Caller& caller, const std::string& sb,
   if (auto w = audit_log_->write("transfer", {(*s)->id, (*s)->tenant, ""}, audit::wallNowNs(),
                                  transferJson(t));
       !w)
-    std::fprintf(stderr, "airlock: audit log: %s\n", w.error().message().c_str());
+    log::error("audit.write", {{"error", w.error().message()}});
 }
 
 void Manager::stopWebhooks() {
@@ -88,10 +85,8 @@ void Manager::stopWebhooks() {
   webhooks_->shutdown(serve ? audit::WebhookSink::kShutdownDeadline : audit::Millis(1000));
   auto st = webhooks_->stats();
   if (st.dropped > 0 || st.failed > 0)
-    std::fprintf(stderr, "airlock: audit webhook: %llu delivered, %llu failed, %llu dropped\n",
-                 static_cast<unsigned long long>(st.delivered),
-                 static_cast<unsigned long long>(st.failed),
-                 static_cast<unsigned long long>(st.dropped));
+    log::warn("audit.webhook",
+              {{"delivered", st.delivered}, {"failed", st.failed}, {"dropped", st.dropped}});
 }
 
 }  // namespace airlock::sandbox

@@ -379,8 +379,8 @@ TEST(ClientCli, SandboxLsFiltersByMetadataAndPrintsATable) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(server.last().target, "/v1/sandboxes?metadata.user=u%201");
   EXPECT_EQ(r.out,
-            "ID                NAME         PROFILE  STATE    AGE  IDLE-EXPIRES\n"
-            "3f2a9c0d1e4b5a67  analysis-42  default  running  2m   in 4m\n");
+            "ID                NAME         PROFILE  STATE    AGE   IDLE-EXPIRES\n"
+            "3f2a9c0d1e4b5a67  analysis-42  default  running  2m5s  in 4m10s\n");
 }
 
 TEST(ClientCli, SandboxRmRemovesEachAndFailsIfAnyFailed) {
