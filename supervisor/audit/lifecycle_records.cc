@@ -3,6 +3,8 @@
 #include <openssl/evp.h>
 #include <time.h>
 
+#include <type_traits>
+
 #include "airlock/policy/keys.h"
 
 namespace airlock::audit {
@@ -51,21 +53,41 @@ nlohmann::json executionFields(const ExecutionText& what, bool record_code) {
   return fields;
 }
 
+namespace {
+
+// A final event's field, or `fallback` when it is absent, null or of another type: a command
+// killed by a signal ends with "exit_code": null, and a record must never fail its request
+// (nlohmann's value() throws on a null).
+template <class T>
+T fieldOr(const nlohmann::json& event, const char* key, T fallback) {
+  auto it = event.find(key);
+  if (it == event.end()) return fallback;
+  if constexpr (std::is_same_v<T, bool>) {
+    return it->is_boolean() ? it->get<bool>() : fallback;
+  } else if constexpr (std::is_integral_v<T>) {
+    return it->is_number_integer() ? it->get<T>() : fallback;
+  } else {
+    return it->is_string() ? it->get<T>() : fallback;
+  }
+}
+
+}  // namespace
+
 void addExecutionOutcome(nlohmann::json& fields, const nlohmann::json* end, double duration_ms) {
   static const nlohmann::json kAbandoned = {{"type", "end"}, {"status", "abandoned"}};
   const nlohmann::json& final_event = end != nullptr ? *end : kAbandoned;
-  const std::string type = final_event.value("type", "");
-  bool timed_out = final_event.value("timed_out", false);
+  const std::string type = fieldOr<std::string>(final_event, "type", "");
+  bool timed_out = fieldOr(final_event, "timed_out", false);
   if (type == "exit") {
-    fields["exit_code"] = final_event.value("exit_code", -1);
-    fields["signal"] = final_event.value("signal", 0);
+    fields["exit_code"] = fieldOr(final_event, "exit_code", -1);
+    fields["signal"] = fieldOr(final_event, "signal", 0);
     fields["status"] = final_event.contains("error") ? "error" : timed_out ? "timeout" : "exited";
   } else {
-    fields["status"] = final_event.value("status", "error");
+    fields["status"] = fieldOr<std::string>(final_event, "status", "error");
     timed_out = timed_out || fields["status"] == "timeout";
   }
   fields["timed_out"] = timed_out;
-  fields["oom"] = final_event.value("oom", false) || final_event.value("oom_killed", false);
+  fields["oom"] = fieldOr(final_event, "oom", false) || fieldOr(final_event, "oom_killed", false);
   fields["denied"] = false;
   fields["duration_ms"] = duration_ms;
 }

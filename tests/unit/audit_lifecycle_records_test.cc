@@ -58,6 +58,22 @@ TEST(ExecutionRecord, ReadsTheOutcomeOfACommandsExit) {
   EXPECT_EQ(f["timed_out"], true);
 }
 
+// The agent's exit of a command it killed at its time limit says "exit_code": null; the record
+// must take it (it once threw, and the request answered 500).
+TEST(ExecutionRecord, AKilledCommandsNullExitCodeIsRecordedNotThrown) {
+  nlohmann::json f;
+  nlohmann::json killed = {
+      {"type", "exit"}, {"exit_code", nullptr}, {"signal", 9}, {"timed_out", true}};
+  EXPECT_NO_THROW(addExecutionOutcome(f, &killed, 1000));
+  EXPECT_EQ(f["status"], "timeout");
+  EXPECT_EQ(f["exit_code"], -1);
+  EXPECT_EQ(f["signal"], 9);
+  nlohmann::json odd = {{"type", nullptr}, {"status", 7}, {"timed_out", "yes"}, {"oom", nullptr}};
+  EXPECT_NO_THROW(addExecutionOutcome(f, &odd, 1));
+  EXPECT_EQ(f["status"], "error");
+  EXPECT_EQ(f["timed_out"], false);
+}
+
 TEST(ExecutionRecord, ReadsTheOutcomeOfACodeRunsEndAndOfAnAbandonedOne) {
   nlohmann::json f;
   nlohmann::json end = {{"type", "end"}, {"status", "timeout"}};
