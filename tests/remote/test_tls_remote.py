@@ -11,6 +11,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -85,7 +86,7 @@ class TlsRemoteAccess(unittest.TestCase):
         cls.port = free_port(HOST)
         policy = write_policy(d, f"{HOST}:{cls.port}")
         cls.stderr = open(os.path.join(d, "serve.log"), "w+")
-        cls.serve = subprocess.Popen([BIN, "serve", "--policy", policy],
+        cls.serve = subprocess.Popen([BIN, "serve", "--policy", policy, "--log-level", "debug"],
                                      stdout=subprocess.DEVNULL, stderr=cls.stderr)
         deadline = time.monotonic() + 30
         while True:
@@ -244,9 +245,11 @@ class TlsRemoteAccess(unittest.TestCase):
         self.stderr.flush()
         with open(os.path.join(self.dir, "serve.log")) as f:
             log = f.read()
-        self.assertIn(f"https://{HOST}:{self.port} (client certificates)", log)
-        # The kernel picks 127.0.0.1 as the source address towards 127.0.0.2.
-        self.assertRegex(log, r"connection \d+ from tls 127\.0\.0\.\d+\n")
+        self.assertRegex(log, rf"info serve\.start .*tcp=https://{re.escape(HOST)}:{self.port} "
+                              r"client_certificates=true")
+        # Each connection is a debug line naming its TLS peer; the kernel picks 127.0.0.1 as the
+        # source address towards 127.0.0.2.
+        self.assertRegex(log, r"debug api\.connection connection=\d+ peer=\"?tls 127\.0\.0\.\d+")
 
     def test_a_silent_handshake_is_cut_at_the_header_timeout(self):
         start = time.monotonic()
