@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <fstream>
 #include <sstream>
@@ -109,22 +110,39 @@ TEST(AuditRun, JsonShowsTheProgramAndItsChildren) {
   }
   EXPECT_TRUE(attached) << doc["timing_ms"].dump();
   auto records = readLog(dir.file("audit.jsonl"));
-  ASSERT_FALSE(records.empty());
-  EXPECT_EQ(records.front()["type"], "exec");
+  ASSERT_GE(records.size(), 4u);
+  // The sandbox's life frames its records: created first, destroyed last (the run is done).
+  EXPECT_EQ(records.front()["type"], "sandbox") << records.front().dump();
+  EXPECT_EQ(records.front()["event"], "create");
+  EXPECT_EQ(records.back()["type"], "sandbox") << records.back().dump();
+  EXPECT_EQ(records.back()["event"], "destroy");
+  EXPECT_EQ(records.back()["reason"], "done");
+  auto first_exec = std::find_if(records.begin(), records.end(),
+                                 [](const nlohmann::json& r) { return r["type"] == "exec"; });
+  ASSERT_NE(first_exec, records.end());
+  const nlohmann::json& exec = *first_exec;
   if (airlock::testing::underGvisor() || airlock::testing::underMicrovm()) {
     // runsc starts PID 1 (the agent) itself, with no exec to report, and a microVM's init
     // execs it before anything is reported: the first exec is the program's, inside the
     // execution (numbered by the sandbox's own kernel).
-    EXPECT_EQ(records.front()["path"], "/usr/bin/python3") << records.front().dump();
-    EXPECT_EQ(records.front()["execution"], doc["sandbox_id"]);
-    EXPECT_EQ(records.front()["pid"], 0) << "not a host process";
+    EXPECT_EQ(exec["path"], "/usr/bin/python3") << exec.dump();
+    EXPECT_EQ(exec["execution"], doc["sandbox_id"]);
+    EXPECT_EQ(exec["pid"], 0) << "not a host process";
   } else {
     // PID 1 (the agent) is audited from its first exec, before the execution began.
-    EXPECT_EQ(records.front()["ns_pid"], 1);
-    EXPECT_TRUE(records.front()["execution"].is_null());
+    EXPECT_EQ(exec["ns_pid"], 1);
+    EXPECT_TRUE(exec["execution"].is_null());
   }
-  EXPECT_EQ(records.back()["type"], "execution");
-  EXPECT_EQ(records.back()["sandbox"], doc["sandbox_id"]);
+  // One eBPF summary (`summary`) and one outcome record (`kind`: what ran, its sha256).
+  int summaries = 0, outcomes = 0;
+  for (const auto& r : records) {
+    if (r["type"] != "execution") continue;
+    EXPECT_EQ(r["sandbox"], doc["sandbox_id"]);
+    summaries += r.contains("summary");
+    outcomes += r.contains("kind");
+  }
+  EXPECT_EQ(summaries, 1);
+  EXPECT_EQ(outcomes, 1);
   EXPECT_EQ(snapshotHostResources(), before);
 }
 
@@ -288,7 +306,9 @@ TEST_F(AuditService, RefusedConnectionNamesItsRuleInTheResultAndTheLog) {
       EXPECT_EQ(r["address"], "10.255.255.1");
       EXPECT_EQ(r["rule"], "protected:10.0.0.0/8");
     }
-    if (r["type"] == "execution" && r["execution"] == execution) ++executions;
+    // The eBPF summary; the outcome record (with `kind`) is the execution's other record.
+    if (r["type"] == "execution" && r["execution"] == execution && r.contains("summary"))
+      ++executions;
   }
   EXPECT_EQ(connects, 1);
   EXPECT_EQ(executions, 1);
