@@ -13,6 +13,7 @@
 
 #include "airlock/whole_file.h"
 #include "supervisor/log/log.h"
+#include "supervisor/net/http_exchange.h"
 
 namespace airlock::audit {
 
@@ -36,40 +37,7 @@ std::string hex(const unsigned char* bytes, size_t n) {
   return out;
 }
 
-// One POST: resolve, connect, write, read, each step started by the one before; the caller
-// runs the io_context until done or the deadline. An answer's body is read (bounded) and ignored.
-struct Exchange {
-  explicit Exchange(asio::io_context& ioc) : resolver(ioc), stream(ioc) {}
-  tcp::resolver resolver;
-  beast::tcp_stream stream;
-  beast::flat_buffer buffer;
-  http::request<http::string_body> request;
-  http::response_parser<http::string_body> parser;
-  ErrorCode error;
-  bool done = false;
-
-  void failAt(const ErrorCode& ec) {
-    error = ec;
-    done = true;
-  }
-  void start(const policy::WebhookUrl& url) {
-    resolver.async_resolve(
-        url.host, std::to_string(url.port),
-        [this](const ErrorCode& ec, const tcp::resolver::results_type& r) {
-          if (ec) return failAt(ec);
-          stream.async_connect(r, [this](const ErrorCode& ec2, auto) {
-            if (ec2) return failAt(ec2);
-            http::async_write(stream, request, [this](const ErrorCode& ec3, size_t) {
-              if (ec3) return failAt(ec3);
-              http::async_read(stream, buffer, parser, [this](const ErrorCode& ec4, size_t) {
-                if (ec4) return failAt(ec4);
-                done = true;
-              });
-            });
-          });
-        });
-  }
-};
+using Exchange = net::HttpExchange;
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "airlock/whole_file.h"
+#include "supervisor/net/http_exchange.h"
 #include "supervisor/review/external_verdict.h"
 
 namespace airlock::review {
@@ -21,44 +22,7 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using ErrorCode = boost::system::error_code;
 
-// One request: resolve, connect, write, read, each step started by the one before; the caller
-// runs the io_context until done or the deadline.
-struct Exchange {
-  explicit Exchange(asio::io_context& ioc) : resolver(ioc), stream(ioc) {}
-  tcp::resolver resolver;
-  beast::tcp_stream stream;
-  beast::flat_buffer buffer;
-  http::request<http::string_body> request;
-  http::response_parser<http::string_body> parser;
-  std::string step = "resolving";
-  ErrorCode error;
-  bool done = false;
-
-  void failAt(const ErrorCode& ec) {
-    error = ec;
-    done = true;
-  }
-  void start(const policy::WebhookUrl& url) {
-    resolver.async_resolve(
-        url.host, std::to_string(url.port),
-        [this](const ErrorCode& ec, const tcp::resolver::results_type& r) {
-          if (ec) return failAt(ec);
-          step = "connecting to";
-          stream.async_connect(r, [this](const ErrorCode& ec2, auto) {
-            if (ec2) return failAt(ec2);
-            step = "sending to";
-            http::async_write(stream, request, [this](const ErrorCode& ec3, size_t) {
-              if (ec3) return failAt(ec3);
-              step = "reading the answer of";
-              http::async_read(stream, buffer, parser, [this](const ErrorCode& ec4, size_t) {
-                if (ec4) return failAt(ec4);
-                done = true;
-              });
-            });
-          });
-        });
-  }
-};
+using Exchange = net::HttpExchange;
 
 }  // namespace
 
