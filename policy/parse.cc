@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <toml++/toml.h>
 #include <algorithm>
 #include <cerrno>
 #include <limits>
@@ -18,10 +17,10 @@
 #include "airlock/policy/installed.h"
 #include "airlock/policy/keys.h"
 #include "airlock/policy/policy.h"
+#include "airlock/toml.h"
 #include "airlock/unique_fd.h"
 #include "check.h"
 #include "schema.h"
-#include "toml_text.h"
 
 namespace airlock::policy {
 namespace {
@@ -834,14 +833,6 @@ std::string tomlKey(std::string_view k) {
 
 Result<Policy> parseChecking(std::string_view toml_text, const std::string& source_name,
                              const Installed* installed) {
-  // Text toml++ 3.3.0 would meet with undefined behaviour is refused first (toml_text.h).
-  if (auto bad = detail::findUnsafeNonAscii(toml_text)) {
-    Diags diags(source_name);
-    diags.add(toml::source_position{static_cast<toml::source_index>(bad->line),
-                                    static_cast<toml::source_index>(bad->column)},
-              bad->message);
-    return diags.first();
-  }
   try {
     toml::table doc = toml::parse(toml_text, std::string_view(source_name));
     return parseTable(doc, toml_text, source_name, installed);
@@ -1048,15 +1039,10 @@ Result<> applyOverride(Profile& profile, std::string_view assignment) {
   toml::table doc;
   const std::string toml_text = "v = " + std::string(value);
   std::optional<std::string> syntax_error;
-  // As in parse(): toml++ never sees text it would meet with undefined behaviour.
-  if (auto bad = detail::findUnsafeNonAscii(toml_text)) {
-    syntax_error = bad->message;
-  } else {
-    try {
-      doc = toml::parse(toml_text);
-    } catch (const toml::parse_error& e) {
-      syntax_error = std::string(e.description());
-    }
+  try {
+    doc = toml::parse(toml_text);
+  } catch (const toml::parse_error& e) {
+    syntax_error = std::string(e.description());
   }
   if (syntax_error) {
     if (!is_string) return fail(what + ": invalid TOML value: " + *syntax_error);

@@ -8,3 +8,9 @@ mapfile -t files < <(git ls-files '*.cc' '*.h' '*.hpp' '*.c' | grep -v -e '^test
   -e '^sdk/include/airlock/plugin_abi_v1.h$')
 clang-format --dry-run --Werror "${files[@]}"
 echo "check-format: ${#files[@]} files match .clang-format"
+# toml++ only through common/include/airlock/toml.h, which fixes Debian 12's toml++ as it compiles.
+if direct=$(git grep -n -e '#include <toml++/' -- '*.cc' '*.h' ':!common/include/airlock/toml.h'); then
+  echo "check-format: include \"airlock/toml.h\", not toml++ directly:" >&2
+  echo "$direct" >&2
+  exit 1
+fi

@@ -1,12 +1,12 @@
 #include "supervisor/images/spec.h"
 
-#include <toml++/toml.h>
 #include <algorithm>
 #include <array>
 #include <set>
 #include <span>
 
 #include "airlock/policy/image_name.h"
+#include "airlock/toml.h"
 #include "airlock/whole_file.h"
 
 namespace airlock::images {

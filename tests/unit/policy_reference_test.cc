@@ -2,13 +2,13 @@
 // docs/policy.md describe the same keys; these tests fail when one of them drifts.
 #include <gtest/gtest.h>
 
-#include <toml++/toml.h>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "airlock/policy/keys.h"
 #include "airlock/policy/policy.h"
+#include "airlock/toml.h"
 #include "policy_test_util.h"
 
 namespace airlock::policy {
