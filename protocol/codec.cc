@@ -26,6 +26,7 @@
 //                7  stdin_pipe              bool
 //                8  control_pipe            bool
 //                9  kill_scope              u8          0 (all) or 1 (session)
+//               10  note                    text        <= kMaxNote
 //   Stdin        1  data                    bytes       <= kMaxChunk
 //                2  eof                     bool
 //   Signal       1  signo                   i32         required, 1..64
@@ -76,16 +77,26 @@
 //                2  recursive               bool
 //   FileRename   1  from                    text        required, absolute, < PATH_MAX
 //                2  to                      text        required, absolute, < PATH_MAX
+//   Reattach     1  keep_sessions           bool
 //   Reattached   1  last_request_id         u32
 //                2  ended                   list        20 bytes each: u32 request_id (> 0),
 //                                                       u32 pid, i32 exit_code, i32 signal
 //                                                       (0..64), u32 flags (bit 0: code context)
+//                3  features                u32         kFeature* bits
+//                4  live                    list        nested fields, below; <= kMaxListItems
+//     live       1  request_id              u32         required, 1..last_request_id
+//                2  pid                     u32
+//                3  flags                   u32         bit 0: code context, bit 1: exited
+//                4  note                    text        <= kMaxNote
+//                5  held_bytes              u64
+//                6  dropped_bytes           u64
+//   Note         1  note                    text        <= kMaxNote
 //   PortOpen     1  port                    u32         required, 1..65535
 //   PortData     1  data                    bytes       <= kMaxChunk
 //                2  eof                     bool
 //   PortCredit   1  bytes                   u32         required, 1..kPortWindow
 //   PortClose    1  errnum                  i32         >= 0
-//   Shutdown, Reattach, Ok: no fields.
+//   Shutdown, Resume, Ok: no fields.
 #include <climits>
 #include <cstring>
 #include <string>
@@ -105,6 +116,8 @@ constexpr uint32_t kMaxResource = 16;  // RLIM_NLIMITS
 constexpr size_t kRlimitSize = 20;
 constexpr size_t kEndedExecutionSize = 20;
 constexpr uint32_t kEndedCodeContext = 1;
+constexpr uint32_t kLiveCodeContext = 1;
+constexpr uint32_t kLiveExited = 2;
 
 void putU16(std::string& out, uint16_t v) {
   out.push_back(static_cast<char>(v & 0xff));
@@ -415,6 +428,10 @@ const char* msgTypeName(MsgType t) {
       return "PortCredit";
     case MsgType::kPortClose:
       return "PortClose";
+    case MsgType::kNote:
+      return "Note";
+    case MsgType::kResume:
+      return "Resume";
   }
   return "unknown";
 }
@@ -426,6 +443,7 @@ void encode(std::string& out, uint32_t request_id, const Hello& m) {
   b.u32(1, m.protocol_version);
   b.bytes(2, m.agent_version);
   b.u32(3, m.agent_pid);
+  b.u32(4, m.features);
 }
 
 void encode(std::string& out, uint32_t request_id, const Configure& m) {
@@ -457,6 +475,7 @@ void encode(std::string& out, uint32_t request_id, const Exec& m) {
   b.boolean(7, m.stdin_pipe);
   b.boolean(8, m.control_pipe);
   b.u8(9, static_cast<uint8_t>(m.kill_scope));
+  if (!m.note.empty()) b.bytes(10, m.note);
 }
 
 void encode(std::string& out, uint32_t request_id, const Stdin& m) {
@@ -580,8 +599,18 @@ void encode(std::string& out, uint32_t request_id, const FileRename& m) {
   b.bytes(2, m.to);
 }
 
-void encode(std::string& out, uint32_t request_id, const Reattach&) {
+void encode(std::string& out, uint32_t request_id, const Reattach& m) {
   FrameBuilder b(out, MsgType::kReattach, request_id);
+  if (m.keep_sessions) b.boolean(1, true);
+}
+
+void encode(std::string& out, uint32_t request_id, const Note& m) {
+  FrameBuilder b(out, MsgType::kNote, request_id);
+  b.bytes(1, m.note);
+}
+
+void encode(std::string& out, uint32_t request_id, const Resume&) {
+  FrameBuilder b(out, MsgType::kResume, request_id);
 }
 
 void encode(std::string& out, uint32_t request_id, const Reattached& m) {
@@ -595,6 +624,21 @@ void encode(std::string& out, uint32_t request_id, const Reattached& m) {
     putU32(v, static_cast<uint32_t>(e.signal));
     putU32(v, e.code_context ? kEndedCodeContext : 0);
     b.bytes(2, v);
+  }
+  if (m.features != 0) b.u32(3, m.features);
+  std::string item;
+  for (const auto& e : m.live) {
+    item.clear();
+    {
+      FieldWriter w(item);
+      w.u32(1, e.request_id);
+      w.u32(2, e.pid);
+      w.u32(3, (e.code_context ? kLiveCodeContext : 0) | (e.exited ? kLiveExited : 0));
+      w.bytes(4, e.note);
+      w.u64(5, e.held_bytes);
+      w.u64(6, e.dropped_bytes);
+    }
+    b.bytes(4, item);
   }
 }
 
@@ -639,7 +683,7 @@ Result<FrameHeader> decodeHeader(std::string_view bytes) {
   h.flags = getU16(bytes, 6);
   h.request_id = getU32(bytes, 8);
   if (type < static_cast<uint16_t>(MsgType::kHello) ||
-      type > static_cast<uint16_t>(MsgType::kPortClose))
+      type > static_cast<uint16_t>(MsgType::kResume))
     return fail("frame header: unknown message type " + std::to_string(type));
   h.type = static_cast<MsgType>(type);
   if (h.payload_len > kMaxPayload)
@@ -695,6 +739,7 @@ Result<Hello> decodeHello(std::string_view payload) {
   AIRLOCK_CHECK(f.u32(1, "protocol_version", m.protocol_version, true));
   AIRLOCK_CHECK(f.text(2, "agent_version", m.agent_version));
   AIRLOCK_CHECK(f.u32(3, "agent_pid", m.agent_pid, true));
+  AIRLOCK_CHECK(f.u32(4, "features", m.features));
   return m;
 }
 
@@ -762,6 +807,10 @@ Result<Exec> decodeExec(std::string_view payload) {
     return f.failField(9, "kill_scope",
                        "scope " + std::to_string(scope) + ", expected 0 (all) or 1 (session)");
   m.kill_scope = static_cast<ExecKillScope>(scope);
+  AIRLOCK_CHECK(f.text(10, "note", m.note));
+  if (m.note.size() > kMaxNote)
+    return f.failField(
+        10, "note", std::to_string(m.note.size()) + " bytes, at most " + std::to_string(kMaxNote));
   return m;
 }
 
@@ -904,6 +953,54 @@ Result<Reattached> decodeReattached(std::string_view payload) {
     e.code_context = (flags & kEndedCodeContext) != 0;
     m.ended.push_back(e);
   }
+  AIRLOCK_CHECK(f.u32(3, "features", m.features));
+  auto live = f.all(4);
+  if (live.size() > kMaxListItems)
+    return f.failField(4, "live", "more than " + std::to_string(kMaxListItems) + " items");
+  for (size_t i = 0; i < live.size(); ++i) {
+    Fields e("Reattached: field 'live' (tag 4): item " + std::to_string(i));
+    AIRLOCK_CHECK(e.parse(live[i]));
+    LiveExecution x;
+    AIRLOCK_CHECK(e.u32(1, "request_id", x.request_id, true));
+    if (x.request_id == 0 || x.request_id > m.last_request_id)
+      return e.failField(1, "request_id",
+                         "request id " + std::to_string(x.request_id) +
+                             " is not one the old supervisor used (1.." +
+                             std::to_string(m.last_request_id) + ")");
+    AIRLOCK_CHECK(e.u32(2, "pid", x.pid));
+    uint32_t flags = 0;
+    AIRLOCK_CHECK(e.u32(3, "flags", flags));
+    if ((flags & ~(kLiveCodeContext | kLiveExited)) != 0)
+      return e.failField(3, "flags", "unknown flags " + std::to_string(flags));
+    x.code_context = (flags & kLiveCodeContext) != 0;
+    x.exited = (flags & kLiveExited) != 0;
+    AIRLOCK_CHECK(e.text(4, "note", x.note));
+    if (x.note.size() > kMaxNote)
+      return e.failField(
+          4, "note", std::to_string(x.note.size()) + " bytes, at most " + std::to_string(kMaxNote));
+    AIRLOCK_CHECK(e.u64(5, "held_bytes", x.held_bytes));
+    AIRLOCK_CHECK(e.u64(6, "dropped_bytes", x.dropped_bytes));
+    m.live.push_back(std::move(x));
+  }
+  return m;
+}
+
+Result<Reattach> decodeReattach(std::string_view payload) {
+  Fields f("Reattach");
+  AIRLOCK_CHECK(f.parse(payload));
+  Reattach m;
+  AIRLOCK_CHECK(f.boolean(1, "keep_sessions", m.keep_sessions));
+  return m;
+}
+
+Result<Note> decodeNote(std::string_view payload) {
+  Fields f("Note");
+  AIRLOCK_CHECK(f.parse(payload));
+  Note m;
+  AIRLOCK_CHECK(f.text(1, "note", m.note));
+  if (m.note.size() > kMaxNote)
+    return f.failField(
+        1, "note", std::to_string(m.note.size()) + " bytes, at most " + std::to_string(kMaxNote));
   return m;
 }
 

@@ -372,6 +372,79 @@ TEST(ProtocolCodec, ReattachedRoundTripAndBadItems) {
               HasSubstr("5 bytes, expected 20"));
 }
 
+// Session keeping (kFeatureKeepSessions): the live executions a dead supervisor left, the notes
+// that describe them, and the messages that take them over.
+TEST(ProtocolCodec, LiveExecutionsNotesAndResumeRoundTrip) {
+  Reattached m;
+  m.last_request_id = 9;
+  m.features = kFeatureKeepSessions;
+  m.live = {{3, 17, true, false, R"({"kind":"context"})", 4096, 0},
+            {9, 18, false, true, "", 12, 1 << 20}};
+  auto [h, p] = encodeFrame(1, m);
+  auto d = decodeReattached(p);
+  ASSERT_TRUE(d) << d.error().message();
+  EXPECT_EQ(d->features, kFeatureKeepSessions);
+  ASSERT_EQ(d->live.size(), 2u);
+  EXPECT_EQ(d->live[0].request_id, 3u);
+  EXPECT_EQ(d->live[0].pid, 17u);
+  EXPECT_TRUE(d->live[0].code_context);
+  EXPECT_FALSE(d->live[0].exited);
+  EXPECT_EQ(d->live[0].note, R"({"kind":"context"})");
+  EXPECT_EQ(d->live[0].held_bytes, 4096u);
+  EXPECT_TRUE(d->live[1].exited);
+  EXPECT_EQ(d->live[1].dropped_bytes, 1u << 20);
+
+  // An agent built before session keeping: no features, no live list.
+  Reattached old;
+  old.last_request_id = 2;
+  auto [oh, op] = encodeFrame(1, old);
+  auto od = decodeReattached(op);
+  ASSERT_TRUE(od);
+  EXPECT_EQ(od->features, 0u);
+  EXPECT_TRUE(od->live.empty());
+
+  // A hostile agent cannot name ids the old supervisor never used, or send oversized notes.
+  Reattached bad = m;
+  bad.live[0].request_id = 10;
+  EXPECT_THAT(errorOf(decodeReattached(encodeFrame(1, bad).second)), HasSubstr("(1..9)"));
+  bad = m;
+  bad.live[1].note = std::string(kMaxNote + 1, 'n');
+  EXPECT_THAT(errorOf(decodeReattached(encodeFrame(1, bad).second)),
+              HasSubstr("4097 bytes, at most 4096"));
+
+  auto [rh, rp] = encodeFrame(5, Reattach{.keep_sessions = true});
+  auto r = decodeReattach(rp);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->keep_sessions);
+  ASSERT_TRUE(decodeReattach(""));  // an old supervisor's Reattach
+  EXPECT_FALSE(decodeReattach("")->keep_sessions);
+
+  auto [nh, np] = encodeFrame(3, Note{"ctx"});
+  EXPECT_EQ(nh.type, MsgType::kNote);
+  EXPECT_STREQ(msgTypeName(nh.type), "Note");
+  ASSERT_TRUE(decodeNote(np));
+  EXPECT_EQ(decodeNote(np)->note, "ctx");
+  EXPECT_THAT(errorOf(decodeNote(encodeFrame(3, Note{std::string(kMaxNote + 1, 'x')}).second)),
+              HasSubstr("at most 4096"));
+  auto [sh, sp] = encodeFrame(4, Resume{});
+  EXPECT_EQ(sh.type, MsgType::kResume);
+  EXPECT_STREQ(msgTypeName(sh.type), "Resume");
+  EXPECT_TRUE(sp.empty());
+
+  Exec e;
+  e.argv = {"/bin/true"};
+  e.note = R"({"kind":"command"})";
+  auto de = decodeExec(encodeFrame(2, e).second);
+  ASSERT_TRUE(de);
+  EXPECT_EQ(de->note, e.note);
+  Hello hello;
+  hello.agent_pid = 1;
+  hello.features = kAgentFeatures;
+  auto dh = decodeHello(encodeFrame(0, hello).second);
+  ASSERT_TRUE(dh);
+  EXPECT_EQ(dh->features, kAgentFeatures);
+}
+
 TEST(ProtocolCodec, UnknownTagsAreSkipped) {
   auto d = decodeSignal(field(99, "future field") + u32Field(1, 9) + field(1000, ""));
   ASSERT_TRUE(d) << d.error().message();

@@ -65,7 +65,9 @@ enum class MsgType : uint16_t {
   kPortData = 24,  // both ways: bytes of a port stream (eof flag: that side will send no more)
   kPortCredit = 25,  // both ways: the receiver consumed bytes; the sender may send that many more
   kPortClose = 26,   // both ways: the stream is over (supervisor: abort; agent: ended or failed)
-  // 27..63 reserved for sessions and stats.
+  kNote = 27,    // supervisor → agent: what an execution is, for the next supervisor; no answer
+  kResume = 28,  // supervisor → agent: send what was held for the dead one; answered by kOk
+  // 29..63 reserved for sessions and stats.
 };
 
 const char* msgTypeName(MsgType t);
@@ -77,10 +79,24 @@ struct FrameHeader {
   uint32_t request_id = 0;
 };
 
+// What an agent can do beyond protocol_version 1, announced in Hello and Reattached. An agent
+// built before a feature says nothing of it (unknown fields are skipped), and the supervisor
+// must not send it the feature's messages: an unknown message type closes the channel.
+inline constexpr uint32_t kFeatureKeepSessions = 1;  // Note, Resume, Reattach.keep_sessions
+inline constexpr uint32_t kAgentFeatures = kFeatureKeepSessions;
+// An execution's note (Exec.note, Note): the supervisor's own description of it, kept by the
+// agent and handed back to the next supervisor in Reattached.live.
+inline constexpr size_t kMaxNote = 4096;
+// Frames of live executions the agent holds while no supervisor reads them, all executions
+// together; Output beyond it is dropped and counted per execution (Exited, Started and Error
+// frames are always kept).
+inline constexpr size_t kMaxHeldBytes = 16u << 20;
+
 struct Hello {
   uint32_t protocol_version = kProtocolVersion;
   std::string agent_version;
   uint32_t agent_pid = 0;  // pid as the agent sees itself (1 in a pid namespace)
+  uint32_t features = 0;   // kFeature* bits
 };
 
 struct Rlimit {
@@ -118,6 +134,7 @@ struct Exec {
   // Which processes die with the execution: kAll (one execution per sandbox: everything but
   // the agent) or kSession (sandboxes running many executions: the execution's own session).
   ExecKillScope kill_scope = ExecKillScope::kAll;
+  std::string note;  // <= kMaxNote; opaque to the agent (kFeatureKeepSessions)
 };
 
 struct Stdin {
@@ -229,7 +246,28 @@ struct FileRename {
 };
 
 struct Shutdown {};
-struct Reattach {};
+struct Reattach {
+  // The new supervisor takes over live executions: the agent keeps them, reports them in
+  // Reattached.live and holds their frames until Resume. Without it (a supervisor built before
+  // kFeatureKeepSessions) the agent ends them and reports them in Reattached.ended.
+  bool keep_sessions = false;
+};
+
+// An execution that outlived the old supervisor (Reattach.keep_sessions).
+struct LiveExecution {
+  uint32_t request_id = 0;     // the dead supervisor's Exec request id
+  uint32_t pid = 0;            // as the sandbox saw it
+  bool code_context = false;   // it has a control pipe (a language session driver)
+  bool exited = false;         // it ended while no supervisor was there; its Exited is held
+  std::string note;            // its latest note (Exec.note or Note), <= kMaxNote
+  uint64_t held_bytes = 0;     // bytes of its frames held for Resume
+  uint64_t dropped_bytes = 0;  // Output bytes dropped because the held frames reached the bound
+};
+
+struct Note {
+  std::string note;  // <= kMaxNote
+};
+struct Resume {};
 
 // One execution that was running when the old supervisor died, ended by the agent then.
 struct EndedExecution {
@@ -245,6 +283,8 @@ struct Reattached {
   // that clients still hold (command ids) never name a different execution.
   uint32_t last_request_id = 0;
   std::vector<EndedExecution> ended;  // at most kMaxListItems
+  uint32_t features = 0;              // the agent's kFeature* bits
+  std::vector<LiveExecution> live;    // at most kMaxListItems
 };
 struct Ok {};
 
@@ -301,6 +341,8 @@ void encode(std::string& out, uint32_t request_id, const PortOpen& m);
 void encode(std::string& out, uint32_t request_id, const PortData& m);
 void encode(std::string& out, uint32_t request_id, const PortCredit& m);
 void encode(std::string& out, uint32_t request_id, const PortClose& m);
+void encode(std::string& out, uint32_t request_id, const Note& m);
+void encode(std::string& out, uint32_t request_id, const Resume& m);
 
 // Parses a 12-byte header; rejects unknown types and payloads over kMaxPayload.
 Result<FrameHeader> decodeHeader(std::string_view bytes);
@@ -330,6 +372,8 @@ Result<PortOpen> decodePortOpen(std::string_view payload);
 Result<PortData> decodePortData(std::string_view payload);
 Result<PortCredit> decodePortCredit(std::string_view payload);
 Result<PortClose> decodePortClose(std::string_view payload);
+Result<Reattach> decodeReattach(std::string_view payload);
+Result<Note> decodeNote(std::string_view payload);
 
 // Accumulates bytes read from the channel and yields whole frames. Never buffers more than
 // one frame beyond kMaxPayload; a bad header poisons the reader (the channel must be closed).
