@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -131,6 +132,7 @@ struct Execution {
   bool timed_out = false;
   bool exec_failed = false;
   int exec_errno = 0;
+  std::string note;  // the supervisor's description of it (Exec.note, Note), for the next one
 };
 
 class Agent {
@@ -196,7 +198,17 @@ class Agent {
   void onTimer(Execution& e);
   void tryFinish(uint32_t id, bool force);
   void shutdownAll();
-  bool awaitNewSupervisor();
+  void handleReattach(uint32_t id, const std::string& payload);
+  void handleNote(uint32_t id, const std::string& payload);
+  void handleResume(uint32_t id);
+
+  // The supervisor is gone. With a reattach grace, executions keep running and their frames are
+  // held (hold()) until the next supervisor resumes them; otherwise the sandbox ends.
+  void channelLost();
+  bool detach();
+  bool holds(const std::string& frame) const;
+  bool hold(const std::string& frame);
+  bool writeNow(const std::string& frame);
 
   int in_, out_;
   int reattach_grace_ms_;
@@ -206,6 +218,16 @@ class Agent {
   // executions that were running when it died (their clients learn how they ended).
   uint32_t last_request_id_ = 0;
   std::vector<proto::EndedExecution> ended_;
+  // Executions that outlived a supervisor, by request id: their frames go to held_ until a
+  // Resume (holding_), counted in their entry. detached_: no supervisor at all, until
+  // detach_deadline_us_ (the reattach grace), when the sandbox ends.
+  std::map<uint32_t, proto::LiveExecution> kept_;
+  std::map<uint32_t, proto::Exited> kept_exits_;  // how those that ended meanwhile ended
+  std::deque<std::string> held_;
+  size_t held_total_ = 0;
+  bool holding_ = false;
+  bool detached_ = false;
+  uint64_t detach_deadline_us_ = 0;
   UniqueFd sigfd_;
   proto::FrameReader reader_;
   // Not zeroed (a std::vector would be): untouched, their pages are never faulted in, so an
@@ -222,10 +244,19 @@ class Agent {
   int exit_code_ = 0;
 };
 
+bool Agent::sendRaw(const std::string& frame) {
+  if (stop_) return false;
+  if (holding_ && holds(frame)) return hold(frame);
+  if (detached_) return false;  // nobody to tell: a file operation or port of the dead one
+  if (writeNow(frame)) return true;
+  channelLost();
+  // The frame may be half in the dead socket: the next supervisor gets all of it.
+  return holding_ && holds(frame) && hold(frame);
+}
+
 // Writes while still draining the channel: the supervisor may itself be blocked writing
 // (Stdin for a process whose Output we are sending), so refusing to read would deadlock both.
-bool Agent::sendRaw(const std::string& frame) {
-  if (stop_ || (channel_eof_ && reattach_grace_ms_ > 0)) return false;
+bool Agent::writeNow(const std::string& frame) {
   size_t done = 0;
   while (done < frame.size()) {
     ssize_t n = ::write(out_, frame.data() + done, frame.size() - done);
@@ -239,18 +270,12 @@ bool Agent::sendRaw(const std::string& frame) {
       if (!channel_eof_ && reader_.buffered() < kMaxInbound) p[1].events = POLLIN;
       if (::poll(p, 2, -1) < 0 && errno != EINTR) break;
       if (p[1].revents != 0) pullChannel();
+      if (channel_eof_) break;
       continue;
     }
     break;
   }
-  if (done == frame.size()) return true;
-  // The supervisor is gone: nobody is left to report to. The serve loop either waits for the
-  // next supervisor (awaitNewSupervisor) or ends the sandbox.
-  if (reattach_grace_ms_ > 0 && conf_)
-    channel_eof_ = true;
-  else
-    stop_ = true;
-  return false;
+  return done == frame.size();
 }
 
 void Agent::sendError(uint32_t id, int errnum, const std::string& stage,
@@ -266,6 +291,7 @@ int Agent::serve() {
   proto::Hello hello;
   hello.agent_version = AIRLOCK_VERSION;
   hello.agent_pid = static_cast<uint32_t>(::getpid());
+  hello.features = proto::kAgentFeatures;
   if (!send(0, hello)) return 0;
 
   std::vector<pollfd> fds;
@@ -275,7 +301,8 @@ int Agent::serve() {
   while (!stop_) {
     processFrames();  // including frames that arrived while a send was waiting
     if (stop_) break;
-    if (channel_eof_ && !awaitNewSupervisor()) break;
+    if (channel_eof_) channelLost();
+    if (stop_) break;
     fds.clear();
     slots.clear();
     auto add = [&](int fd, short events, Slot s, uint32_t id) {
@@ -297,7 +324,13 @@ int Agent::serve() {
     ports_.addPollFds(port_fds, port_ids);
     for (size_t i = 0; i < port_fds.size(); ++i)
       add(port_fds[i].fd, port_fds[i].events, Slot::kPort, port_ids[i]);
-    int n = ::poll(fds.data(), fds.size(), -1);
+    int wait_ms = -1;
+    if (detached_) {
+      uint64_t now = monotonicUs();
+      if (now >= detach_deadline_us_) break;  // the grace ran out: the sandbox ends
+      wait_ms = static_cast<int>((detach_deadline_us_ - now) / 1000) + 1;
+    }
+    int n = ::poll(fds.data(), fds.size(), wait_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       exit_code_ = 1;
@@ -434,24 +467,15 @@ void Agent::handleFrame(const proto::FrameHeader& h, const std::string& payload)
     case proto::MsgType::kFileRename:
       handleFileRename(id, payload);
       return;
-    case proto::MsgType::kReattach: {
-      // The new supervisor holds its end now: nobody else may take ours. /dev/null keeps its
-      // number taken, so that no socket of ours (an execution's) lands there, where the next
-      // supervisor would take it for a channel.
-      if (int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) {
-        ::dup3(null, kReattachFd, O_CLOEXEC);
-        ::close(null);
-        (void)spare_end_.release();
-      } else {
-        spare_end_.reset();
-      }
-      proto::Reattached r;
-      r.last_request_id = last_request_id_;
-      r.ended = std::move(ended_);
-      ended_.clear();
-      send(id, r);
+    case proto::MsgType::kReattach:
+      handleReattach(id, payload);
       return;
-    }
+    case proto::MsgType::kNote:
+      handleNote(id, payload);
+      return;
+    case proto::MsgType::kResume:
+      handleResume(id);
+      return;
     case proto::MsgType::kShutdown:
       shutdownAll();
       send(id, proto::Ok{});
@@ -538,6 +562,7 @@ void Agent::handleExec(uint32_t id, const std::string& payload) {
   e->stdin_requested = m->stdin_pipe;
   e->scope = m->kill_scope;
   e->control_pipe = m->control_pipe;
+  e->note = std::move(m->note);
   if (execs_.size() >= kMaxExecutions) {
     startFailed(*e, EAGAIN, "exec",
                 "exec '" + e->argv[0] + "': " + std::to_string(kMaxExecutions) +
@@ -902,6 +927,11 @@ void Agent::forward(Execution& e, proto::Stream stream, const char* data, size_t
     }
     if (take == 0) return;
     e.ctl_sent += take;
+    if (holding_ && held_total_ + take > proto::kMaxHeldBytes) {
+      // A driver's report (a run's result) is never cut in the middle: its line is lost whole.
+      if (auto k = kept_.find(e.id); k != kept_.end()) k->second.dropped_bytes += take;
+      return;
+    }
     proto::Output o;
     o.stream = stream;
     o.data.assign(data, take);
@@ -919,6 +949,10 @@ void Agent::forward(Execution& e, proto::Stream stream, const char* data, size_t
   if (take < n) truncated = true;
   if (take == 0) return;
   sent += take;
+  if (holding_ && held_total_ + take > proto::kMaxHeldBytes) {
+    if (auto k = kept_.find(e.id); k != kept_.end()) k->second.dropped_bytes += take;
+    return;
+  }
   proto::Output o;
   o.stream = stream;
   o.data.assign(data, take);
@@ -1050,6 +1084,10 @@ void Agent::tryFinish(uint32_t id, bool force) {
   }
   execs_.erase(id);
   persistWorkspace();
+  if (auto k = kept_.find(id); k != kept_.end()) {
+    k->second.exited = true;
+    kept_exits_[id] = x;
+  }
   send(id, x);
 }
 
@@ -1068,27 +1106,31 @@ std::vector<pid_t> childrenOfSelf() {
   return out;
 }
 
-// The supervisor died (its end of the channel closed). Its executions had nobody to report to,
-// so they end; the sandbox itself (files, identity) waits reattach_grace_ms for the next
-// supervisor, which takes the far end of a new socket pair from fd kReattachFd with
-// pidfd_getfd() (only host root can: it needs ptrace rights over this process) and sends
-// Reattach. Returns false when the sandbox should end.
-bool Agent::awaitNewSupervisor() {
-  if (reattach_grace_ms_ <= 0 || !conf_ || in_ != out_) return false;
-  for (const auto& [id, e] : execs_) {
-    if (ended_.size() >= proto::kMaxListItems) break;
-    proto::EndedExecution x;
+// The supervisor died (its end of the channel closed). With a reattach grace the sandbox waits
+// reattach_grace_ms for the next supervisor, which takes the far end of a new socket pair from
+// fd kReattachFd with pidfd_getfd() (only host root can: it needs ptrace rights over this
+// process) and sends Reattach. Meanwhile executions — commands, language session drivers — keep
+// running and their frames are held (bounded by kMaxHeldBytes); without a grace, or if the new
+// socket cannot be made, the sandbox ends.
+void Agent::channelLost() {
+  channel_eof_ = false;
+  if (detached_) return;
+  if (reattach_grace_ms_ <= 0 || !conf_ || in_ != out_ || !detach()) stop_ = true;
+}
+
+bool Agent::detach() {
+  ports_.closeAll();       // their connections on the supervisor's side died with it
+  writer_ = FileWriter();  // a file half written by the dead supervisor stays as it was
+  // Executions started by the supervisor just lost join those kept from an earlier one.
+  for (auto& [id, e] : execs_) {
+    if (kept_.contains(id)) continue;
+    proto::LiveExecution x;
     x.request_id = id;
     x.pid = e->pid > 0 ? static_cast<uint32_t>(e->pid) : 0;
     x.code_context = e->control_pipe;
-    if (e->main_exited && WIFEXITED(e->status)) {
-      x.exit_code = WEXITSTATUS(e->status);
-    } else {
-      x.signal = e->main_exited && WIFSIGNALED(e->status) ? WTERMSIG(e->status) : SIGKILL;
-    }
-    ended_.push_back(x);
+    kept_.emplace(id, std::move(x));
   }
-  shutdownAll();
+  holding_ = true;
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) return false;
   int keep = pair[0], spare = pair[1];
@@ -1108,18 +1150,109 @@ bool Agent::awaitNewSupervisor() {
   spare_end_ = UniqueFd(kReattachFd);
   in_ = out_ = keep;
   reader_ = proto::FrameReader();
-  writer_ = FileWriter();
-  channel_eof_ = false;
-  uint64_t deadline = monotonicUs() + static_cast<uint64_t>(reattach_grace_ms_) * 1000;
-  for (;;) {
-    uint64_t now = monotonicUs();
-    if (now >= deadline) return false;
-    pollfd p[2] = {{in_, POLLIN, 0}, {sigfd_.get(), POLLIN, 0}};
-    int n = ::poll(p, 2, static_cast<int>((deadline - now) / 1000) + 1);
-    if (n < 0 && errno != EINTR) return false;
-    if (p[1].revents != 0) readSignals();  // reap what shutdownAll left
-    if (p[0].revents != 0) return true;    // a supervisor is talking: serve it
+  detached_ = true;
+  detach_deadline_us_ = monotonicUs() + static_cast<uint64_t>(reattach_grace_ms_) * 1000;
+  return true;
+}
+
+bool Agent::holds(const std::string& frame) const {
+  if (frame.size() < proto::kHeaderSize) return false;
+  uint32_t id = 0;
+  std::memcpy(&id, frame.data() + 8, sizeof id);  // little-endian, as the header is
+  return kept_.contains(id);
+}
+
+bool Agent::hold(const std::string& frame) {
+  uint32_t id = 0;
+  std::memcpy(&id, frame.data() + 8, sizeof id);
+  kept_[id].held_bytes += frame.size();
+  held_total_ += frame.size();
+  held_.push_back(frame);
+  return true;
+}
+
+void Agent::handleReattach(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeReattach(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
   }
+  // The new supervisor holds its end now: nobody else may take ours. /dev/null keeps its
+  // number taken, so that no socket of ours (an execution's) lands there, where the next
+  // supervisor would take it for a channel.
+  if (int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) {
+    ::dup3(null, kReattachFd, O_CLOEXEC);
+    ::close(null);
+    (void)spare_end_.release();
+  } else {
+    spare_end_.reset();
+  }
+  detached_ = false;
+  proto::Reattached r;
+  r.last_request_id = last_request_id_;
+  r.features = proto::kAgentFeatures;
+  if (m->keep_sessions) {
+    for (auto& [rid, x] : kept_) {
+      if (r.live.size() >= proto::kMaxListItems) break;
+      if (Execution* e = find(rid)) x.note = e->note;
+      r.live.push_back(x);
+    }
+  } else {
+    // A supervisor that cannot take executions over: they end, and it learns how.
+    for (const auto& [rid, x] : kept_) {
+      if (ended_.size() >= proto::kMaxListItems) break;
+      proto::EndedExecution ended;
+      ended.request_id = rid;
+      ended.pid = x.pid;
+      ended.code_context = x.code_context;
+      Execution* e = find(rid);
+      auto done = kept_exits_.find(rid);
+      if (e != nullptr && e->main_exited && WIFEXITED(e->status)) {
+        ended.exit_code = WEXITSTATUS(e->status);
+      } else if (e == nullptr && done != kept_exits_.end() && done->second.signal == 0) {
+        ended.exit_code = done->second.exit_code;
+      } else {
+        ended.signal = e == nullptr && done != kept_exits_.end() ? done->second.signal : SIGKILL;
+      }
+      ended_.push_back(ended);
+    }
+    r.ended = std::move(ended_);
+    ended_.clear();
+    shutdownAll();
+    kept_.clear();
+    kept_exits_.clear();
+    held_.clear();
+    held_total_ = 0;
+    holding_ = false;
+  }
+  // Straight out, never held: the new supervisor numbers its first requests afresh, so this
+  // answer's id may be one of the held executions'.
+  std::string frame;
+  proto::encode(frame, id, r);
+  if (!writeNow(frame)) channelLost();
+}
+
+void Agent::handleNote(uint32_t id, const std::string& payload) {
+  auto m = proto::decodeNote(payload);
+  if (!m) {
+    sendError(id, EINVAL, "protocol", m.error().message());
+    return;
+  }
+  if (Execution* e = find(id)) e->note = std::move(m->note);  // ended already: a normal race
+}
+
+// The next supervisor has a handler for every execution it took over: their held frames go
+// first, in the order they were made, then everything live.
+void Agent::handleResume(uint32_t id) {
+  std::deque<std::string> held = std::move(held_);
+  held_.clear();
+  held_total_ = 0;
+  holding_ = false;
+  kept_.clear();
+  kept_exits_.clear();
+  for (const auto& frame : held)
+    if (!sendRaw(frame)) return;
+  send(id, proto::Ok{});
 }
 
 void Agent::shutdownAll() {

@@ -9,6 +9,7 @@ airlock_add_test(agent_tests LABEL privileged
     ${CMAKE_CURRENT_LIST_DIR}/agent_files_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_fileops_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_session_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/agent_reattach_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_confinement_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_pid1_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/agent_handshake_test.cc

@@ -1,6 +1,7 @@
 #include "agent_harness.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -18,7 +19,8 @@ namespace airlock::agent::testing {
 
 namespace proto = airlock::protocol;
 
-AgentProcess::AgentProcess(const std::vector<std::string>& wrapper) {
+AgentProcess::AgentProcess(const std::vector<std::string>& wrapper,
+                           const std::vector<std::string>& agent_args) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     ADD_FAILURE() << "socketpair: " << strerror(errno);
@@ -30,6 +32,7 @@ AgentProcess::AgentProcess(const std::vector<std::string>& wrapper) {
   close(sv[1]);
   std::vector<std::string> args = wrapper;
   args.push_back(::airlock::testing::agentBinary());
+  args.insert(args.end(), agent_args.begin(), agent_args.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -71,6 +74,18 @@ Frame AgentProcess::configure(const proto::Configure& c, uint32_t id) {
   auto f = nextFor(id);
   if (!f) return {};
   return *f;
+}
+
+void AgentProcess::useChannel(UniqueFd channel) {
+  sock_ = std::move(channel);
+  reader_ = proto::FrameReader();
+  backlog_.clear();
+}
+
+bool AgentProcess::quietFor(int ms) {
+  if (!backlog_.empty()) return false;
+  pollfd p{sock_.get(), POLLIN, 0};
+  return ::poll(&p, 1, ms) == 0;
 }
 
 void AgentProcess::sendRaw(const std::string& bytes) {

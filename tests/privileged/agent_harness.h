@@ -29,7 +29,8 @@ struct ExecResult {
 class AgentProcess {
  public:
   // Spawns the agent (behind wrapper argv, e.g. unshare, when given) and reads its Hello.
-  explicit AgentProcess(const std::vector<std::string>& wrapper = {});
+  explicit AgentProcess(const std::vector<std::string>& wrapper = {},
+                        const std::vector<std::string>& agent_args = {});
   ~AgentProcess();  // closes the channel, waits for the agent (kills it by pid if it hangs)
   AgentProcess(const AgentProcess&) = delete;
   AgentProcess& operator=(const AgentProcess&) = delete;
@@ -43,6 +44,11 @@ class AgentProcess {
   // Hands the channel to another client (e.g. sandbox::AgentClient); call when nothing is
   // pending. The agent then exits when that client closes it.
   UniqueFd takeChannel() { return std::move(sock_); }
+  // Speaks over `channel` from now on, as a new supervisor does after taking the agent's spare
+  // socket (kReattachFd); frames not yet read from the old channel are forgotten.
+  void useChannel(UniqueFd channel);
+  // True when the agent sends nothing for `ms` (and nothing is in the backlog).
+  bool quietFor(int ms);
   const protocol::Hello& hello() const { return hello_; }
 
   template <typename M>

@@ -1,0 +1,203 @@
+// The agent when its supervisor dies: with a reattach grace it keeps executions running, holds
+// their frames (bounded), and hands them to the next supervisor, which takes the spare socket
+// the agent leaves on fd 3 (kReattachFd) with pidfd_getfd, as supervisor/sandbox/host does.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent_harness.h"
+#include "test_support.h"
+
+namespace airlock::agent::testing {
+namespace {
+
+namespace proto = airlock::protocol;
+using namespace std::chrono_literals;
+
+// The spare socket a waiting agent offers, once it is there (needs ptrace rights: root).
+UniqueFd takeSpareChannel(pid_t agent) {
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, agent, 0)));
+  if (!pidfd) return {};
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    UniqueFd fd(static_cast<int>(syscall(SYS_pidfd_getfd, pidfd.get(), kReattachFd, 0)));
+    // Before the agent noticed the old channel closed, fd 3 is still that channel: a socket
+    // whose peer is gone reads EOF at once; the spare one has nothing to read.
+    if (fd) {
+      char c;
+      if (recv(fd.get(), &c, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN) return fd;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return {};
+}
+
+// With a reattach grace, a closed channel makes the agent wait for the next supervisor: tests
+// end it with Shutdown.
+void shutdown(AgentProcess& agent) {
+  agent.send(999, proto::Shutdown{});
+  auto ok = agent.nextFor(999);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->first.type, proto::MsgType::kOk);
+  EXPECT_EQ(agent.waitExit(), 0);
+}
+
+class AgentReattach : public ::testing::Test {
+ protected:
+  void SetUp() override { AIRLOCK_REQUIRE_ROOT(); }
+};
+
+// The numbers a counting execution printed.
+std::vector<int> numbers(const std::string& out) {
+  std::vector<int> v;
+  size_t pos = 0, nl;
+  while ((nl = out.find('\n', pos)) != std::string::npos) {
+    v.push_back(std::atoi(out.substr(pos, nl - pos).c_str()));
+    pos = nl + 1;
+  }
+  return v;
+}
+
+TEST_F(AgentReattach, ExecutionsOutliveTheSupervisorAndTheirOutputWaitsForResume) {
+  AgentProcess agent({}, {"--reattach-grace-ms", "20000"});
+  ASSERT_TRUE(agent.hello().features & proto::kFeatureKeepSessions);
+  ASSERT_EQ(agent.configure(AgentProcess::defaultConfigure()).first.type, proto::MsgType::kOk);
+  auto exec = shell("for i in $(seq 1 40); do echo $i; sleep 0.05; done");
+  exec.note = R"({"kind":"command"})";
+  agent.send(2, exec);
+  std::string before;
+  while (numbers(before).size() < 3) {
+    auto o = agent.nextOutput(2);
+    ASSERT_TRUE(o);
+    before += o->data;
+  }
+  // Two frames only the new supervisor's: a note update, then the old supervisor dies.
+  agent.send(3, proto::Note{R"({"kind":"command","argv":["counter"]})"});
+  agent.send(2, proto::Note{R"({"kind":"command","argv":["counter"]})"});
+  (void)agent.takeChannel();
+  std::this_thread::sleep_for(500ms);  // the counter goes on with nobody listening
+  auto spare = takeSpareChannel(agent.pid());
+  ASSERT_TRUE(spare) << "the agent offered no channel";
+  agent.useChannel(std::move(spare));
+
+  // Under the execution's own id, as a new supervisor's first request may be: the answer still
+  // comes at once, while the execution's frames wait for Resume.
+  agent.send(2, proto::Reattach{.keep_sessions = true});
+  auto answer = agent.nextFor(2);
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->first.type, proto::MsgType::kReattached);
+  auto r = proto::decodeReattached(answer->second);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->last_request_id, 3u);
+  EXPECT_TRUE(r->features & proto::kFeatureKeepSessions);
+  EXPECT_TRUE(r->ended.empty());
+  ASSERT_EQ(r->live.size(), 1u);
+  EXPECT_EQ(r->live[0].request_id, 2u);
+  EXPECT_FALSE(r->live[0].exited);
+  EXPECT_FALSE(r->live[0].code_context);
+  EXPECT_EQ(r->live[0].note, R"({"kind":"command","argv":["counter"]})");
+  EXPECT_GT(r->live[0].held_bytes, 0u);
+  EXPECT_EQ(r->live[0].dropped_bytes, 0u);
+  // Nothing of the execution's comes before Resume: the new supervisor has no handler yet.
+  EXPECT_TRUE(agent.quietFor(300)) << "a frame came before Resume";
+
+  agent.send(101, proto::Resume{});
+  auto rest = agent.collect(2);
+  ASSERT_TRUE(rest.exited);
+  EXPECT_EQ(rest.exited->exit_code, 0);
+  auto seen = numbers(before), after = numbers(rest.out);
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(after.front(), seen.back() + 1) << "output was lost or repeated across the restart";
+  EXPECT_EQ(after.back(), 40);
+  for (size_t i = 1; i < after.size(); ++i) EXPECT_EQ(after[i], after[i - 1] + 1);
+  auto ok = agent.nextFor(101);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->first.type, proto::MsgType::kOk);
+  shutdown(agent);
+}
+
+// A supervisor built before kFeatureKeepSessions sends Reattach without keep_sessions: the
+// executions end then, and it learns how, as before.
+TEST_F(AgentReattach, ASupervisorThatCannotTakeExecutionsOverGetsThemEnded) {
+  AgentProcess agent({}, {"--reattach-grace-ms", "20000"});
+  ASSERT_EQ(agent.configure(AgentProcess::defaultConfigure()).first.type, proto::MsgType::kOk);
+  agent.send(2, shell("echo up; exec sleep 300"));
+  auto o = agent.nextOutput(2);
+  ASSERT_TRUE(o);
+  agent.send(3, shell("exit 7"));
+  auto quick = agent.collect(3);
+  ASSERT_TRUE(quick.exited);
+  (void)agent.takeChannel();
+  auto spare = takeSpareChannel(agent.pid());
+  ASSERT_TRUE(spare);
+  agent.useChannel(std::move(spare));
+  agent.send(50, proto::Reattach{});
+  auto answer = agent.nextFor(50);
+  ASSERT_TRUE(answer);
+  auto r = proto::decodeReattached(answer->second);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_TRUE(r->live.empty());
+  ASSERT_EQ(r->ended.size(), 1u);
+  EXPECT_EQ(r->ended[0].request_id, 2u);
+  EXPECT_EQ(r->ended[0].signal, SIGKILL);
+  EXPECT_TRUE(processGone(static_cast<pid_t>(r->ended[0].pid)));
+  shutdown(agent);
+}
+
+// While nobody reads, held output is bounded: beyond kMaxHeldBytes it is dropped and counted,
+// and the execution's end is still delivered.
+TEST_F(AgentReattach, HeldOutputIsBoundedAndWhatWasDroppedIsCounted) {
+  AgentProcess agent({}, {"--reattach-grace-ms", "20000"});
+  ASSERT_EQ(agent.configure(AgentProcess::defaultConfigure()).first.type, proto::MsgType::kOk);
+  const uint64_t total = proto::kMaxHeldBytes + (4u << 20);
+  agent.send(2, shell("sleep 0.3; head -c " + std::to_string(total) + " /dev/zero"));
+  auto started = agent.nextFor(2);
+  ASSERT_TRUE(started);
+  EXPECT_EQ(started->first.type, proto::MsgType::kStarted);
+  (void)agent.takeChannel();  // the supervisor dies before the output comes
+  std::this_thread::sleep_for(2s);
+  auto spare = takeSpareChannel(agent.pid());
+  ASSERT_TRUE(spare);
+  agent.useChannel(std::move(spare));
+  agent.send(60, proto::Reattach{.keep_sessions = true});
+  auto answer = agent.nextFor(60);
+  ASSERT_TRUE(answer);
+  auto r = proto::decodeReattached(answer->second);
+  ASSERT_TRUE(r) << r.error().message();
+  ASSERT_EQ(r->live.size(), 1u);
+  EXPECT_TRUE(r->live[0].exited) << "it ended while no supervisor was there";
+  EXPECT_LE(r->live[0].held_bytes, proto::kMaxHeldBytes + 4096);
+  EXPECT_GE(r->live[0].dropped_bytes, 4u << 20);
+  agent.send(61, proto::Resume{});
+  auto rest = agent.collect(2);
+  ASSERT_TRUE(rest.exited);
+  EXPECT_EQ(rest.exited->exit_code, 0);
+  EXPECT_EQ(rest.exited->stdout_bytes, total);
+  EXPECT_EQ(rest.out.size() + r->live[0].dropped_bytes, total);
+  shutdown(agent);
+}
+
+// Nobody comes back within the grace: the sandbox ends, and everything it ran with it.
+TEST_F(AgentReattach, NoSupervisorWithinTheGraceEndsEverything) {
+  AgentProcess agent({}, {"--reattach-grace-ms", "400"});
+  ASSERT_EQ(agent.configure(AgentProcess::defaultConfigure()).first.type, proto::MsgType::kOk);
+  agent.send(2, shell("echo up; exec sleep 300"));
+  auto o = agent.nextFor(2);
+  ASSERT_TRUE(o);
+  ASSERT_EQ(o->first.type, proto::MsgType::kStarted);
+  auto pid = proto::decodeStarted(o->second);
+  ASSERT_TRUE(pid);
+  (void)agent.takeChannel();
+  EXPECT_EQ(agent.waitExit(5000), 0);
+  EXPECT_TRUE(processGone(static_cast<pid_t>(pid->pid)));
+}
+
+}  // namespace
+}  // namespace airlock::agent::testing
