@@ -436,6 +436,12 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
       answer(service_.restartContext(caller, sb, ctx),
              [&](const auto& c) { sendJson(ex, 200, encodeContext(c)); });
       break;
+    case RouteId::kRunEvents: {
+      auto stream = service_.attachRun(caller, sb, ctx, match.params.at("run"));
+      if (!stream) return sendError(ex, stream.error()), label;
+      pumpStream(ex, std::move(*stream), limits_.stream_poll, wantsFrames(req));
+      break;
+    }
     case RouteId::kDestroyContext:
       answerEmpty(service_.destroyContext(caller, sb, ctx));
       break;

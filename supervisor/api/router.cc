@@ -31,6 +31,7 @@ constexpr std::array kRoutes = {
     Route{"GET", "/v1/sandboxes/{sb}/contexts", RouteId::kListContexts},
     Route{"POST", "/v1/sandboxes/{sb}/contexts/{ctx}/restart", RouteId::kRestartContext},
     Route{"DELETE", "/v1/sandboxes/{sb}/contexts/{ctx}", RouteId::kDestroyContext},
+    Route{"GET", "/v1/sandboxes/{sb}/contexts/{ctx}/runs/{run}/events", RouteId::kRunEvents},
     Route{"PUT", "/v1/sandboxes/{sb}/files", RouteId::kPutFile},
     Route{"GET", "/v1/sandboxes/{sb}/files", RouteId::kGetFile},
     Route{"POST", "/v1/sandboxes/{sb}/files/write", RouteId::kWriteFile},

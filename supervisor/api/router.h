@@ -38,6 +38,7 @@ enum class RouteId {
   kListContexts,
   kRestartContext,
   kDestroyContext,
+  kRunEvents,
   kPutFile,
   kGetFile,
   kWriteFile,

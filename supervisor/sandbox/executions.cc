@@ -329,10 +329,34 @@ SResult<ContextInfo> Manager::startContext(const Caller& caller, const std::stri
   auto s = findRunning(caller, sb);
   if (!s) return std::unexpected(s.error());
   LiveSandbox& box = **s;
+  std::string short_name;
+  auto launch = driverLaunch(box, language, cwd, short_name);
+  if (!launch) return std::unexpected(launch.error());
+  std::string id;
+  {
+    std::lock_guard lock(box.mu);
+    if (box.contexts.size() >= 32)
+      return serviceError(ErrorCode::kTooManyRequests,
+                          "sandbox " + box.id + " already has 32 contexts");
+    // A language's default context (the one code runs use when they name none) is named after
+    // it; every context created explicitly is a new one.
+    id = as_default ? short_name : short_name + "-" + std::to_string(++box.next_context);
+  }
+  auto ctx = std::make_shared<CodeContext>(box.conn, id, std::move(*launch));
+  if (auto r = ctx->start(); !r) return std::unexpected(r.error());
+  std::lock_guard lock(box.mu);
+  if (box.contexts.count(id) != 0)
+    return serviceError(ErrorCode::kConflict, "context '" + id + "' was created concurrently");
+  box.contexts[id] = ctx;
+  return ctx->info();
+}
+
+SResult<DriverLaunch> Manager::driverLaunch(const LiveSandbox& box, const std::string& language,
+                                            const std::string& cwd, std::string& short_name) {
   std::string lang_name = language.empty() ? box.language : language;
   auto lang = this->language(lang_name);
   if (!lang) return std::unexpected(lang.error());
-  std::string short_name = (*lang)->name();
+  short_name = (*lang)->name();
   if (std::find(box.profile.languages.begin(), box.profile.languages.end(), short_name) ==
       box.profile.languages.end())
     return serviceError(
@@ -351,23 +375,7 @@ SResult<ContextInfo> Manager::startContext(const Caller& caller, const std::stri
     launch.exec.cwd = *checked;
   }
   launch.cwd = launch.exec.cwd;  // the agent's default (the home directory) when none was given
-  std::string id;
-  {
-    std::lock_guard lock(box.mu);
-    if (box.contexts.size() >= 32)
-      return serviceError(ErrorCode::kTooManyRequests,
-                          "sandbox " + box.id + " already has 32 contexts");
-    // A language's default context (the one code runs use when they name none) is named after
-    // it; every context created explicitly is a new one.
-    id = as_default ? short_name : short_name + "-" + std::to_string(++box.next_context);
-  }
-  auto ctx = std::make_shared<CodeContext>(box.conn, id, std::move(launch));
-  if (auto r = ctx->start(); !r) return std::unexpected(r.error());
-  std::lock_guard lock(box.mu);
-  if (box.contexts.count(id) != 0)
-    return serviceError(ErrorCode::kConflict, "context '" + id + "' was created concurrently");
-  box.contexts[id] = ctx;
-  return ctx->info();
+  return launch;
 }
 
 SResult<std::vector<ContextInfo>> Manager::listContexts(const Caller& caller,
@@ -454,6 +462,17 @@ SResult<std::unique_ptr<EventStream>> Manager::runCode(const Caller& caller, con
   return std::unique_ptr<EventStream>(std::make_unique<TouchingStream>(
       std::move(*stream), *s, std::move(*review), std::move(audit), &metrics_, "code",
       withOom(executionRecorder(ids, std::move(fields)), *s)));
+}
+
+SResult<std::unique_ptr<EventStream>> Manager::attachRun(const Caller& caller,
+                                                         const std::string& sb,
+                                                         const std::string& context_id,
+                                                         const std::string& run_id) {
+  auto s = findRunning(caller, sb);
+  if (!s) return std::unexpected(s.error());
+  auto c = contextOf(**s, context_id);
+  if (!c) return std::unexpected(c.error());
+  return (*c)->attachRun(run_id);
 }
 
 ServiceError Manager::refusedExecution(const audit::RecordIds& ids, Json fields,

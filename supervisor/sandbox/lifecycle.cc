@@ -238,6 +238,7 @@ SResult<std::shared_ptr<LiveSandbox>> Manager::startBox(const policy::Profile& p
     return serviceError(ErrorCode::kInternal, "sandbox " + s->id + ": " + conn.error().message());
   }
   s->conn = *conn;
+  s->conn->setAgentFeatures(s->box->agentFeatures());
   return s;
 }
 

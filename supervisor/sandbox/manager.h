@@ -31,6 +31,7 @@
 #include "supervisor/plugin/registry.h"
 #include "supervisor/review/approval_queue.h"
 #include "supervisor/review/chain.h"
+#include "supervisor/sandbox/agent/code_context.h"
 #include "supervisor/sandbox/agent/connection.h"
 #include "supervisor/sandbox/host/sandbox.h"
 #include "supervisor/sandbox/metrics.h"
@@ -146,6 +147,9 @@ class Manager final : public Service {
                            const std::string& context_id) override;
   SResult<std::unique_ptr<EventStream>> runCode(const Caller& caller, const std::string& sb,
                                                 const CodeSpec& spec) override;
+  SResult<std::unique_ptr<EventStream>> attachRun(const Caller& caller, const std::string& sb,
+                                                  const std::string& context_id,
+                                                  const std::string& run_id) override;
 
   SResult<FileEntry> writeFile(const Caller& caller, const std::string& sb, const std::string& path,
                                uint32_t mode, const ByteSource& source) override;
@@ -214,6 +218,13 @@ class Manager final : public Service {
   // Takes over the sandboxes of a supervisor that died, from their journals; the ones that
   // cannot be adopted are left to reclaimOrphans. Before any thread starts.
   void adoptOrphans();
+  // How a context of `language` starts in `box` (its session driver's command); `short_name`
+  // gets the language's own name.
+  SResult<DriverLaunch> driverLaunch(const LiveSandbox& box, const std::string& language,
+                                     const std::string& cwd, std::string& short_name);
+  // An adopted sandbox's executions that outlived the dead supervisor (Reattached.live): its
+  // commands and code contexts go on under their ids; then the agent sends what it held.
+  void adoptExecutions(LiveSandbox& s);
   // createContext, or (as_default) the language's default context, named after it.
   SResult<ContextInfo> startContext(const Caller& caller, const std::string& sb,
                                     const std::string& language, bool as_default,

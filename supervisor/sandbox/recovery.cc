@@ -2,6 +2,7 @@
 #include "supervisor/sandbox/manager.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 
 #include "airlock/unique_fd.h"
@@ -110,15 +111,7 @@ void Manager::adoptOrphans() {
       continue;
     }
     s->conn = *conn;
-    // Command ids continue above the dead supervisor's; its commands that were still running
-    // keep their ids with how they ended, for clients that come back to ask.
-    const auto& left = s->box->leftBehind();
-    s->conn->continueAfter(left.last_request_id);
-    for (const auto& ended : left.ended) {
-      if (ended.code_context) continue;  // contexts start afresh (docs/api.md)
-      auto cmd = Command::endedByRestart(s->conn, ended);
-      s->commands[cmd->info().command_id] = cmd;
-    }
+    s->conn->setAgentFeatures(s->box->agentFeatures());
     s->name = rec->name;
     s->tenant = rec->tenant;
     s->language = rec->language;
@@ -135,16 +128,83 @@ void Manager::adoptOrphans() {
     s->lifetime_s = rec->lifetime_s;
     s->ends_at = rec->ends_at;
     s->adopted = true;
+    const auto adopt_started = Clock::now();
+    adoptExecutions(*s);
     log::info("sandbox.adopt", {{"sandbox", s->id},
                                 {"name", s->name},
                                 {"tenant", s->tenant},
                                 {"profile", s->profile_name},
-                                {"backend", s->profile.isolation}});
+                                {"backend", s->profile.isolation},
+                                {"commands", s->commands.size()},
+                                {"contexts", s->contexts.size()},
+                                {"ms", secondsSince(adopt_started) * 1000}});
     metrics_.sandboxes_adopted++;
     std::lock_guard guard(mu_);
     sandboxes_[s->id] = s;
     recordSandbox(*s, "adopt");
   }
+}
+
+void Manager::adoptExecutions(LiveSandbox& s) {
+  // Command ids continue above the dead supervisor's, so an id a client holds never names
+  // another execution.
+  const auto& left = s.box->leftBehind();
+  s.conn->continueAfter(left.last_request_id);
+  // An agent built before kFeatureKeepSessions ended everything when its supervisor died: its
+  // commands keep their ids with how they ended; its contexts start afresh (docs/api.md).
+  for (const auto& ended : left.ended) {
+    if (ended.code_context) continue;
+    auto cmd = Command::endedByRestart(s.conn, ended);
+    s.commands[cmd->info().command_id] = cmd;
+  }
+  for (const auto& live : left.live) {
+    Json note = Json::parse(live.note, nullptr, false);
+    const std::string kind = note.is_object() ? note.value("kind", "") : "";
+    if (kind == "command") {
+      auto cmd = Command::adopt(s.conn, live, note);
+      s.commands[cmd->info().command_id] = cmd;
+      continue;
+    }
+    if (kind == "context" && live.code_context) {
+      std::string short_name;
+      auto launch = driverLaunch(s, note.value("language", ""), note.value("cwd", ""), short_name);
+      const std::string id = note.value("context_id", "");
+      if (launch && !id.empty() && !s.contexts.contains(id)) {
+        auto ctx = CodeContext::adopt(s.conn, live, note, std::move(*launch));
+        s.contexts[id] = ctx;
+        // Context names continue above the dead supervisor's too ("python-3").
+        if (auto dash = id.rfind('-'); dash != std::string::npos)
+          s.next_context = std::max(s.next_context, std::atoi(id.c_str() + dash + 1));
+        continue;
+      }
+    }
+    // Nothing this supervisor can take over (a one-shot program, a language no longer
+    // allowed): it ends, and its frames are dropped.
+    s.conn->openAt(live.request_id, [](const protocol::FrameHeader& h, std::string_view) {
+      return h.type == protocol::MsgType::kExited || isChannelFailure(h);
+    });
+    if (!live.exited) {
+      std::string frame;
+      protocol::encode(frame, live.request_id, protocol::Signal{SIGKILL});
+      (void)s.conn->send(frame);
+    }
+  }
+  if (!s.conn->keepsSessions()) {
+    log::warn("sandbox.adopt_ended_sessions",
+              {{"sandbox", s.id},
+               {"ended", left.ended.size()},
+               {"why", "its agent predates session keeping (protocol feature keep_sessions)"}});
+    return;
+  }
+  // Every execution has its handler: the agent may send what it held, then live frames.
+  uint32_t resume_id = s.conn->open([](const protocol::FrameHeader& h, std::string_view) {
+    return h.type == protocol::MsgType::kOk || h.type == protocol::MsgType::kError ||
+           isChannelFailure(h);
+  });
+  std::string frame;
+  protocol::encode(frame, resume_id, protocol::Resume{});
+  if (auto r = s.conn->send(frame); !r)
+    log::warn("sandbox.adopt", {{"sandbox", s.id}, {"error", r.error().message()}});
 }
 
 void Manager::restoreNetworkRules(LiveSandbox& s, const std::vector<std::string>& rules) {

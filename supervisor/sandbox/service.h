@@ -310,6 +310,16 @@ class Service {
   // Events: stdout, stderr, result, display, error, end.
   virtual SResult<std::unique_ptr<EventStream>> runCode(const Caller& caller, const std::string& sb,
                                                         const CodeSpec& spec) = 0;
+  // The events of a run that was in flight when the supervisor died and that the next one took
+  // over (`run_id` "last": the latest): a "supervisor_restart" event, then the run's own events
+  // as for runCode, so far and then live.
+  virtual SResult<std::unique_ptr<EventStream>> attachRun(const Caller& caller,
+                                                          const std::string& sb,
+                                                          const std::string& context_id,
+                                                          const std::string& run_id) {
+    (void)caller, (void)sb, (void)context_id, (void)run_id;
+    return serviceError(ErrorCode::kNotFound, "this service keeps no runs across restarts");
+  }
 
   virtual SResult<FileEntry> writeFile(const Caller& caller, const std::string& sb,
                                        const std::string& path, uint32_t mode,

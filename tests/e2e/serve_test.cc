@@ -119,8 +119,8 @@ TEST_F(ServeTest, KillNineThenRestartReclaimsOrphans) {
 }
 
 // A sandbox outlives its supervisor's kill -9: the restarted supervisor adopts it with its id,
-// name, metadata and files (its workspace is a tmpfs: only a live sandbox keeps it). Executions
-// of the dead supervisor have ended; the adopted sandbox runs new ones.
+// name, metadata and files (its workspace is a tmpfs: only a live sandbox keeps it), and the
+// dead supervisor's executions go on under their ids (session_survival_test.cc has the rest).
 TEST_F(ServeTest, KillNineThenRestartAdoptsLiveSandboxes) {
   auto serve = std::make_unique<Serve>(dir_);
   auto created = http(serve->sock(), "POST", "/v1/sandboxes",
@@ -150,25 +150,26 @@ TEST_F(ServeTest, KillNineThenRestartAdoptsLiveSandboxes) {
                   R"({"cmd": "cat /home/user/state.txt; echo; ps -e -o comm= | grep -c sleep", )"
                   R"("stream": false})");
   ASSERT_EQ(ran.status, 200) << ran.body;
-  EXPECT_EQ(Json::parse(ran.body)["stdout"], "before the crash\n0\n")
-      << "files kept; the dead supervisor's executions ended";
+  EXPECT_EQ(Json::parse(ran.body)["stdout"], "before the crash\n1\n")
+      << "files kept; the dead supervisor's command still runs";
   auto metrics = http(serve->sock(), "GET", "/metrics");
   EXPECT_NE(metrics.body.find("airlock_sandboxes_adopted_total 1"), std::string::npos);
 
-  // The command the crash cut off keeps its id and says how it ended; new ids never reuse it.
+  // The command the crash cut off from its supervisor keeps its id, its argv and its state; new
+  // ids never reuse it.
   auto listed = http(serve->sock(), "GET", "/v1/sandboxes/keeper/commands");
   ASSERT_EQ(listed.status, 200);
   Json cut, all = Json::parse(listed.body);
   for (const auto& c : all["commands"])
     if (c["command_id"] == cut_id) cut = c;
   ASSERT_FALSE(cut.is_null()) << cut_id << " is gone: " << listed.body;
-  EXPECT_EQ(cut["state"], "exited");
-  EXPECT_EQ(cut["signal"], SIGKILL);
-  EXPECT_EQ(cut["ended_by"], "supervisor_restart");
+  EXPECT_EQ(cut["state"], "running") << listed.body;
+  EXPECT_EQ(cut["argv"], Json::array({"/bin/sh", "-c", "sleep 300"})) << listed.body;
+  ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/keeper/commands/" + cut_id).status, 204);
   auto events = http(serve->sock(), "GET", "/v1/sandboxes/keeper/commands/" + cut_id + "/events");
   ASSERT_EQ(events.status, 200);
-  EXPECT_NE(events.body.find("\"ended_by\":\"supervisor_restart\""), std::string::npos)
-      << events.body;
+  EXPECT_NE(events.body.find("\"type\":\"supervisor_restart\""), std::string::npos) << events.body;
+  EXPECT_NE(events.body.find("\"signal\":9"), std::string::npos) << events.body;
   auto fresh = http(serve->sock(), "POST", "/v1/sandboxes/keeper/commands",
                     R"({"cmd": "true", "background": true})");
   ASSERT_EQ(fresh.status, 201) << fresh.body;

@@ -43,6 +43,31 @@ struct CodeContext::Run {
   uint64_t out_bytes = 0, err_bytes = 0;
   bool out_truncated = false, err_truncated = false;
   OutputEncoder out_enc, err_enc;
+  // A run taken over from a dead supervisor has no client of its own: its events are kept for
+  // whoever attaches (attachRun), as a background command's are.
+  bool recovered = false;
+  std::vector<Json> kept;
+  std::vector<std::weak_ptr<EventQueue>> attached;
+  bool ended = false;
+
+  void push(Json e) { deliver(std::move(e), false); }
+  void finish(Json e) { deliver(std::move(e), true); }
+  void deliver(Json e, bool last) {
+    if (!recovered) {
+      last ? queue->finish(std::move(e)) : queue->push(std::move(e));
+      return;
+    }
+    for (auto it = attached.begin(); it != attached.end();) {
+      if (auto q = it->lock()) {
+        last ? q->finish(e) : q->push(e);
+        ++it;
+      } else {
+        it = attached.erase(it);
+      }
+    }
+    ended = ended || last;
+    kept.push_back(std::move(e));
+  }
 };
 
 CodeContext::CodeContext(std::shared_ptr<AgentConnection> conn, std::string id, DriverLaunch launch)
@@ -65,6 +90,10 @@ SResult<> CodeContext::start() {
   exec.timeout_ms = 0;
   {
     std::lock_guard lock(mu_);
+    exec.note = noteText();
+  }
+  {
+    std::lock_guard lock(mu_);
     ++generation_;
     alive_ = true;
     ready_ = false;
@@ -81,7 +110,9 @@ SResult<> CodeContext::start() {
       std::lock_guard lock(self->mu_);
       if (self->generation_ != gen) return true;  // a frame of a driver already replaced
     }
-    return self->onFrame(h, p);
+    bool finished = self->onFrame(h, p);
+    self->sendPendingNote();
+    return finished;
   });
   {
     std::lock_guard lock(mu_);
@@ -169,7 +200,10 @@ SResult<std::unique_ptr<EventStream>> CodeContext::run(
   restarted_by_timeout_ = restarted || restarted_by_timeout_;
   info_.state = "busy";
   uint32_t id = request_id_;
+  std::string note = noteText();
+  note_pending_ = false;
   lock.unlock();
+  conn_->note(id, note);  // before the code reaches the driver
 
   Json request{{"id", run->id}, {"code", code}, {"timeout_ms", timeout.count()}};
   if (!env.empty()) request["env"] = env;
@@ -221,10 +255,10 @@ void CodeContext::endRun(const std::string& status, Json error, Json execution_c
   run_.reset();
   if (!run) return;
   Json tail{{"type", "stdout"}};
-  if (run->out_enc.flush(tail)) run->queue->push(std::move(tail));
+  if (run->out_enc.flush(tail)) run->push(std::move(tail));
   Json etail{{"type", "stderr"}};
-  if (run->err_enc.flush(etail)) run->queue->push(std::move(etail));
-  if (!error.is_null()) run->queue->push(std::move(error));
+  if (run->err_enc.flush(etail)) run->push(std::move(etail));
+  if (!error.is_null()) run->push(std::move(error));
   bool restarted = status == "context_lost" || run->killed || restarted_by_timeout_;
   restarted_by_timeout_ = false;
   Json end{{"type", "end"},
@@ -236,7 +270,8 @@ void CodeContext::endRun(const std::string& status, Json error, Json execution_c
            {"stdout_truncated", run->out_truncated},
            {"stderr_truncated", run->err_truncated},
            {"execution_count", std::move(execution_count)}};
-  run->queue->finish(std::move(end));
+  run->finish(std::move(end));
+  note_pending_ = true;
   if (alive_ && ready_) info_.state = "idle";
 }
 
@@ -292,7 +327,7 @@ bool CodeContext::onFrame(const proto::FrameHeader& h, std::string_view payload)
   n += m->data.size();
   if (data.empty()) return false;
   Json e{{"type", out ? "stdout" : "stderr"}};
-  if ((out ? run_->out_enc : run_->err_enc).encode(data, e)) run_->queue->push(std::move(e));
+  if ((out ? run_->out_enc : run_->err_enc).encode(data, e)) run_->push(std::move(e));
   return false;
 }
 
@@ -317,7 +352,7 @@ void CodeContext::handleControlLine(std::string_view line) {
   }
   if (!run_ || j.value("id", "") != run_->id) return;  // stale or forged: not this run's
   if ((type == "result" || type == "display") && j.contains("data") && isMimeBundle(j["data"])) {
-    run_->queue->push(Json{{"type", type}, {"data", j["data"]}});
+    run_->push(Json{{"type", type}, {"data", j["data"]}});
   } else if (type == "error") {
     Json e{{"type", "error"},
            {"name", j.value("name", "Error")},
@@ -327,7 +362,7 @@ void CodeContext::handleControlLine(std::string_view line) {
       for (const auto& t : j["traceback"])
         if (t.is_string()) e["traceback"].push_back(t);
     if (!e["name"].is_string() || !e["value"].is_string()) return;
-    run_->queue->push(std::move(e));
+    run_->push(std::move(e));
   } else if (type == "done") {
     std::string status = j.value("status", "error");
     if (status == "interrupted") status = run_->interrupted_at ? "timeout" : "error";
@@ -337,6 +372,91 @@ void CodeContext::handleControlLine(std::string_view line) {
                      : Json(nullptr);
     endRun(status, nullptr, std::move(count));
   }
+}
+
+std::string CodeContext::noteText() const {
+  return Json{{"kind", "context"},
+              {"context_id", info_.context_id},
+              {"language", info_.language},
+              {"cwd", info_.cwd},
+              {"created_at", info_.created_at},
+              {"runs", info_.runs},
+              {"run", run_ ? Json(run_->id) : Json(nullptr)}}
+      .dump();
+}
+
+void CodeContext::sendPendingNote() {
+  uint32_t id;
+  std::string note;
+  {
+    std::lock_guard lock(mu_);
+    if (!note_pending_ || !alive_) return;
+    note_pending_ = false;
+    id = request_id_;
+    note = noteText();
+  }
+  conn_->note(id, note);
+}
+
+std::shared_ptr<CodeContext> CodeContext::adopt(std::shared_ptr<AgentConnection> conn,
+                                                const proto::LiveExecution& live, const Json& note,
+                                                DriverLaunch launch) {
+  auto ctx = std::make_shared<CodeContext>(conn, note.value("context_id", ""), std::move(launch));
+  ctx->info_.cwd = note.value("cwd", ctx->info_.cwd);
+  if (auto t = note.find("created_at"); t != note.end() && t->is_number_integer())
+    ctx->info_.created_at = t->get<int64_t>();
+  if (auto r = note.find("runs"); r != note.end() && r->is_number_integer())
+    ctx->info_.runs = r->get<int64_t>();
+  ctx->request_id_ = live.request_id;
+  ctx->generation_ = 1;
+  ctx->alive_ = ctx->ready_ = !live.exited;
+  ctx->info_.state = live.exited ? "dead" : "idle";
+  if (auto r = note.find("run"); r != note.end() && r->is_string()) {
+    auto run = std::make_shared<Run>();
+    run->id = r->get<std::string>();
+    run->recovered = true;
+    // The run's own timeout was the dead supervisor's to enforce; the driver's (Node) still
+    // is. Its events are kept for attachRun, with no deadline of this supervisor's.
+    run->deadline = Clock::time_point::max();
+    run->push(Json{{"type", "supervisor_restart"},
+                   {"run_id", run->id},
+                   {"held_bytes", live.held_bytes},
+                   {"dropped_bytes", live.dropped_bytes}});
+    ctx->run_ = run;
+    ctx->recovered_ = run;
+    ctx->info_.state = "busy";
+  }
+  std::weak_ptr<CodeContext> weak = ctx;
+  conn->openAt(live.request_id, [weak](const proto::FrameHeader& h, std::string_view p) {
+    auto self = weak.lock();
+    if (self == nullptr) return true;
+    {
+      std::lock_guard lock(self->mu_);
+      if (self->generation_ != 1) return true;  // restarted since: a new driver
+    }
+    bool finished = self->onFrame(h, p);
+    self->sendPendingNote();
+    return finished;
+  });
+  return ctx;
+}
+
+SResult<std::unique_ptr<EventStream>> CodeContext::attachRun(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  if (!recovered_ || (run_id != "last" && run_id != recovered_->id))
+    return serviceError(ErrorCode::kNotFound,
+                        "context '" + info_.context_id + "' has no run '" + run_id +
+                            "' taken over from a dead supervisor (the events of other runs went "
+                            "to the client that started them)");
+  auto q = std::make_shared<EventQueue>();
+  for (size_t i = 0; i < recovered_->kept.size(); ++i) {
+    if (recovered_->ended && i + 1 == recovered_->kept.size())
+      q->finish(recovered_->kept[i]);
+    else
+      q->push(recovered_->kept[i]);
+  }
+  if (!recovered_->ended) recovered_->attached.push_back(q);
+  return std::unique_ptr<EventStream>(std::make_unique<QueueStream>(q, nullptr, nullptr));
 }
 
 ContextInfo CodeContext::info() const {

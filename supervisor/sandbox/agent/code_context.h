@@ -30,6 +30,17 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
   CodeContext(std::shared_ptr<AgentConnection> conn, std::string id, DriverLaunch launch);
   ~CodeContext();
 
+  // A context whose driver outlived the dead supervisor of an adopted sandbox: `note` is what
+  // this class told the agent (noteText()), `launch` what restart() starts. A run that was in
+  // flight goes on; its events, from a "supervisor_restart" event on, are for attachRun().
+  static std::shared_ptr<CodeContext> adopt(std::shared_ptr<AgentConnection> conn,
+                                            const protocol::LiveExecution& live, const Json& note,
+                                            DriverLaunch launch);
+  // The events of a run that was in flight when the supervisor died ("last": the latest such
+  // run), everything so far and then live; kNotFound for other runs, whose events went to the
+  // client that started them.
+  SResult<std::unique_ptr<EventStream>> attachRun(const std::string& run_id);
+
   // Starts the driver and waits for its ready line.
   SResult<> start();
   // Stops the driver (if alive) and starts a fresh one.
@@ -51,6 +62,10 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
   void endRun(const std::string& status, Json error = nullptr, Json execution_count = nullptr);
   void checkTimeout();
   void sendSignal(int signo);
+  // What the agent keeps for the next supervisor: the context and the run in progress. mu_ held.
+  std::string noteText() const;
+  // Sends the note when a run ended since the last one was sent; takes mu_ itself.
+  void sendPendingNote();
 
   std::shared_ptr<AgentConnection> conn_;
   DriverLaunch launch_;
@@ -63,7 +78,9 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
   std::string start_error_;
   std::string control_;  // control bytes not yet ending in a newline
   uint64_t generation_ = 0;
-  std::shared_ptr<Run> run_;  // the run in progress
+  std::shared_ptr<Run> run_;        // the run in progress
+  std::shared_ptr<Run> recovered_;  // the latest run taken over from a dead supervisor
+  bool note_pending_ = false;       // a run ended: the agent's note still names it
   bool restarted_by_timeout_ = false;
 };
 

@@ -38,6 +38,16 @@ SResult<std::shared_ptr<Command>> Command::start(std::shared_ptr<AgentConnection
   cmd->info_.started_at = cmd->started_ms_;
   cmd->info_.state = "running";
 
+  // For the supervisor that adopts the sandbox if this one dies (adopt()).
+  Json note{{"kind", "command"},
+            {"argv", cmd->info_.argv},
+            {"background", cmd->info_.background},
+            {"started_at", cmd->started_ms_}};
+  exec.note = note.dump();
+  if (exec.note.size() > proto::kMaxNote) {
+    note["argv"] = Json::array();  // too long to keep: the adopted command shows none
+    exec.note = note.dump();
+  }
   std::string frame;
   proto::encode(frame, cmd->request_id_, exec);
   if (auto r = conn->send(frame); !r)
@@ -203,6 +213,35 @@ std::shared_ptr<Command> Command::endedByRestart(std::shared_ptr<AgentConnection
   cmd->start_answered_ = true;
   cmd->exited_ = true;
   cmd->kept_.push_back(std::move(e));
+  return cmd;
+}
+
+std::shared_ptr<Command> Command::adopt(std::shared_ptr<AgentConnection> conn,
+                                        const proto::LiveExecution& live, const Json& note) {
+  CommandInfo info;
+  info.command_id = "c" + std::to_string(live.request_id);
+  info.pid = static_cast<int>(live.pid);
+  info.state = "running";
+  info.background = true;  // its caller's connection died with the supervisor
+  if (auto a = note.find("argv"); a != note.end() && a->is_array())
+    for (const auto& v : *a)
+      if (v.is_string()) info.argv.push_back(v.get<std::string>());
+  if (auto t = note.find("started_at"); t != note.end() && t->is_number_integer())
+    info.started_at = t->get<int64_t>();
+  std::shared_ptr<Command> cmd(new Command(conn, std::move(info)));
+  cmd->request_id_ = live.request_id;
+  cmd->start_answered_ = true;
+  cmd->started_ms_ = cmd->info_.started_at;
+  // Its duration counts from the adoption: the old supervisor's clock is not this one's.
+  cmd->started_ = Clock::now();
+  cmd->kept_.push_back(Json{{"type", "supervisor_restart"},
+                            {"held_bytes", live.held_bytes},
+                            {"dropped_bytes", live.dropped_bytes}});
+  std::weak_ptr<Command> weak = cmd;
+  conn->openAt(live.request_id, [weak](const proto::FrameHeader& h, std::string_view p) {
+    auto self = weak.lock();
+    return self == nullptr || self->onFrame(h, p);
+  });
   return cmd;
 }
 

@@ -24,6 +24,12 @@ class Command : public std::enable_shared_from_this<Command> {
   // by what the agent reported (docs/api.md "When the supervisor dies").
   static std::shared_ptr<Command> endedByRestart(std::shared_ptr<AgentConnection> conn,
                                                  const protocol::EndedExecution& ended);
+  // A command the dead supervisor of an adopted sandbox had started, still running (or ended
+  // while no supervisor was there): `note` is what start() told the agent. Its events continue
+  // from a "supervisor_restart" event that says what the agent held and dropped meanwhile; it
+  // is attachable like a background command, since the client that started it is gone.
+  static std::shared_ptr<Command> adopt(std::shared_ptr<AgentConnection> conn,
+                                        const protocol::LiveExecution& live, const Json& note);
   ~Command();
 
   // Foreground: the only stream, from the start event on; destroying it early kills the process.

@@ -58,6 +58,15 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   // An adopted sandbox: request ids (and so command ids, "c<id>") continue above the dead
   // supervisor's last one, so an id a client still holds never names a different execution.
   void continueAfter(uint32_t last_request_id);
+  // An adopted sandbox's execution the dead supervisor started: its frames (held by the agent
+  // until Resume) go to `handler`. The id must be at most the one given to continueAfter.
+  void openAt(uint32_t id, FrameHandler handler);
+  // The agent's protocol::kFeature* bits (Sandbox::agentFeatures): whether it may be sent Note.
+  void setAgentFeatures(uint32_t features) { features_ = features; }
+  bool keepsSessions() const { return (features_ & protocol::kFeatureKeepSessions) != 0; }
+  // Tells the agent what execution `id` is (a code context, a command), for the supervisor that
+  // adopts the sandbox if this one dies. Nothing for an agent without kFeatureKeepSessions.
+  void note(uint32_t id, const std::string& text);
   // Writes one whole frame; safe from any thread. Fails when the agent stops reading for
   // kWriteTimeout or the channel is closed.
   Result<> send(const std::string& frame);
@@ -85,6 +94,7 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   uint32_t next_id_ = 1;
   std::mutex write_mu_;
   std::atomic<bool> closed_{false};
+  std::atomic<uint32_t> features_{0};
 };
 
 // One epoll set reading every live sandbox's channel: on its own thread (kThread), or pumped by

@@ -117,7 +117,9 @@ Result<protocol::Hello> AgentHandshake::handshake(const protocol::Configure& con
 Result<protocol::Reattached> AgentHandshake::reattach(Clock::time_point deadline) {
   uint32_t id = nextId();
   std::string out;
-  protocol::encode(out, id, protocol::Reattach{});
+  // This supervisor takes live executions over; an agent built before that ends them instead
+  // (it skips the field) and says so by leaving kFeatureKeepSessions out of its answer.
+  protocol::encode(out, id, protocol::Reattach{.keep_sessions = true});
   if (auto r = send(out); !r) return Unexpected(r.error());
   auto frame = nextFrame(deadline);
   if (!frame) return Unexpected(std::move(frame.error()).wrap("reattach"));

@@ -434,6 +434,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   sb->agent_ = std::move(agent);
   auto hello = sb->agent_->handshake(sb->configure_, Clock::now() + kHandshakeTimeout);
   if (!hello) return Unexpected(std::move(hello.error()).wrap(ctx("agent handshake")));
+  sb->agent_features_ = hello->features;
   lap("agent_handshake");
 
   sb->timings_.create_ms =
@@ -544,6 +545,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
   auto left = sb->agent_->reattach(Clock::now() + kHandshakeTimeout);
   if (!left) return Unexpected(std::move(left.error()).wrap(ctx("reattach")));
   sb->left_behind_ = std::move(*left);
+  sb->agent_features_ = sb->left_behind_.features;
   auto configure = configureFor(profile, sb->backend_->extraSyscalls());
   if (!configure) return Unexpected(std::move(configure.error()).wrap(ctx("configure")));
   sb->configure_ = std::move(*configure);

@@ -129,6 +129,10 @@ class Sandbox {
   AgentHandshake& agent() { return *agent_; }
   // For an adopted sandbox: what its dead supervisor left (last request id, ended executions).
   const protocol::Reattached& leftBehind() const { return left_behind_; }
+  // What the sandbox's agent can do beyond protocol version 1 (protocol::kFeature*): from its
+  // Hello, or for an adopted sandbox its Reattached (an agent built before this supervisor may
+  // lack features this one has).
+  uint32_t agentFeatures() const { return agent_features_; }
   const protocol::Configure& configure() const { return configure_; }
   Result<sys::CgroupStats> cgroupStats() const { return cgroup_->stats(); }
   const Timings& timings() const { return timings_; }
@@ -179,6 +183,7 @@ class Sandbox {
   bool adopted_ = false;  // PID 1 is not our child (its first supervisor died): not ours to reap
   std::unique_ptr<AgentHandshake> agent_;
   protocol::Reattached left_behind_;
+  uint32_t agent_features_ = 0;
   UniqueFd workspace_image_;     // flock()ed; the loop device shares the lock while mounted
   std::string workspace_mount_;  // <state_dir>/sandboxes/<id>.home, when mounted
   protocol::Configure configure_;
