@@ -230,6 +230,24 @@ Result<Execution> Sandbox::runCode(const std::string& code, const RunCodeOptions
   return ex;
 }
 
+Result<Execution> Sandbox::recoveredRun(const std::string& context_id, const std::string& run_id,
+                                        const RunCodeOptions& o) const {
+  Execution ex;
+  bool ended = false;
+  auto r = http_->stream("GET",
+                         target() + "/contexts/" + percentEncode(context_id) + "/runs/" +
+                             percentEncode(run_id) + "/events",
+                         Json(), [&](const Json& ev) {
+                           if (fields::str(ev, "type") == "end") ended = true;
+                           onCodeEvent(ev, ex, o);
+                         });
+  if (!r) return Unexpected(r.error());
+  if (!ended)
+    return failWith(ErrorKind::kProtocol, "recovered run in sandbox '" + info_.id +
+                                              "': the stream ended without an 'end' event");
+  return ex;
+}
+
 Result<SandboxMetrics> Sandbox::metrics() const {
   auto doc = http_->call("GET", target() + "/metrics");
   if (!doc) return Unexpected(doc.error());

@@ -187,6 +187,10 @@ class RecordingTransport:
         self._check(method, path, body)
         if path.endswith("/code"):
             return _Stream([{"type": "end", "status": "ok", "context_id": "python"}])
+        if "/runs/" in path:
+            return _Stream([{"type": "supervisor_restart", "run_id": "r1", "held_bytes": 0,
+                             "dropped_bytes": 0},
+                            {"type": "end", "status": "ok", "context_id": "python"}])
         if path.endswith("/transfers"):
             record = sample(SCHEMAS["Transfer"])
             record["status"] = "ok"
@@ -245,6 +249,7 @@ class RequestBodiesTest(unittest.TestCase):
         self.sbx.list_code_contexts()
         self.sbx.restart_code_context("python")
         self.sbx.remove_code_context("python")
+        self.sbx.recovered_run("python", "last")
         self.sbx.port_url(8000)
 
     def test_commands(self) -> None:
@@ -353,7 +358,8 @@ class ResponseModelsTest(unittest.TestCase):
     def test_events_the_sdk_reads_are_documented(self) -> None:
         event_types = set(resolve(SCHEMAS["Event"])["properties"]["type"]["enum"])
         # "transfer" and "progress" are the transfer stream's (docs/transfer.md).
-        read = {"start", "stdout", "stderr", "exit", "result", "display", "error", "end"}
+        read = {"start", "stdout", "stderr", "exit", "result", "display", "error", "end",
+                "supervisor_restart"}
         self.assertEqual(sorted(read - event_types), [])
 
     def test_a_wrong_type_is_caught(self) -> None:

@@ -412,6 +412,26 @@ class SandboxTest(FakeTestCase):
 
 
 class RunCodeTest(FakeTestCase):
+    def test_a_run_taken_over_after_a_restart_is_fetched_with_what_was_held(self) -> None:
+        self.fake.route("GET", SB_PATH + "/contexts/python-2/runs/last/events", ndjson([
+            {"type": "supervisor_restart", "run_id": "r4", "held_bytes": 120, "dropped_bytes": 0},
+            {"type": "stdout", "data": "slept 42\n"},
+            {"type": "result", "data": {"text/plain": "42"}},
+            {"type": "end", "status": "ok", "context_id": "python-2", "execution_count": 4},
+        ]))
+        ex = self.sandbox().recovered_run("python-2")
+        self.assertEqual(ex.restart, {"type": "supervisor_restart", "run_id": "r4",
+                                      "held_bytes": 120, "dropped_bytes": 0})
+        self.assertEqual(ex.logs.stdout, ["slept 42\n"])
+        self.assertEqual(ex.text, "42")
+        self.assertEqual(ex.execution_count, 4)
+        self.fake.route("GET", SB_PATH + "/contexts/python/runs/r1/events",
+                        error_answer(404, "not_found", "no run r1 taken over"))
+        with self.assertRaises(airlock.NotFoundError):
+            self.sandbox().recovered_run("python", "r1")
+        with self.assertRaises(airlock.InvalidRequestError):
+            self.sandbox().recovered_run("python", "")
+
     def test_events_become_an_execution(self) -> None:
         self.fake.route("POST", SB_PATH + "/code", ndjson([
             {"type": "stdout", "data": "hello\n"},

@@ -60,11 +60,33 @@ export class CodeRunner {
     if (options.context !== undefined) body['context_id'] = contextId(options.context);
     if (options.timeout !== undefined) body['timeout_s'] = options.timeout;
     if (options.envs !== undefined && Object.keys(options.envs).length > 0) body['env'] = { ...options.envs };
-    const execution = new Execution();
     const events = this.transport.events('POST', `${this.base}/code`, body, {
       timeout: options.timeout === undefined ? null : options.timeout + STREAM_GRACE_S,
       answerTimeout: null, // a run held for review has no answer until an operator decides
     });
+    return this.fold(events, options);
+  }
+
+  /**
+   * The run of `context` that was in flight when the supervisor died, finished under the next
+   * one that adopted the sandbox (`run`: its id, or "last"); waits for its end. Its `restart`
+   * says what the agent held and dropped meanwhile.
+   */
+  async recoveredRun(context: ContextRef, run = 'last', options: RunCodeOptions = {}): Promise<Execution> {
+    if (typeof run !== 'string' || run === '') {
+      throw new InvalidRequestError(`recoveredRun: run must be a run id ('r3') or 'last', got ${JSON.stringify(run)}`);
+    }
+    const events = this.transport.events(
+      'GET',
+      `${this.base}/contexts/${quote(contextId(context))}/runs/${quote(run)}/events`,
+      undefined,
+      { timeout: null, answerTimeout: null },
+    );
+    return this.fold(events, options);
+  }
+
+  private async fold(events: AsyncGenerator<JsonObject>, options: RunCodeOptions): Promise<Execution> {
+    const execution = new Execution();
     for await (const event of events) {
       switch (event['type']) {
         case 'stdout':
@@ -89,6 +111,9 @@ export class CodeRunner {
           break;
         case 'end':
           applyEnd(execution, event);
+          break;
+        case 'supervisor_restart':
+          execution.restart = event; // a run taken over from a supervisor that died
           break;
         default:
           break; // an event type newer than this SDK

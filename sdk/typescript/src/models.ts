@@ -376,6 +376,11 @@ export class Execution {
   audit: AuditSummary | null = null;
   /** The `end` event as sent, unknown fields included. */
   rawEnd: JsonObject = {};
+  /**
+   * A run taken over from a supervisor that died (Sandbox.recoveredRun): its
+   * "supervisor_restart" event, with held_bytes and dropped_bytes. Undefined for other runs.
+   */
+  restart?: JsonObject;
 
   /** The text of the main result (the value of the last expression), if any. */
   get text(): string | undefined {

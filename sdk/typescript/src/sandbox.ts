@@ -256,6 +256,16 @@ export class Sandbox {
     return this.code.removeContext(context);
   }
 
+  /**
+   * The run of `context` that was in flight when the supervisor died, finished under the next
+   * one that adopted the sandbox (`run`: its id, or "last"). Waits for its end; rejects with
+   * NotFoundError when no such run was taken over. `execution.restart` says what the sandbox's
+   * agent held (`held_bytes`) and dropped (`dropped_bytes`) while no supervisor was there.
+   */
+  recoveredRun(context: ContextRef, run = 'last', options: RunCodeOptions = {}): Promise<Execution> {
+    return this.code.recoveredRun(context, run, options);
+  }
+
   // ---- transfers (docs/transfer.md) ----
 
   /**

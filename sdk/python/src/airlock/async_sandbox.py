@@ -147,6 +147,15 @@ class AsyncSandbox:
     async def remove_code_context(self, context: Context | str) -> None:
         await self._code.remove_context(context)
 
+    async def recovered_run(self, context: Context | str, run: str = "last",
+                            on_stdout: OutputHandler | None = None,
+                            on_stderr: OutputHandler | None = None,
+                            on_result: ResultHandler | None = None,
+                            on_error: ErrorHandler | None = None) -> Execution:
+        """Sandbox.recovered_run for asyncio."""
+        return await self._code.recovered_run(context, run, on_stdout, on_stderr, on_result,
+                                              on_error)
+
     def _path(self, suffix: str = "") -> str:
         return f"/v1/sandboxes/{quote(self._info.id)}{suffix}"
 

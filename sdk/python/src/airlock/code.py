@@ -61,6 +61,9 @@ class ExecutionFolder:
                 return [(self._on_error, execution.error)]
         elif kind == "end":
             _apply_end(execution, event)
+        elif kind == "supervisor_restart":
+            # A run taken over from a supervisor that died (Sandbox.recovered_run).
+            execution.restart = event
         return []
 
     def finish(self, timeout: float | None) -> list[Call]:
@@ -162,6 +165,20 @@ class CodeRunner:
     def remove_context(self, context: Context | str) -> None:
         self._transport.json("DELETE", f"{self._base}/contexts/{quote(_context_id(context))}")
 
+    def recovered_run(self, context: Context | str, run: str = "last",
+                      on_stdout: OutputHandler | None = None,
+                      on_stderr: OutputHandler | None = None,
+                      on_result: ResultHandler | None = None,
+                      on_error: ErrorHandler | None = None) -> Execution:
+        folder = ExecutionFolder(on_stdout, on_stderr, on_result, on_error)
+        with self._transport.stream("GET", _run_events_path(self._base, context, run)) as r:
+            for event in r.events():
+                for fn, arg in folder.feed(event):
+                    fn(arg)
+        for fn, arg in folder.finish(None):
+            fn(arg)
+        return folder.execution
+
 
 class AsyncCodeRunner:
     """CodeRunner for asyncio: callbacks may be coroutine functions (they are awaited)."""
@@ -201,6 +218,27 @@ class AsyncCodeRunner:
     async def remove_context(self, context: Context | str) -> None:
         await self._transport.json("DELETE",
                                    f"{self._base}/contexts/{quote(_context_id(context))}")
+
+    async def recovered_run(self, context: Context | str, run: str = "last",
+                            on_stdout: OutputHandler | None = None,
+                            on_stderr: OutputHandler | None = None,
+                            on_result: ResultHandler | None = None,
+                            on_error: ErrorHandler | None = None) -> Execution:
+        folder = ExecutionFolder(on_stdout, on_stderr, on_result, on_error)
+        r = await self._transport.stream("GET", _run_events_path(self._base, context, run))
+        async with r:
+            async for event in r.events():
+                for fn, arg in folder.feed(event):
+                    await call(fn, arg)
+        for fn, arg in folder.finish(None):
+            await call(fn, arg)
+        return folder.execution
+
+
+def _run_events_path(base: str, context: Context | str, run: str) -> str:
+    if not isinstance(run, str) or not run:
+        raise InvalidRequestError("recovered_run: run must be a run id ('r3') or 'last'")
+    return f"{base}/contexts/{quote(_context_id(context))}/runs/{quote(run)}/events"
 
 
 async def call(fn: Callable[[Any], Any], arg: Any) -> None:

@@ -410,6 +410,9 @@ class Execution:
     review: dict[str, Any] | None = None
     audit: AuditSummary | None = None  # None: the profile audits nothing
     raw_end: dict[str, Any] = field(default_factory=dict, repr=False)
+    # A run taken over from a supervisor that died (Sandbox.recovered_run): its
+    # "supervisor_restart" event, with held_bytes and dropped_bytes. None for other runs.
+    restart: dict[str, Any] | None = None
 
     @property
     def text(self) -> str | None:

@@ -182,6 +182,18 @@ class Sandbox:
     def remove_code_context(self, context: Context | str) -> None:
         self._code.remove_context(context)
 
+    def recovered_run(self, context: Context | str, run: str = "last",
+                      on_stdout: OutputHandler | None = None,
+                      on_stderr: OutputHandler | None = None,
+                      on_result: ResultHandler | None = None,
+                      on_error: ErrorHandler | None = None) -> Execution:
+        """The run of `context` that was in flight when the supervisor died, finished under the
+        next one that adopted the sandbox (`run`: its id, or "last"). Waits for its end. Its
+        `restart` says what the sandbox's agent held (`held_bytes`) and dropped
+        (`dropped_bytes`) while no supervisor was there; output before that went to the run's
+        first caller. Raises NotFoundError when no such run was taken over."""
+        return self._code.recovered_run(context, run, on_stdout, on_stderr, on_result, on_error)
+
     # ---- transfers (docs/transfer.md) ----
 
     def transfer_in(self, source: str, path: str,

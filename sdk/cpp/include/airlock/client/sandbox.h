@@ -132,6 +132,11 @@ class Sandbox {
   Result<SandboxMetrics> metrics() const;
 
   Result<Execution> runCode(const std::string& code, const RunCodeOptions& options = {}) const;
+  // The run of `context_id` that was in flight when the supervisor died, finished under the next
+  // one that adopted the sandbox (`run_id`: its id, or "last"); waits for its end. kNotFound when
+  // no such run was taken over. Output callbacks in `options` are called as for runCode.
+  Result<Execution> recoveredRun(const std::string& context_id, const std::string& run_id = "last",
+                                 const RunCodeOptions& options = {}) const;
   const Commands& commands() const { return commands_; }
   const Files& files() const { return files_; }
 
