@@ -133,7 +133,16 @@ struct Execution {
   bool exec_failed = false;
   int exec_errno = 0;
   std::string note;  // the supervisor's description of it (Exec.note, Note), for the next one
+  // A session driver's frames sent since its last note (kMaxReplayBytes at most, oldest dropped
+  // first and counted): a supervisor that dies before its note says a run ended may have read
+  // the run's end, and the next one must see it too, so they are sent again (detach()).
+  std::deque<std::string> since_note;
+  size_t since_note_bytes = 0;
+  uint64_t since_note_dropped = 0;
 };
+
+// Per session driver; a run's end (its "done" line) is last, so it is never what is dropped.
+constexpr size_t kMaxReplayBytes = 2u << 20;
 
 class Agent {
  public:
@@ -209,6 +218,7 @@ class Agent {
   bool holds(const std::string& frame) const;
   bool hold(const std::string& frame);
   bool writeNow(const std::string& frame);
+  void keepForReplay(const std::string& frame);
 
   int in_, out_;
   int reattach_grace_ms_;
@@ -248,7 +258,10 @@ bool Agent::sendRaw(const std::string& frame) {
   if (stop_) return false;
   if (holding_ && holds(frame)) return hold(frame);
   if (detached_) return false;  // nobody to tell: a file operation or port of the dead one
-  if (writeNow(frame)) return true;
+  if (writeNow(frame)) {
+    keepForReplay(frame);
+    return true;
+  }
   channelLost();
   // The frame may be half in the dead socket: the next supervisor gets all of it.
   return holding_ && holds(frame) && hold(frame);
@@ -1123,12 +1136,25 @@ bool Agent::detach() {
   writer_ = FileWriter();  // a file half written by the dead supervisor stays as it was
   // Executions started by the supervisor just lost join those kept from an earlier one.
   for (auto& [id, e] : execs_) {
-    if (kept_.contains(id)) continue;
-    proto::LiveExecution x;
-    x.request_id = id;
-    x.pid = e->pid > 0 ? static_cast<uint32_t>(e->pid) : 0;
-    x.code_context = e->control_pipe;
-    kept_.emplace(id, std::move(x));
+    if (!kept_.contains(id)) {
+      proto::LiveExecution x;
+      x.request_id = id;
+      x.pid = e->pid > 0 ? static_cast<uint32_t>(e->pid) : 0;
+      x.code_context = e->control_pipe;
+      kept_.emplace(id, std::move(x));
+    }
+    // What a session driver said since its note was sent to the dead supervisor, which may
+    // not have acted on it: the next one gets it first.
+    proto::LiveExecution& x = kept_[id];
+    x.dropped_bytes += e->since_note_dropped;
+    for (auto& frame : e->since_note) {
+      x.held_bytes += frame.size();
+      held_total_ += frame.size();
+      held_.push_back(std::move(frame));
+    }
+    e->since_note.clear();
+    e->since_note_bytes = 0;
+    e->since_note_dropped = 0;
   }
   holding_ = true;
   int pair[2];
@@ -1153,6 +1179,20 @@ bool Agent::detach() {
   detached_ = true;
   detach_deadline_us_ = monotonicUs() + static_cast<uint64_t>(reattach_grace_ms_) * 1000;
   return true;
+}
+
+void Agent::keepForReplay(const std::string& frame) {
+  uint32_t id = 0;
+  std::memcpy(&id, frame.data() + 8, sizeof id);
+  Execution* e = find(id);
+  if (e == nullptr || !e->control_pipe) return;
+  e->since_note.push_back(frame);
+  e->since_note_bytes += frame.size();
+  while (e->since_note_bytes > kMaxReplayBytes && e->since_note.size() > 1) {
+    e->since_note_bytes -= e->since_note.front().size();
+    e->since_note_dropped += e->since_note.front().size();
+    e->since_note.pop_front();
+  }
 }
 
 bool Agent::holds(const std::string& frame) const {
@@ -1238,7 +1278,13 @@ void Agent::handleNote(uint32_t id, const std::string& payload) {
     sendError(id, EINVAL, "protocol", m.error().message());
     return;
   }
-  if (Execution* e = find(id)) e->note = std::move(m->note);  // ended already: a normal race
+  // The supervisor has acted on everything before the note: nothing of it is sent again.
+  if (Execution* e = find(id)) {  // ended already: a normal race
+    e->note = std::move(m->note);
+    e->since_note.clear();
+    e->since_note_bytes = 0;
+    e->since_note_dropped = 0;
+  }
 }
 
 // The next supervisor has a handler for every execution it took over: their held frames go

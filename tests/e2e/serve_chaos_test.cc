@@ -1,8 +1,10 @@
 // Crash chaos (issue 22): `airlock serve` is killed with SIGKILL a hundred times in a row, each
 // time at a random moment while clients create sandboxes (persistent, networked or plain), stream
-// a command's output, upload files and destroy persistent sandboxes (their workspace is saved),
-// and sometimes while it is still adopting the last one's sandboxes. After every restart: the
-// sandboxes it lists are alive and run commands, and nothing else is left: each journal, lock
+// a command's output, run code in a live Python context, upload files and destroy persistent
+// sandboxes (their workspace is saved), and sometimes while it is still adopting the last one's
+// sandboxes. After every restart: the sandboxes it lists are alive and run commands, their
+// contexts kept every variable (a counter each code run increments, the run the kill cut off
+// counted or not, never lost twice), and nothing else is left: each journal, lock
 // file, cgroup, workspace mount, sandbox process, uid range lease, network link and nftables
 // element belongs to a listed sandbox. At the end, every persistent workspace holds each file
 // whose upload was acknowledged, passes e2fsck, and the host is as the test found it.
@@ -184,7 +186,11 @@ struct Box {
   std::string link;  // the host end of a networked sandbox's veth
 };
 
-enum class Op { kCreate, kStream, kWrite, kDestroy };
+enum class Op { kCreate, kStream, kWrite, kDestroy, kCode };
+
+// Each code run adds one to the context's counter and answers it.
+constexpr const char* kCountRun = R"({"code": "n = globals().get('n', 0) + 1\nn", )"
+                                  R"("language": "python", "stream": false})";
 
 // One client request of a round, run in its own thread while the supervisor may be killed.
 struct Request {
@@ -207,6 +213,8 @@ const char* opName(Op op) {
       return "write";
     case Op::kDestroy:
       return "destroy";
+    case Op::kCode:
+      return "code";
   }
   return "?";
 }
@@ -334,6 +342,8 @@ TEST_F(ServeChaos, HundredKillNinesLeaveNothingBehindAndLoseNoAcknowledgedWrite)
 
   std::map<std::string, Box> live;                                  // by name
   std::map<std::string, std::map<std::string, std::string>> acked;  // workspace -> file -> bytes
+  std::map<std::string, int> counted;  // sandbox name -> its context's counter, as last answered
+  int contexts_checked = 0;            // context counters read back after a restart
   int restarts = 0, killed_in_recovery = 0, adopted = 0, reclaimed = 0, leak_rounds = 0;
   std::map<std::string, int> ops_sent, ops_cut;  // requests sent, and those the kill cut off
   const auto t0 = std::chrono::steady_clock::now();
@@ -351,7 +361,7 @@ TEST_F(ServeChaos, HundredKillNinesLeaveNothingBehindAndLoseNoAcknowledgedWrite)
     };
     const size_t n_reqs = 1 + pick(3);
     for (size_t i = 0; i < n_reqs; ++i) {
-      Op op = std::array{Op::kCreate, Op::kStream, Op::kWrite, Op::kDestroy}[pick(4)];
+      Op op = std::array{Op::kCreate, Op::kStream, Op::kWrite, Op::kDestroy, Op::kCode}[pick(5)];
       if (live.size() >= kMaxLive) op = Op::kDestroy;
       Request q;
       q.op = op;
@@ -382,6 +392,10 @@ TEST_F(ServeChaos, HundredKillNinesLeaveNothingBehindAndLoseNoAcknowledgedWrite)
           q.lines = 1 + static_cast<int>(pick(400));
           q.body = R"({"cmd": "i=0; while [ $i -lt )" + std::to_string(q.lines) +
                    R"( ]; do echo line-$i; i=$((i+1)); sleep 0.001; done"})";
+        } else if (op == Op::kCode) {
+          q.method = "POST";
+          q.path = "/v1/sandboxes/" + q.target + "/code";
+          q.body = kCountRun;
         } else if (op == Op::kWrite) {
           // Up to 4 MiB, so that a kill lands mid-upload too.
           const size_t size = 16 + pick(4 << 20);
@@ -413,7 +427,7 @@ TEST_F(ServeChaos, HundredKillNinesLeaveNothingBehindAndLoseNoAcknowledgedWrite)
     ++restarts;
 
     // What the client was told before the kill.
-    std::set<std::string> maybe_gone, maybe_new;
+    std::set<std::string> maybe_gone, maybe_new, maybe_counted;
     for (const auto& q : reqs) {
       const Response& r = q.response;
       ++ops_sent[opName(q.op)];
@@ -449,10 +463,24 @@ TEST_F(ServeChaos, HundredKillNinesLeaveNothingBehindAndLoseNoAcknowledgedWrite)
               acked[q.target][q.path.substr(q.path.find("path=") + 5)] = q.content;
           }
           break;
+        case Op::kCode:
+          if (r.complete) {
+            ASSERT_EQ(r.status, 200) << r.body;
+            auto answer = Json::parse(r.body);
+            ASSERT_EQ(answer["status"], "ok") << r.body;
+            ASSERT_FALSE(answer["results"].empty()) << r.body;
+            const int n = std::stoi(answer["results"][0]["text/plain"].get<std::string>());
+            EXPECT_EQ(n, counted[q.target] + 1) << "the context lost its counter: " << r.body;
+            counted[q.target] = n;
+          } else {
+            maybe_counted.insert(q.target);  // the run may finish under the next supervisor
+          }
+          break;
         case Op::kDestroy:
           if (r.complete) {
             ASSERT_EQ(r.status, 204) << r.body;
             live.erase(q.target);
+            counted.erase(q.target);
           } else {
             maybe_gone.insert(q.target);
           }
@@ -488,7 +516,30 @@ TEST_F(ServeChaos, HundredKillNinesLeaveNothingBehindAndLoseNoAcknowledgedWrite)
                       R"({"cmd": "echo ok", "stream": false})");
       ASSERT_EQ(ran.status, 200) << name << ": " << ran.body << "\n" << logTail();
       EXPECT_EQ(Json::parse(ran.body)["stdout"], "ok\n") << name;
+      // The context kept its counter across the kill; a run the kill cut off may have counted
+      // (it finishes under the new supervisor, so wait while the context is busy with it).
+      if (!counted.contains(name) && !maybe_counted.contains(name)) continue;
+      Response n;
+      for (int i = 0; i < 200; ++i) {
+        n = http(serve_->sock(), "POST", "/v1/sandboxes/" + b.id + "/code",
+                 R"j({"code": "globals().get('n', 0)", "language": "python", "stream": false})j");
+        if (n.status != 409) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      ASSERT_EQ(n.status, 200) << name << ": " << n.body << "\n" << logTail();
+      auto answer = Json::parse(n.body);
+      ASSERT_FALSE(answer["results"].empty()) << n.body;
+      const int now_n = std::stoi(answer["results"][0]["text/plain"].get<std::string>());
+      const int before = counted[name];
+      EXPECT_TRUE(now_n == before || (maybe_counted.contains(name) && now_n == before + 1))
+          << name << ": counter " << now_n << " after the restart, " << before
+          << " acknowledged before it" << (maybe_counted.contains(name) ? " (+1 cut off)" : "");
+      EXPECT_EQ(answer["context_restarted"], false) << n.body;
+      counted[name] = now_n;
+      ++contexts_checked;
     }
+    for (auto it = counted.begin(); it != counted.end();)
+      it = now.contains(it->first) ? std::next(it) : counted.erase(it);
     adopted += static_cast<int>(now.size());
     for (const auto& id : orphans) {
       bool kept = false;
@@ -547,7 +598,8 @@ TEST_F(ServeChaos, HundredKillNinesLeaveNothingBehindAndLoseNoAcknowledgedWrite)
   std::cout << "[ chaos ] " << restarts << " restarts (" << killed_in_recovery
             << " killed while recovering), " << adopted << " sandboxes adopted, " << reclaimed
             << " reclaimed, " << leak_rounds << " leaks, " << acked_files
-            << " acknowledged workspace writes intact; requests (cut off by the kill):";
+            << " acknowledged workspace writes intact, " << contexts_checked
+            << " live contexts' counters kept; requests (cut off by the kill):";
   for (const auto& [op, n] : ops_sent)
     std::cout << " " << op << " " << n << " (" << ops_cut[op] << ")";
   std::cout << ", " << seconds << " s\n";

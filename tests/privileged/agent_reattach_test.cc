@@ -123,6 +123,57 @@ TEST_F(AgentReattach, ExecutionsOutliveTheSupervisorAndTheirOutputWaitsForResume
   shutdown(agent);
 }
 
+// A supervisor may die after reading a run's end and before its note says the run ended: what
+// a session driver said since its last note reaches the next supervisor again.
+TEST_F(AgentReattach, ADriversFramesSinceItsLastNoteAreSentAgain) {
+  AgentProcess agent({}, {"--reattach-grace-ms", "20000"});
+  ASSERT_EQ(agent.configure(AgentProcess::defaultConfigure()).first.type, proto::MsgType::kOk);
+  auto driver = shell("echo ready >&3; while read x; do echo done-$x >&3; done");
+  driver.control_pipe = true;
+  driver.stdin_pipe = true;
+  driver.kill_scope = proto::ExecKillScope::kSession;
+  driver.note = "idle";
+  agent.send(2, driver);
+  auto controlLine = [&] {
+    for (;;) {
+      auto o = agent.nextOutput(2);
+      if (!o) return std::string("(none)");
+      if (o->stream == proto::Stream::kControl) return o->data;
+    }
+  };
+  ASSERT_EQ(controlLine(), "ready\n");
+  agent.send(2, proto::Note{"run r1"});
+  agent.send(2, proto::Stdin{"r1\n", false});
+  ASSERT_EQ(controlLine(), "done-r1\n");  // read, but the supervisor dies before its note
+  auto reattach = [&](uint32_t id) {
+    (void)agent.takeChannel();
+    auto spare = takeSpareChannel(agent.pid());
+    EXPECT_TRUE(spare);
+    agent.useChannel(std::move(spare));
+    agent.send(id, proto::Reattach{.keep_sessions = true});
+    auto answer = agent.nextFor(id);
+    EXPECT_TRUE(answer);
+    auto r = proto::decodeReattached(answer ? answer->second : "");
+    EXPECT_TRUE(r);
+    return r ? *r : proto::Reattached{};
+  };
+  auto r = reattach(100);
+  ASSERT_EQ(r.live.size(), 1u);
+  EXPECT_EQ(r.live[0].note, "run r1");
+  EXPECT_GT(r.live[0].held_bytes, 0u);
+  agent.send(101, proto::Resume{});
+  EXPECT_EQ(controlLine(), "done-r1\n") << "the run's end was not sent again";
+  // Once a note follows, nothing before it comes back.
+  agent.send(2, proto::Note{"idle"});
+  auto ok = agent.nextFor(101);
+  ASSERT_TRUE(ok);
+  r = reattach(200);
+  ASSERT_EQ(r.live.size(), 1u);
+  EXPECT_EQ(r.live[0].note, "idle");
+  EXPECT_EQ(r.live[0].held_bytes, 0u);
+  shutdown(agent);
+}
+
 // A supervisor built before kFeatureKeepSessions sends Reattach without keep_sessions: the
 // executions end then, and it learns how, as before.
 TEST_F(AgentReattach, ASupervisorThatCannotTakeExecutionsOverGetsThemEnded) {
