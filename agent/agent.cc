@@ -209,6 +209,7 @@ class Agent {
   void shutdownAll();
   void handleReattach(uint32_t id, const std::string& payload);
   void handleNote(uint32_t id, const std::string& payload);
+  void setNote(Execution& e, std::string note);
   void handleResume(uint32_t id);
 
   // The supervisor is gone. With a reattach grace, executions keep running and their frames are
@@ -701,6 +702,7 @@ void Agent::handleStdin(uint32_t id, const std::string& payload) {
   }
   Execution* e = find(id);
   if (e == nullptr) return;  // already ended: a normal race, nothing to report
+  if (m->note) setNote(*e, std::move(*m->note));
   if (!e->stdin_requested) {
     sendError(id, EBADF, "stdin",
               "stdin of execution " + std::to_string(id) + " is /dev/null (Exec.stdin_pipe false)");
@@ -1188,6 +1190,28 @@ void Agent::keepForReplay(const std::string& frame) {
   if (e == nullptr || !e->control_pipe) return;
   e->since_note.push_back(frame);
   e->since_note_bytes += frame.size();
+  if (e->since_note_bytes <= kMaxReplayBytes) return;
+  // Over the bound: stdout and stderr go first, oldest first; a run's end (a control line) is
+  // what the next supervisor cannot do without.
+  // Frames this agent encoded: the type is the header's u16 at 4, and an Output's first field
+  // is its stream (tag, u32 length, then the byte), so nothing needs decoding again.
+  auto isControl = [](const std::string& f) {
+    uint16_t type = 0;
+    std::memcpy(&type, f.data() + 4, sizeof type);
+    constexpr size_t kStreamAt = proto::kHeaderSize + 6;
+    return type != static_cast<uint16_t>(proto::MsgType::kOutput) || f.size() <= kStreamAt ||
+           f[kStreamAt] == static_cast<char>(proto::Stream::kControl);
+  };
+  for (auto it = e->since_note.begin();
+       e->since_note_bytes > kMaxReplayBytes && it != e->since_note.end();) {
+    if (isControl(*it)) {
+      ++it;
+      continue;
+    }
+    e->since_note_bytes -= it->size();
+    e->since_note_dropped += it->size();
+    it = e->since_note.erase(it);
+  }
   while (e->since_note_bytes > kMaxReplayBytes && e->since_note.size() > 1) {
     e->since_note_bytes -= e->since_note.front().size();
     e->since_note_dropped += e->since_note.front().size();
@@ -1278,13 +1302,15 @@ void Agent::handleNote(uint32_t id, const std::string& payload) {
     sendError(id, EINVAL, "protocol", m.error().message());
     return;
   }
-  // The supervisor has acted on everything before the note: nothing of it is sent again.
-  if (Execution* e = find(id)) {  // ended already: a normal race
-    e->note = std::move(m->note);
-    e->since_note.clear();
-    e->since_note_bytes = 0;
-    e->since_note_dropped = 0;
-  }
+  if (Execution* e = find(id)) setNote(*e, std::move(m->note));  // ended already: a normal race
+}
+
+// The supervisor has acted on everything before the note: nothing of it is sent again.
+void Agent::setNote(Execution& e, std::string note) {
+  e.note = std::move(note);
+  e.since_note.clear();
+  e.since_note_bytes = 0;
+  e.since_note_dropped = 0;
 }
 
 // The next supervisor has a handler for every execution it took over: their held frames go

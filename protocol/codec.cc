@@ -29,6 +29,7 @@
 //               10  note                    text        <= kMaxNote
 //   Stdin        1  data                    bytes       <= kMaxChunk
 //                2  eof                     bool
+//                3  note                    text        <= kMaxNote; as a Note, before the data
 //   Signal       1  signo                   i32         required, 1..64
 //   Output       1  stream                  u8          required, 1 (stdout), 2 (stderr) or
 //                                                       3 (control)
@@ -482,6 +483,7 @@ void encode(std::string& out, uint32_t request_id, const Stdin& m) {
   FrameBuilder b(out, MsgType::kStdin, request_id);
   b.bytes(1, m.data);
   b.boolean(2, m.eof);
+  if (m.note) b.bytes(3, *m.note);
 }
 
 void encode(std::string& out, uint32_t request_id, const Signal& m) {
@@ -820,6 +822,14 @@ Result<Stdin> decodeStdin(std::string_view payload) {
   Stdin m;
   AIRLOCK_CHECK(f.bytes(1, "data", m.data, false, kMaxChunk));
   AIRLOCK_CHECK(f.boolean(2, "eof", m.eof));
+  if (!f.all(3).empty()) {
+    std::string note;
+    AIRLOCK_CHECK(f.text(3, "note", note));
+    if (note.size() > kMaxNote)
+      return f.failField(
+          3, "note", std::to_string(note.size()) + " bytes, at most " + std::to_string(kMaxNote));
+    m.note = std::move(note);
+  }
   return m;
 }
 

@@ -431,6 +431,17 @@ TEST(ProtocolCodec, LiveExecutionsNotesAndResumeRoundTrip) {
   EXPECT_STREQ(msgTypeName(sh.type), "Resume");
   EXPECT_TRUE(sp.empty());
 
+  Stdin in;
+  in.data = "code";
+  in.note = "run r2";
+  auto di = decodeStdin(encodeFrame(4, in).second);
+  ASSERT_TRUE(di);
+  EXPECT_EQ(di->note, "run r2");
+  EXPECT_FALSE(decodeStdin(encodeFrame(4, Stdin{"x", false, std::nullopt}).second)->note);
+  EXPECT_THAT(errorOf(decodeStdin(
+                  encodeFrame(4, Stdin{"x", false, std::string(kMaxNote + 1, 'n')}).second)),
+              HasSubstr("at most 4096"));
+
   Exec e;
   e.argv = {"/bin/true"};
   e.note = R"({"kind":"command"})";
@@ -470,8 +481,8 @@ TEST(ProtocolCodec, MsgTypeNames) {
 TEST(ProtocolHeader, Rejections) {
   EXPECT_EQ(errorOf(decodeHeader("short")), "frame header: 5 bytes, need 12");
   EXPECT_EQ(errorOf(decodeHeader(header(0, 0, 1))), "frame header: unknown message type 0");
-  EXPECT_EQ(errorOf(decodeHeader(header(0, 27, 1))), "frame header: unknown message type 27");
-  for (uint16_t t = 1; t <= 20; ++t) EXPECT_TRUE(decodeHeader(header(0, t, 1))) << t;
+  EXPECT_EQ(errorOf(decodeHeader(header(0, 29, 1))), "frame header: unknown message type 29");
+  for (uint16_t t = 1; t <= 28; ++t) EXPECT_TRUE(decodeHeader(header(0, t, 1))) << t;
   EXPECT_EQ(errorOf(decodeHeader(header(kMaxPayload + 1, 6, 1))),
             "frame header: Output payload of 1048577 bytes exceeds the 1048576-byte limit");
   auto ok = decodeHeader(header(kMaxPayload, 6, 0xdeadbeef, 0x8001));

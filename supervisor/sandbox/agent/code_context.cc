@@ -110,9 +110,7 @@ SResult<> CodeContext::start() {
       std::lock_guard lock(self->mu_);
       if (self->generation_ != gen) return true;  // a frame of a driver already replaced
     }
-    bool finished = self->onFrame(h, p);
-    self->sendPendingNote();
-    return finished;
+    return self->onFrame(h, p);
   });
   {
     std::lock_guard lock(mu_);
@@ -200,10 +198,12 @@ SResult<std::unique_ptr<EventStream>> CodeContext::run(
   restarted_by_timeout_ = restarted || restarted_by_timeout_;
   info_.state = "busy";
   uint32_t id = request_id_;
-  std::string note = noteText();
-  note_pending_ = false;
+  // With the request, in its first Stdin frame: the agent keeps what the driver says from here
+  // on for the next supervisor, until the next run's note (no note ends a run: a supervisor
+  // that dies after a run ended hands the run's frames to the next one, which sees it end).
+  std::optional<std::string> note;
+  if (conn_->keepsSessions()) note = noteText();
   lock.unlock();
-  conn_->note(id, note);  // before the code reaches the driver
 
   Json request{{"id", run->id}, {"code", code}, {"timeout_ms", timeout.count()}};
   if (!env.empty()) request["env"] = env;
@@ -211,6 +211,7 @@ SResult<std::unique_ptr<EventStream>> CodeContext::run(
   for (size_t off = 0; off < line.size(); off += proto::kMaxChunk) {
     proto::Stdin m;
     m.data = line.substr(off, proto::kMaxChunk);
+    if (off == 0) m.note = std::move(note);
     std::string frame;
     proto::encode(frame, id, m);
     if (auto r = conn_->send(frame); !r) {
@@ -271,7 +272,6 @@ void CodeContext::endRun(const std::string& status, Json error, Json execution_c
            {"stderr_truncated", run->err_truncated},
            {"execution_count", std::move(execution_count)}};
   run->finish(std::move(end));
-  note_pending_ = true;
   if (alive_ && ready_) info_.state = "idle";
 }
 
@@ -385,19 +385,6 @@ std::string CodeContext::noteText() const {
       .dump();
 }
 
-void CodeContext::sendPendingNote() {
-  uint32_t id;
-  std::string note;
-  {
-    std::lock_guard lock(mu_);
-    if (!note_pending_ || !alive_) return;
-    note_pending_ = false;
-    id = request_id_;
-    note = noteText();
-  }
-  conn_->note(id, note);
-}
-
 std::shared_ptr<CodeContext> CodeContext::adopt(std::shared_ptr<AgentConnection> conn,
                                                 const proto::LiveExecution& live, const Json& note,
                                                 DriverLaunch launch) {
@@ -434,9 +421,7 @@ std::shared_ptr<CodeContext> CodeContext::adopt(std::shared_ptr<AgentConnection>
       std::lock_guard lock(self->mu_);
       if (self->generation_ != 1) return true;  // restarted since: a new driver
     }
-    bool finished = self->onFrame(h, p);
-    self->sendPendingNote();
-    return finished;
+    return self->onFrame(h, p);
   });
   return ctx;
 }

@@ -64,8 +64,6 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
   void sendSignal(int signo);
   // What the agent keeps for the next supervisor: the context and the run in progress. mu_ held.
   std::string noteText() const;
-  // Sends the note when a run ended since the last one was sent; takes mu_ itself.
-  void sendPendingNote();
 
   std::shared_ptr<AgentConnection> conn_;
   DriverLaunch launch_;
@@ -80,7 +78,6 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
   uint64_t generation_ = 0;
   std::shared_ptr<Run> run_;        // the run in progress
   std::shared_ptr<Run> recovered_;  // the latest run taken over from a dead supervisor
-  bool note_pending_ = false;       // a run ended: the agent's note still names it
   bool restarted_by_timeout_ = false;
 };
 

@@ -58,13 +58,6 @@ void AgentConnection::openAt(uint32_t id, FrameHandler handler) {
   handlers_[id] = std::move(handler);
 }
 
-void AgentConnection::note(uint32_t id, const std::string& text) {
-  if (!keepsSessions() || text.size() > proto::kMaxNote) return;
-  std::string frame;
-  proto::encode(frame, id, proto::Note{text});
-  (void)send(frame);  // a closed channel: nobody will adopt what it describes either
-}
-
 uint32_t AgentConnection::open(FrameHandler handler) {
   std::lock_guard lock(mu_);
   uint32_t id = next_id_++;

@@ -63,10 +63,9 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   void openAt(uint32_t id, FrameHandler handler);
   // The agent's protocol::kFeature* bits (Sandbox::agentFeatures): whether it may be sent Note.
   void setAgentFeatures(uint32_t features) { features_ = features; }
+  // Whether the agent keeps executions for the next supervisor, with their notes (Exec.note,
+  // Stdin.note): an agent without it must never be sent Note or Resume.
   bool keepsSessions() const { return (features_ & protocol::kFeatureKeepSessions) != 0; }
-  // Tells the agent what execution `id` is (a code context, a command), for the supervisor that
-  // adopts the sandbox if this one dies. Nothing for an agent without kFeatureKeepSessions.
-  void note(uint32_t id, const std::string& text);
   // Writes one whole frame; safe from any thread. Fails when the agent stops reading for
   // kWriteTimeout or the channel is closed.
   Result<> send(const std::string& frame);

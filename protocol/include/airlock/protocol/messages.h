@@ -140,6 +140,8 @@ struct Exec {
 struct Stdin {
   std::string data;
   bool eof = false;
+  // As a Note, sent with the bytes it describes (a code run's request): one frame, not two.
+  std::optional<std::string> note;  // <= kMaxNote (kFeatureKeepSessions)
 };
 
 struct Signal {
