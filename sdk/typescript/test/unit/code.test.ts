@@ -8,6 +8,8 @@ import { after, before, describe, it } from 'node:test';
 
 import {
   Execution,
+  InvalidRequestError,
+  NotFoundError,
   type OutputMessage,
   Result,
   Sandbox,
@@ -212,5 +214,24 @@ describe('runCode', () => {
     assert.equal(fake.last('DELETE', '/v1/sandboxes/c0ffee0000000001/contexts/ctx-9').method, 'DELETE');
     await sbx.createCodeContext();
     assert.deepEqual(fake.last('POST', '/v1/sandboxes/c0ffee0000000001/contexts').json, { language: 'python' });
+  });
+
+  it('fetches a run taken over after a supervisor restart, with what was held', async () => {
+    fake.on('GET', '/v1/sandboxes/c0ffee0000000001/contexts/python-2/runs/last/events', (_req, res) =>
+      sendNdjson(res, [
+        { type: 'supervisor_restart', run_id: 'r4', held_bytes: 120, dropped_bytes: 0 },
+        { type: 'stdout', data: 'slept 42\n' },
+        { type: 'result', data: { 'text/plain': '42' } },
+        { type: 'end', status: 'ok', duration_ms: 3, context_id: 'python-2', context_restarted: false, execution_count: 4 },
+      ]),
+    );
+    const lines: string[] = [];
+    const execution = await sbx.recoveredRun('python-2', 'last', { onStdout: (m) => void lines.push(m.line) });
+    assert.deepEqual(execution.restart, { type: 'supervisor_restart', run_id: 'r4', held_bytes: 120, dropped_bytes: 0 });
+    assert.deepEqual(lines, ['slept 42\n']);
+    assert.equal(execution.text, '42');
+    assert.equal(execution.executionCount, 4);
+    await assert.rejects(sbx.recoveredRun('python', 'r1'), NotFoundError);
+    await assert.rejects(sbx.recoveredRun('python', ''), InvalidRequestError);
   });
 });
