@@ -120,8 +120,12 @@ void decodeFrame(const Frame& frame) {
       return roundTrip(h, payload, proto::decodePortCredit);
     case T::kPortClose:
       return roundTrip(h, payload, proto::decodePortClose);
-    case T::kShutdown:
     case T::kReattach:
+      return roundTrip(h, payload, proto::decodeReattach);
+    case T::kNote:
+      return roundTrip(h, payload, proto::decodeNote);
+    case T::kShutdown:
+    case T::kResume:
     case T::kOk:
       return;  // no fields: receivers ignore the payload
   }
