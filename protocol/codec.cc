@@ -314,6 +314,14 @@ class Fields {
     if (out.find('\0') != std::string::npos) return failField(tag, name, "contains a NUL byte");
     return {};
   }
+  // An execution's note (Exec, Stdin, Note, Reattached.live): text of at most kMaxNote bytes.
+  Result<> note(uint16_t tag, std::string& out) const {
+    if (auto r = text(tag, "note", out); !r) return r;
+    if (out.size() > kMaxNote)
+      return failField(tag, "note",
+                       std::to_string(out.size()) + " bytes, at most " + std::to_string(kMaxNote));
+    return {};
+  }
   // An absolute path; when absent and optional, out keeps its default.
   Result<> path(uint16_t tag, const char* name, std::string& out, bool required) const {
     auto v = one(tag, name);
@@ -809,10 +817,7 @@ Result<Exec> decodeExec(std::string_view payload) {
     return f.failField(9, "kill_scope",
                        "scope " + std::to_string(scope) + ", expected 0 (all) or 1 (session)");
   m.kill_scope = static_cast<ExecKillScope>(scope);
-  AIRLOCK_CHECK(f.text(10, "note", m.note));
-  if (m.note.size() > kMaxNote)
-    return f.failField(
-        10, "note", std::to_string(m.note.size()) + " bytes, at most " + std::to_string(kMaxNote));
+  AIRLOCK_CHECK(f.note(10, m.note));
   return m;
 }
 
@@ -824,10 +829,7 @@ Result<Stdin> decodeStdin(std::string_view payload) {
   AIRLOCK_CHECK(f.boolean(2, "eof", m.eof));
   if (!f.all(3).empty()) {
     std::string note;
-    AIRLOCK_CHECK(f.text(3, "note", note));
-    if (note.size() > kMaxNote)
-      return f.failField(
-          3, "note", std::to_string(note.size()) + " bytes, at most " + std::to_string(kMaxNote));
+    AIRLOCK_CHECK(f.note(3, note));
     m.note = std::move(note);
   }
   return m;
@@ -984,10 +986,7 @@ Result<Reattached> decodeReattached(std::string_view payload) {
       return e.failField(3, "flags", "unknown flags " + std::to_string(flags));
     x.code_context = (flags & kLiveCodeContext) != 0;
     x.exited = (flags & kLiveExited) != 0;
-    AIRLOCK_CHECK(e.text(4, "note", x.note));
-    if (x.note.size() > kMaxNote)
-      return e.failField(
-          4, "note", std::to_string(x.note.size()) + " bytes, at most " + std::to_string(kMaxNote));
+    AIRLOCK_CHECK(e.note(4, x.note));
     AIRLOCK_CHECK(e.u64(5, "held_bytes", x.held_bytes));
     AIRLOCK_CHECK(e.u64(6, "dropped_bytes", x.dropped_bytes));
     m.live.push_back(std::move(x));
@@ -1007,10 +1006,7 @@ Result<Note> decodeNote(std::string_view payload) {
   Fields f("Note");
   AIRLOCK_CHECK(f.parse(payload));
   Note m;
-  AIRLOCK_CHECK(f.text(1, "note", m.note));
-  if (m.note.size() > kMaxNote)
-    return f.failField(
-        1, "note", std::to_string(m.note.size()) + " bytes, at most " + std::to_string(kMaxNote));
+  AIRLOCK_CHECK(f.note(1, m.note));
   return m;
 }
 

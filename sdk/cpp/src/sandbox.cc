@@ -98,6 +98,22 @@ void onCodeEvent(const Json& ev, Execution& ex, const RunCodeOptions& o) {
   }
 }
 
+// A code run's events (POST .../code, or a recovered run's GET) folded into an Execution;
+// `what` names the run in the error when the stream ends before its "end" event.
+Result<Execution> foldCodeRun(const Http& http, std::string_view method, const std::string& target,
+                              const Json& body, const RunCodeOptions& o, const std::string& what) {
+  Execution ex;
+  bool ended = false;
+  auto r = http.stream(method, target, body, [&](const Json& ev) {
+    if (fields::str(ev, "type") == "end") ended = true;
+    onCodeEvent(ev, ex, o);
+  });
+  if (!r) return Unexpected(r.error());
+  if (!ended)
+    return failWith(ErrorKind::kProtocol, what + ": the stream ended without an 'end' event");
+  return ex;
+}
+
 }  // namespace
 
 Sandbox::Sandbox(std::shared_ptr<const Http> http, SandboxInfo info, bool owned)
@@ -212,40 +228,24 @@ Result<Execution> Sandbox::runCode(const std::string& code, const RunCodeOptions
   if (!o.language.empty()) body["language"] = o.language;
   if (!o.context_id.empty()) body["context_id"] = o.context_id;
   if (o.timeout_s) body["timeout_s"] = *o.timeout_s;
-  Execution ex;
-  bool ended = false;
-  auto r = http_->stream("POST", target() + "/code", body, [&](const Json& ev) {
-    if (fields::str(ev, "type") == "end") ended = true;
-    onCodeEvent(ev, ex, o);
-  });
-  if (!r) return Unexpected(r.error());
-  if (!ended)
-    return failWith(ErrorKind::kProtocol, "code run in sandbox '" + info_.id +
-                                              "': the stream ended without an 'end' event");
+  auto run = foldCodeRun(*http_, "POST", target() + "/code", body, o,
+                         "code run in sandbox '" + info_.id + "'");
+  if (!run) return run;
+  const Execution& ex = *run;
   if (ex.status == RunStatus::kTimeout)
     return failWith(ErrorKind::kTimeout,
                     "code run in sandbox '" + info_.id + "' timed out" +
                         (ex.context_restarted ? "; the interpreter was restarted and its state lost"
                                               : "; the context keeps its state"));
-  return ex;
+  return run;
 }
 
 Result<Execution> Sandbox::recoveredRun(const std::string& context_id, const std::string& run_id,
                                         const RunCodeOptions& o) const {
-  Execution ex;
-  bool ended = false;
-  auto r = http_->stream("GET",
-                         target() + "/contexts/" + percentEncode(context_id) + "/runs/" +
-                             percentEncode(run_id) + "/events",
-                         Json(), [&](const Json& ev) {
-                           if (fields::str(ev, "type") == "end") ended = true;
-                           onCodeEvent(ev, ex, o);
-                         });
-  if (!r) return Unexpected(r.error());
-  if (!ended)
-    return failWith(ErrorKind::kProtocol, "recovered run in sandbox '" + info_.id +
-                                              "': the stream ended without an 'end' event");
-  return ex;
+  return foldCodeRun(*http_, "GET",
+                     target() + "/contexts/" + percentEncode(context_id) + "/runs/" +
+                         percentEncode(run_id) + "/events",
+                     Json(), o, "recovered run in sandbox '" + info_.id + "'");
 }
 
 Result<SandboxMetrics> Sandbox::metrics() const {
