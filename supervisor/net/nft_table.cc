@@ -6,6 +6,8 @@
 #include <nftables/libnftables.h>
 
 #include <cerrno>
+#include <set>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -186,20 +188,32 @@ Result<> NftTable::replaceSandboxes(const std::vector<NftSandbox>& sandboxes) {
   std::string commands;
   for (const char* set : {"links4", "links6", "sources4", "sources6"})
     commands += "flush set inet " + table_ + " " + set + "\n";
-  // Every filter chain goes with its map element; the kept sandboxes' come back below.
+  // Every filter chain goes with its map element, except a kept sandbox's: its link is still
+  // filtered, with the rules the dead supervisor last set (its new one replaces them).
   commands += "flush map inet " + table_ + " filters\n";
+  std::set<std::string> kept_chains, surviving;
+  for (const auto& sandbox : sandboxes) kept_chains.insert(linkFilterChain(sandbox.link));
   const auto& lib = *libnftables();
   (void)lib.get_output_buffer(ctx_.get());  // only this listing is read below
-  if (lib.run_cmd_from_buffer(ctx_.get(), ("list chains inet " + table_).c_str()) == 0) {
+  if (lib.run_cmd_from_buffer(ctx_.get(), ("list table inet " + table_).c_str()) == 0) {
     std::string_view listing = lib.get_output_buffer(ctx_.get());
     for (size_t at = 0; (at = listing.find("chain filter_", at)) != std::string_view::npos;) {
       size_t end = listing.find_first_of(" {\n", at + 6);
-      commands += "delete chain inet " + table_ + " " +
-                  std::string(listing.substr(at + 6, end - at - 6)) + "\n";
+      const std::string chain(listing.substr(at + 6, end - at - 6));
+      if (kept_chains.contains(chain))
+        surviving.insert(chain);
+      else
+        commands += "delete chain inet " + table_ + " " + chain + "\n";
       at = end;
     }
   }
-  for (const auto& sandbox : sandboxes) commands += elements(sandbox, "add");
+  for (const auto& sandbox : sandboxes) {
+    commands += elements(sandbox, "add");
+    // Its chain survived (above): the link goes through it again.
+    if (sandbox.filter.empty() && surviving.contains(linkFilterChain(sandbox.link)))
+      commands += "add element inet " + table_ + " filters { \"" + sandbox.link +
+                  "\" : goto " + linkFilterChain(sandbox.link) + " }\n";
+  }
   return run(commands, "rebuilding the sandbox sets");
 }
 
@@ -223,8 +237,10 @@ std::string NftTable::elements(const NftSandbox& s, const char* verb) const {
   const bool add = std::string_view(verb) == "add";
   std::string out;
   // A filter is in place before the link's addresses are let through, and goes after them.
+  // Flushed: an adopted sandbox's chain may still hold the dead supervisor's rules.
   if (!s.filter.empty() && add)
-    out += "add chain inet " + table_ + " " + linkFilterChain(s.link) + "\n" + filterRules(s) +
+    out += "add chain inet " + table_ + " " + linkFilterChain(s.link) + "\n" + "flush chain inet " +
+           table_ + " " + linkFilterChain(s.link) + "\n" + filterRules(s) +
            head + "filters { \"" + s.link + "\" : goto " + linkFilterChain(s.link) + " }\n";
   out += head + "links4 { \"" + s.link + "\" . " + s.sandbox_v4 + " }\n" + head + "sources4 { " +
          s.sandbox_v4 + " }\n";

@@ -256,8 +256,10 @@ Result<> SandboxNetwork::build(int netns_fd) {
 }
 
 Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::adopt(std::shared_ptr<NetworkHost> host,
-                                                              std::string sandbox_id) {
+                                                              std::string sandbox_id,
+                                                              std::string filter) {
   std::unique_ptr<SandboxNetwork> net(new SandboxNetwork(std::move(host), std::move(sandbox_id)));
+  net->filter_ = std::move(filter);
   const std::string context = "adopting the network of sandbox '" + net->id_ + "'";
   NetworkHost& h = *net->host_;
   AIRLOCK_TRY_CTX(sock, RouteSocket::open(), context);

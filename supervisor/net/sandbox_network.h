@@ -115,9 +115,11 @@ class SandboxNetwork {
                                                         std::string sandbox_id, int netns_fd,
                                                         std::string filter = {});
   // Takes over the network of a sandbox adopted after a supervisor restart: its link survived
-  // reclaimLeftovers(keep_ids); the lease and nft elements are rebuilt from the link's address.
+  // reclaimLeftovers(keep_ids); the lease and nft elements are rebuilt from the link's address,
+  // with `filter` as attach() takes it (a sandbox with its own network stack: its rules).
   static Result<std::unique_ptr<SandboxNetwork>> adopt(std::shared_ptr<NetworkHost> host,
-                                                       std::string sandbox_id);
+                                                       std::string sandbox_id,
+                                                       std::string filter = {});
   ~SandboxNetwork();
   SandboxNetwork(const SandboxNetwork&) = delete;
   SandboxNetwork& operator=(const SandboxNetwork&) = delete;

@@ -230,6 +230,14 @@ void Manager::restoreNetworkRules(LiveSandbox& s, const std::vector<std::string>
                                         {"effect", "keeping the profile's rules"}});
     return;
   }
+  // A sandbox with its own network stack is held by its link's filter, which adopting it set
+  // back to the profile's rules.
+  if (auto r = s.box->replaceNetworkRules(policy); !r) {
+    log::warn("sandbox.network_rules", {{"sandbox", s.id},
+                                        {"error", r.error().message()},
+                                        {"effect", "the link keeps the profile's rules"}});
+    return;
+  }
   s.network_rules = rules;
 }
 

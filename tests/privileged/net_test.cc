@@ -77,6 +77,17 @@ void mustRun(const std::vector<std::string>& argv) {
 
 bool linkExists(const std::string& name) { return ::if_nametoindex(name.c_str()) != 0; }
 
+std::string nftTableText(const std::string& table) {
+  nft_ctx* ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+  nft_ctx_buffer_output(ctx);
+  nft_ctx_buffer_error(ctx);
+  std::string text;
+  if (nft_run_cmd_from_buffer(ctx, ("list table inet " + table).c_str()) == 0)
+    text = nft_ctx_get_output_buffer(ctx);
+  nft_ctx_free(ctx);
+  return text;
+}
+
 bool nftTableExists(const std::string& table) {
   nft_ctx* ctx = nft_ctx_new(NFT_CTX_DEFAULT);
   nft_ctx_buffer_output(ctx);
@@ -703,12 +714,12 @@ TEST_F(SandboxNetworkTest, EightConcurrentAttachesGetDistinctWorkingNetworks) {
 }
 
 // A supervisor that dies mid-life: a forked process attaches and _exit()s without detaching.
-void attachAndCrash(const std::string& id, int netns_fd) {
+void attachAndCrash(const std::string& id, int netns_fd, const std::string& filter = "") {
   pid_t pid = ::fork();
   if (pid == 0) {
     auto host = NetworkHost::create(testOptions());
     if (!host) ::_exit(2);
-    auto net = SandboxNetwork::attach(*host, id, netns_fd);
+    auto net = SandboxNetwork::attach(*host, id, netns_fd, filter);
     if (!net) ::_exit(3);
     (void)net->release();  // never detached: the crash leaves everything behind
     ::_exit(0);
@@ -750,6 +761,50 @@ TEST_F(SandboxNetworkTest, ReclaimLeftoversRemovesWhatACrashedSupervisorLeft) {
   c.reset();
   adopted->reset();
   EXPECT_FALSE(linkExists("tn-crash-b"));
+  EXPECT_FALSE(nftTableExists(kTable));
+}
+
+// A sandbox with its own network stack (gVisor) is held by its link's filter chain: a restart
+// that adopts it keeps that chain in force until the new supervisor has set the rules again,
+// and drops the chains of sandboxes it reclaims.
+TEST_F(SandboxNetworkTest, ReclaimKeepsAnAdoptedLinksFilterAndDropsTheDeadOnes) {
+  NetnsChild dead_ns, kept_ns;
+  ASSERT_TRUE(dead_ns.ok() && kept_ns.ok());
+  auto& srv = internet_->servers();
+  audit::NetPolicy policy;
+  policy.mode = audit::NetMode::kOpen;
+  policy.rules = {*audit::NetRule::parse("deny tcp " + std::string(kInternetV4) + " " +
+                                         std::to_string(srv.tcpPort()))};
+  attachAndCrash("crash-f1", dead_ns.netns(), linkFilterRules(policy));
+  attachAndCrash("crash-f2", kept_ns.netns(), linkFilterRules(policy));
+  auto in = [&](int type) {
+    return inNetns(kept_ns.netns(), [&] {
+      return exchange(type, kInternetV4, type == SOCK_STREAM ? srv.tcpPort() : srv.udpPort(), {},
+                      1500);
+    });
+  };
+  // Positive control: the filter refuses the port before the restart.
+  ASSERT_EQ(in(SOCK_STREAM).error, ECONNREFUSED);
+
+  auto report = host_->reclaimLeftovers({"crash-f2"});
+  ASSERT_TRUE(report) << report.error().message();
+  const std::string table = nftTableText(kTable);
+  EXPECT_EQ(table.find(linkFilterChain("tn-crash-f1")), std::string::npos)
+      << "a reclaimed sandbox's chain was left behind:\n" << table;
+  EXPECT_NE(table.find("chain " + linkFilterChain("tn-crash-f2")), std::string::npos) << table;
+  EXPECT_EQ(in(SOCK_STREAM).error, ECONNREFUSED) << "the adopted link went unfiltered";
+  EXPECT_EQ(in(SOCK_DGRAM).error, 0);
+
+  // Adopting it sets the profile's rules (here: none) on the chain; the API's replace them.
+  auto adopted = SandboxNetwork::adopt(host_, "crash-f2", linkFilterRules(audit::NetPolicy{
+                                                              .mode = audit::NetMode::kOpen}));
+  ASSERT_TRUE(adopted) << adopted.error().message();
+  ASSERT_TRUE((*adopted)->filtered());
+  EXPECT_EQ(in(SOCK_STREAM).error, 0);
+  ASSERT_TRUE((*adopted)->replaceFilter(linkFilterRules(policy)));
+  EXPECT_EQ(in(SOCK_STREAM).error, ECONNREFUSED);
+  adopted->reset();
+  EXPECT_FALSE(linkExists("tn-crash-f2"));
   EXPECT_FALSE(nftTableExists(kTable));
 }
 
