@@ -96,6 +96,8 @@ IsolationBackend::IsolationBackend(std::unique_ptr<Instance> instance)
     read_events_ = ops().read_events;
   // A backend that says it reports events but cannot: the host would record nothing.
   if (read_events_ == nullptr) flags_ &= ~AIRLOCK_ISOLATION_OWN_AUDIT;
+  if (ops().struct_size >= offsetof(airlock_isolation_ops_v1, adopt) + sizeof(void*))
+    adopt_ = ops().adopt;
   // Operators never get a looser sandbox silently (the ABI promises this line).
   if (!extra_syscalls_.empty()) {
     std::string names;
@@ -147,6 +149,30 @@ Result<airlock_sandbox_v1> IsolationBackend::start(const airlock_sandbox_spec_v1
     return fail("isolation plugin '" + fullName() + "': start succeeded without a pid");
   }
   return out;
+}
+
+Result<UniqueFd> IsolationBackend::adopt(const airlock_adopt_spec_v1& spec,
+                                         airlock_sandbox_v1& out) {
+  if (adopt_ == nullptr) return fail("isolation plugin '" + fullName() + "' has no adopt()");
+  airlock_error_v1 err{};
+  int channel = -1;
+  int rc;
+  if ((flags_ & AIRLOCK_ISOLATION_CONCURRENT) != 0) {
+    rc = adopt_(instance_->get(), &spec, &out, &channel, &err);
+  } else {
+    std::lock_guard lock(mu_);
+    rc = adopt_(instance_->get(), &spec, &out, &channel, &err);
+  }
+  if (rc != 0) {
+    if (err.code == 0) err.code = rc;
+    return Unexpected(
+        pluginError(err, "adopt failed").wrap("isolation plugin '" + fullName() + "': adopt"));
+  }
+  if (channel < 0) {
+    release(out);
+    return fail("isolation plugin '" + fullName() + "': adopt succeeded without a channel");
+  }
+  return UniqueFd(channel);
 }
 
 void IsolationBackend::release(airlock_sandbox_v1& sandbox) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "airlock/result.h"
+#include "airlock/unique_fd.h"
 #include "supervisor/plugin/loader.h"
 
 namespace airlock::plugin {
@@ -47,6 +48,11 @@ class IsolationBackend {
   // Starts a sandbox; the caller owns out.pidfd and must call release() once it is reaped.
   Result<airlock_sandbox_v1> start(const airlock_sandbox_spec_v1& spec);
   void release(airlock_sandbox_v1& sandbox);
+  // ABI 1.10: whether the backend hands a waiting agent its new channel itself (its agent is not
+  // a host process the supervisor could take fd 3 from), and doing it: out as start() fills it
+  // (pid and pidfd set by the caller), the supervisor's end of the new channel returned.
+  bool adopts() const { return adopt_ != nullptr; }
+  Result<UniqueFd> adopt(const airlock_adopt_spec_v1& spec, airlock_sandbox_v1& out);
   const std::vector<std::string>& extraSyscalls() const { return extra_syscalls_; }
   // AIRLOCK_ISOLATION_NO_REATTACH: its sandboxes cannot be adopted by a later supervisor.
   bool reattachable() const { return (flags_ & AIRLOCK_ISOLATION_NO_REATTACH) == 0; }
@@ -83,6 +89,7 @@ class IsolationBackend {
   uint64_t host_pids_per_process_ = 1;
   uint64_t host_memory_base_ = 0;
   decltype(airlock_isolation_ops_v1::read_events) read_events_ = nullptr;
+  decltype(airlock_isolation_ops_v1::adopt) adopt_ = nullptr;
   std::mutex mu_;
 };
 

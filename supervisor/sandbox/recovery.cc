@@ -95,6 +95,7 @@ void Manager::adoptOrphans() {
       o.packages = *proxy;
       o.package_port = options_.policy.packages.port;
     }
+    const auto reattach_started = Clock::now();
     auto box = sandbox::Sandbox::adopt(registry_, o, std::move(lock));
     if (!box) {  // its lock is free again: reclaimOrphans removes it
       log::warn("sandbox.not_adopted",
@@ -128,6 +129,7 @@ void Manager::adoptOrphans() {
     s->lifetime_s = rec->lifetime_s;
     s->ends_at = rec->ends_at;
     s->adopted = true;
+    const double reattach_ms = secondsSince(reattach_started) * 1000;
     const auto adopt_started = Clock::now();
     adoptExecutions(*s);
     log::info("sandbox.adopt", {{"sandbox", s->id},
@@ -137,6 +139,7 @@ void Manager::adoptOrphans() {
                                 {"backend", s->profile.isolation},
                                 {"commands", s->commands.size()},
                                 {"contexts", s->contexts.size()},
+                                {"reattach_ms", reattach_ms},
                                 {"ms", secondsSince(adopt_started) * 1000}});
     metrics_.sandboxes_adopted++;
     std::lock_guard guard(mu_);

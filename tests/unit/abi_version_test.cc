@@ -94,7 +94,18 @@ AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, protocol, 74);
 AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, result_errno, 76);
 AIRLOCK_ABI_FIELD(airlock_sandbox_event_v1, lost, 80);
 
-AIRLOCK_ABI_LAYOUT(airlock_isolation_ops_v1, 64);
+AIRLOCK_ABI_LAYOUT(airlock_adopt_spec_v1, 64);
+AIRLOCK_ABI_FIELD(airlock_adopt_spec_v1, struct_size, 0);
+AIRLOCK_ABI_FIELD(airlock_adopt_spec_v1, sandbox_id, 8);
+AIRLOCK_ABI_FIELD(airlock_adopt_spec_v1, scratch_dir, 16);
+AIRLOCK_ABI_FIELD(airlock_adopt_spec_v1, pid, 24);
+AIRLOCK_ABI_FIELD(airlock_adopt_spec_v1, pidfd, 28);
+AIRLOCK_ABI_FIELD(airlock_adopt_spec_v1, cgroup_v2_fd, 32);
+AIRLOCK_ABI_FIELD(airlock_adopt_spec_v1, attach_cgroups, 40);
+AIRLOCK_ABI_FIELD(airlock_adopt_spec_v1, attach_ctx, 48);
+AIRLOCK_ABI_FIELD(airlock_adopt_spec_v1, timeout_ms, 56);
+
+AIRLOCK_ABI_LAYOUT(airlock_isolation_ops_v1, 72);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, struct_size, 0);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, start, 8);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, release, 16);
@@ -104,6 +115,7 @@ AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, host_pids_base, 36);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, host_pids_per_process, 40);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, host_memory_base_bytes, 48);
 AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, read_events, 56);
+AIRLOCK_ABI_FIELD(airlock_isolation_ops_v1, adopt, 64);
 
 AIRLOCK_ABI_LAYOUT(airlock_code_request_v1, 40);
 AIRLOCK_ABI_FIELD(airlock_code_request_v1, struct_size, 0);

@@ -91,6 +91,13 @@ class IsolationPlugin : public PluginBase {
   // sandbox so far to `emit`, without blocking. Throws PluginError when the monitoring broke.
   virtual void readEvents(airlock_sandbox_v1& /*sandbox*/,
                           const std::function<void(const airlock_sandbox_event_v1&)>& /*emit*/) {}
+  // Backends whose agent is not a host process (ABI 1.10) set kAdopts and define adopt(): it
+  // hands the waiting agent of a sandbox started for a dead supervisor a new channel and returns
+  // the supervisor's end, filling out.handle and out.events_fd as start() does.
+  static constexpr bool kAdopts = false;
+  virtual int adopt(const airlock_adopt_spec_v1& /*spec*/, airlock_sandbox_v1& /*out*/) {
+    throw PluginError(ENOTSUP, "this backend cannot adopt sandboxes");
+  }
 };
 
 // Language runtimes. A derived class also defines the static members kAliases, kExtensions,
@@ -236,6 +243,16 @@ struct IsolationTrampolines {
           *sandbox, [&](const airlock_sandbox_event_v1& event) { emit(emit_ctx, &event); });
     });
   }
+  static int adopt(void* instance, const airlock_adopt_spec_v1* spec, airlock_sandbox_v1* out,
+                   int* channel_fd, airlock_error_v1* err) noexcept {
+    if (spec == nullptr || out == nullptr || channel_fd == nullptr ||
+        spec->struct_size < sizeof(airlock_adopt_spec_v1)) {
+      setError(err, EINVAL, "adopt: spec or output missing, or spec struct_size too small");
+      return EINVAL;
+    }
+    *channel_fd = -1;
+    return guard(err, [&] { *channel_fd = static_cast<P*>(instance)->adopt(*spec, *out); });
+  }
   static constexpr airlock_isolation_ops_v1 ops = {
       sizeof(airlock_isolation_ops_v1),
       &start,
@@ -245,7 +262,8 @@ struct IsolationTrampolines {
       P::kHostPidsBase,
       P::kHostPidsPerProcess,
       P::kHostMemoryBaseBytes,
-      (P::kFlags & AIRLOCK_ISOLATION_OWN_AUDIT) != 0 ? &readEvents : nullptr};
+      (P::kFlags & AIRLOCK_ISOLATION_OWN_AUDIT) != 0 ? &readEvents : nullptr,
+      P::kAdopts ? &adopt : nullptr};
 };
 
 template <typename P>

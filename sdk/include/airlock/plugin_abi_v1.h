@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define AIRLOCK_PLUGIN_ABI_MAJOR 1
-#define AIRLOCK_PLUGIN_ABI_MINOR 9
+#define AIRLOCK_PLUGIN_ABI_MINOR 10
 #define AIRLOCK_PLUGIN_ENTRY_SYMBOL "airlock_plugin_entry_v1"
 
 /* A borrowed byte string; not NUL-terminated. */
@@ -180,6 +180,21 @@ typedef struct airlock_sandbox_event_v1 {
 #define AIRLOCK_SANDBOX_EVENT_CONNECT 2u
 #define AIRLOCK_SANDBOX_EVENT_LOST 3u
 
+/* Since 1.10. A sandbox this backend started for a supervisor that died, for adopt(). Its agent
+ * is waiting for a new channel (its reattach grace). */
+typedef struct airlock_adopt_spec_v1 {
+  uint32_t struct_size;
+  const char* sandbox_id;
+  const char* scratch_dir; /* as given to start(): <scratch_dir>/<sandbox_id>/ is the backend's */
+  pid_t pid;               /* what start() returned as the sandbox's pid; still that process */
+  int pidfd;               /* the supervisor's pidfd of it; borrowed */
+  /* For processes the backend starts to reach the sandbox (they belong to it), as in start(). */
+  int cgroup_v2_fd;
+  int (*attach_cgroups)(void* host_ctx, pid_t pid, airlock_error_v1* err);
+  void* attach_ctx;
+  uint32_t timeout_ms; /* how long to wait for the agent to take the new channel */
+} airlock_adopt_spec_v1;
+
 typedef struct airlock_isolation_ops_v1 {
   uint32_t struct_size;
   /* Starts the sandbox. Returns once the agent has been exec'd (or failed to be). */
@@ -208,11 +223,21 @@ typedef struct airlock_isolation_ops_v1 {
   int (*read_events)(void* instance, airlock_sandbox_v1* sandbox,
                      void (*emit)(void* emit_ctx, const airlock_sandbox_event_v1* event),
                      void* emit_ctx);
+  /* Since 1.10. Takes over a sandbox this backend started for a supervisor that died: hands its
+   * waiting agent a new channel and returns the supervisor's end in *channel_fd (the supervisor
+   * then sends Reattach on it), and fills out->handle and out->events_fd as start() would (pid
+   * and pidfd are the supervisor's, already set). NULL: the agent is a host process, and the
+   * supervisor takes the channel from the agent's fd 3 itself (pidfd_getfd). Not called for a
+   * backend flagged AIRLOCK_ISOLATION_NO_REATTACH. May run concurrently with start() when the
+   * backend is flagged AIRLOCK_ISOLATION_CONCURRENT. */
+  int (*adopt)(void* instance, const airlock_adopt_spec_v1* spec, airlock_sandbox_v1* out,
+               int* channel_fd, airlock_error_v1* err);
 } airlock_isolation_ops_v1;
 
-/* The supervisor cannot take over this backend's sandboxes after it dies (it reaches a waiting
- * agent with pidfd_getfd, which needs the agent to be a host process): it starts their agents
- * without a reattach grace, so they end with their supervisor, and reclaims what is left. */
+/* The supervisor cannot take over this backend's sandboxes after it dies (without adopt() it
+ * reaches a waiting agent with pidfd_getfd, which needs the agent to be a host process): it
+ * starts their agents without a reattach grace, so they end with their supervisor, and reclaims
+ * what is left. */
 #define AIRLOCK_ISOLATION_NO_REATTACH 1u
 /* The sandbox's ids reach host files unmapped (gVisor's gofer writes them as they are): host
  * files the sandbox owns, such as a persistent workspace, are owned by user_uid and user_gid

@@ -227,13 +227,17 @@ Result<UniqueFd> Sandbox::attachFilteredNetwork(const std::shared_ptr<net::Netwo
   AIRLOCK_TRY_CTX(link, net::SandboxNetwork::attach(host, id_, netns.get(), std::move(filter)),
                   "attaching");
   network_ = std::move(link);
+  countTrafficOnTheLink();
+  return netns;
+}
+
+void Sandbox::countTrafficOnTheLink() {
   // The backend's sockets are its own, so the audit's byte counters see nothing: the link's do.
   // By name, not by pointer: an execution may end (and read) while the sandbox is destroyed.
   audit_->setTrafficSource([link = network_->hostLink()] {
     const auto c = net::linkCounters(link);
     return audit::SandboxAudit::Traffic{c.rx_bytes, c.tx_bytes, c.rx_packets, c.tx_packets};
   });
-  return netns;
 }
 
 Result<> Sandbox::replaceNetworkRules(const audit::NetPolicy& policy) {
@@ -407,16 +411,8 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   netns.reset();  // the backend's processes hold it now
   lap("backend_start");
 
-  if (sb->audit_ && sb->backend_->ownAudit() && sb->sandbox_.events_fd >= 0) {
-    auto events =
-        BackendEvents::start(sb->backend_, &sb->sandbox_, sb->audit_.get(),
-                             {.exec = profile.audit.exec, .network = profile.audit.network});
-    if (!events) return Unexpected(std::move(events.error()).wrap(ctx("backend events")));
-    sb->events_ = std::move(*events);
-    sb->audit_->setEventSource([weak = std::weak_ptr<BackendEvents>(sb->events_)] {
-      if (auto events = weak.lock()) events->drain();
-    });
-  }
+  if (auto r = sb->startBackendEvents(profile); !r)
+    return Unexpected(std::move(r.error()).wrap(ctx("backend events")));
 
   if (linked && !link_first) {
     if (auto r = sb->attachNetwork(options.network); !r)
@@ -485,8 +481,14 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
     return Unexpected(std::move(r.error()).wrap(ctx("audit")));
   if (needsNetworkLink(profile)) {
     if (options.network == nullptr) return fail(ctx("network: no network host given"));
-    AIRLOCK_TRY_CTX(link, net::SandboxNetwork::adopt(options.network, sb->id_), ctx("network"));
+    // A backend with its own network stack has its rules enforced on the link: they go back on
+    // it (the API's runtime rules replace them once the manager restores those).
+    const bool on_link = sb->backend_->ownNetstack() && sb->audit_;
+    std::string filter = on_link ? net::linkFilterRules(sb->audit_->network()) : "";
+    AIRLOCK_TRY_CTX(link, net::SandboxNetwork::adopt(options.network, sb->id_, std::move(filter)),
+                    ctx("network"));
     sb->network_ = std::move(link);
+    if (on_link) sb->countTrafficOnTheLink();
   }
 
   // The pid must still be the agent that was journaled, not a process that reused its number.
@@ -519,11 +521,37 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
     sb->workspace_mount_ = std::move(at);
   }
 
+  if (sb->backend_->adopts()) {
+    // The agent is not a host process (a user-space kernel's, a VM's): the backend reaches it,
+    // unless the sandbox already ended (its grace was 0, or ran out).
+    pollfd ended{pidfd, POLLIN, 0};
+    if (poll(&ended, 1, 0) == 1) return fail(ctx("the sandbox ended before it could be adopted"));
+    const std::string scratch = backendScratchDir(options.state_dir);
+    airlock_adopt_spec_v1 spec{};
+    spec.struct_size = sizeof spec;
+    spec.sandbox_id = sb->id_.c_str();
+    spec.scratch_dir = scratch.c_str();
+    spec.pid = options.agent_pid;
+    spec.pidfd = pidfd;
+    UniqueFd cgroup_fd(sb->cgroup_->cloneIntoFd());
+    spec.cgroup_v2_fd = cgroup_fd.get();
+    spec.attach_cgroups = &attachCgroupsTrampoline;
+    spec.attach_ctx = &*sb->cgroup_;
+    spec.timeout_ms = static_cast<uint32_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(kHandshakeTimeout).count());
+    sb->sandbox_.struct_size = sizeof sb->sandbox_;
+    sb->sandbox_.events_fd = -1;
+    auto channel = sb->backend_->adopt(spec, sb->sandbox_);
+    if (!channel) return Unexpected(std::move(channel.error()).wrap(ctx("backend")));
+    sb->agent_ = std::make_unique<AgentHandshake>(std::move(*channel));
+    if (auto r = sb->startBackendEvents(profile); !r)
+      return Unexpected(std::move(r.error()).wrap(ctx("backend events")));
+  }
   // The waiting agent leaves the far end of a new channel at fd kReattachFd. Until it does (it
   // first ends the old executions, up to seconds), that fd is still the dead channel: the new
   // one is recognised by its peer, the agent itself.
   auto deadline = Clock::now() + kHandshakeTimeout;
-  for (;;) {
+  for (; !sb->agent_;) {
     UniqueFd channel(static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, kAgentReattachFd, 0)));
     ucred peer{};
     socklen_t len = sizeof peer;
@@ -551,6 +579,19 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
   sb->configure_ = std::move(*configure);
   on_failure.sb = nullptr;
   return sb;
+}
+
+Result<> Sandbox::startBackendEvents(const policy::Profile& profile) {
+  if (!audit_ || !backend_->ownAudit() || sandbox_.events_fd < 0) return {};
+  auto events =
+      BackendEvents::start(backend_, &sandbox_, audit_.get(),
+                           {.exec = profile.audit.exec, .network = profile.audit.network});
+  if (!events) return Unexpected(std::move(events.error()));
+  events_ = std::move(*events);
+  audit_->setEventSource([weak = std::weak_ptr<BackendEvents>(events_)] {
+    if (auto events = weak.lock()) events->drain();
+  });
+  return {};
 }
 
 Result<> Sandbox::mountPersistentWorkspace(const std::string& image) {

@@ -153,6 +153,8 @@ class Sandbox {
  private:
   Sandbox() = default;
   Result<> mountPersistentWorkspace(const std::string& image);
+  // For a backend that reports the sandbox's execs and connects itself: reads them into the audit.
+  Result<> startBackendEvents(const policy::Profile& profile);
   // Attaches the audit to the cgroup when the profile needs it (see SandboxOptions::audit).
   Result<> attachAudit(const policy::Profile& profile,
                        const std::shared_ptr<const AuditContext>& ctx, const std::string& tenant);
@@ -164,6 +166,7 @@ class Sandbox {
   // For a backend with its own network stack (AIRLOCK_ISOLATION_OWN_NETSTACK): a new namespace,
   // linked with the profile's rules enforced on the link, for start() to run the sandbox in.
   Result<UniqueFd> attachFilteredNetwork(const std::shared_ptr<net::NetworkHost>& host);
+  void countTrafficOnTheLink();
 
   std::string id_;
   std::string state_dir_;
