@@ -32,6 +32,7 @@
 #include "landlock.h"
 #include "port_relay.h"
 #include "procs.h"
+#include "rechannel.h"
 #include "startup.h"
 
 #ifndef AIRLOCK_VERSION
@@ -141,16 +142,21 @@ struct Execution {
   uint64_t since_note_dropped = 0;
 };
 
+// How often a detached agent whose channel is a VM's port looks whether its host reopened it.
+constexpr int kHostCheckMs = 20;
+
 // Per session driver; a run's end (its "done" line) is last, so it is never what is dropped.
 constexpr size_t kMaxReplayBytes = 2u << 20;
 
 class Agent {
  public:
-  Agent(int in, int out, int reattach_grace_ms, bool own_kernel, UniqueFd sigfd)
+  Agent(int in, int out, const Options& options, UniqueFd sigfd)
       : in_(in),
         out_(out),
-        reattach_grace_ms_(reattach_grace_ms),
-        own_kernel_(own_kernel),
+        reattach_grace_ms_(options.reattach_grace_ms),
+        reattach_by_helper_(options.reattach_by_helper),
+        reattach_in_place_(options.reattach_in_place),
+        own_kernel_(options.own_kernel),
         sigfd_(std::move(sigfd)),
         iobuf_(std::make_unique_for_overwrite<char[]>(proto::kMaxChunk)),
         ctlbuf_(std::make_unique_for_overwrite<char[]>(proto::kMaxChunk)) {}
@@ -158,7 +164,18 @@ class Agent {
   int serve();
 
  private:
-  enum class Slot { kChannel, kSignal, kStdout, kStderr, kStdin, kSync, kTimer, kControl, kPort };
+  enum class Slot {
+    kChannel,
+    kSignal,
+    kStdout,
+    kStderr,
+    kStdin,
+    kSync,
+    kTimer,
+    kControl,
+    kPort,
+    kRechannel
+  };
 
   template <typename M>
   bool send(uint32_t id, const M& m) {
@@ -216,6 +233,10 @@ class Agent {
   // held (hold()) until the next supervisor resumes them; otherwise the sandbox ends.
   void channelLost();
   bool detach();
+  bool detachForHelper();
+  void takeHelperChannel();
+  bool detachInPlace();
+  void checkHostBack();
   bool holds(const std::string& frame) const;
   bool hold(const std::string& frame);
   bool writeNow(const std::string& frame);
@@ -223,8 +244,12 @@ class Agent {
 
   int in_, out_;
   int reattach_grace_ms_;
+  bool reattach_by_helper_;
+  bool reattach_in_place_;
   bool own_kernel_;
-  UniqueFd spare_end_;  // kReattachFd while waiting for, and until, a Reattach
+  UniqueFd spare_end_;          // kReattachFd while waiting for, and until, a Reattach
+  UniqueFd rechannel_;          // reattach_by_helper_: where the helper brings the next channel
+  bool awaiting_host_ = false;  // reattach_in_place_: the channel's host side is closed
   // For the next supervisor's Reattach: the highest request id the dead one used, and the
   // executions that were running when it died (their clients learn how they ended).
   uint32_t last_request_id_ = 0;
@@ -302,6 +327,10 @@ void Agent::sendError(uint32_t id, int errnum, const std::string& stage,
 }
 
 int Agent::serve() {
+  // The rendezvous name is taken now, before any code of the sandbox runs, and kept: nothing
+  // else can squat it to receive the next supervisor's channel (rechannel.h).
+  if (reattach_by_helper_ && reattach_grace_ms_ > 0)
+    if (auto listener = listenForRechannel()) rechannel_ = std::move(*listener);
   proto::Hello hello;
   hello.agent_version = AIRLOCK_VERSION;
   hello.agent_pid = static_cast<uint32_t>(::getpid());
@@ -323,8 +352,11 @@ int Agent::serve() {
       fds.push_back({fd, events, 0});
       slots.push_back({s, id});
     };
-    add(in_, POLLIN, Slot::kChannel, 0);
+    // -1 (ignored) while a helper must bring the next channel, or while the port's host side is
+    // closed (it would poll as hung up, always).
+    add(awaiting_host_ ? -1 : in_, POLLIN, Slot::kChannel, 0);
     add(sigfd_.get(), POLLIN, Slot::kSignal, 0);
+    if (rechannel_) add(rechannel_.get(), POLLIN, Slot::kRechannel, 0);
     for (auto& [id, e] : execs_) {
       if (e->out) add(e->out.get(), POLLIN, Slot::kStdout, id);
       if (e->err) add(e->err.get(), POLLIN, Slot::kStderr, id);
@@ -343,6 +375,8 @@ int Agent::serve() {
       uint64_t now = monotonicUs();
       if (now >= detach_deadline_us_) break;  // the grace ran out: the sandbox ends
       wait_ms = static_cast<int>((detach_deadline_us_ - now) / 1000) + 1;
+      // A port reopened by its host wakes no poll of ours: look at it every kHostCheckMs.
+      if (awaiting_host_) wait_ms = std::min(wait_ms, kHostCheckMs);
     }
     int n = ::poll(fds.data(), fds.size(), wait_ms);
     if (n < 0) {
@@ -350,6 +384,7 @@ int Agent::serve() {
       exit_code_ = 1;
       break;
     }
+    if (awaiting_host_) checkHostBack();
     for (size_t i = 0; i < fds.size() && !stop_; ++i) {
       if (fds[i].revents == 0) continue;
       auto [slot, id] = slots[i];
@@ -363,6 +398,10 @@ int Agent::serve() {
       }
       if (slot == Slot::kPort) {
         ports_.onReady(id, fds[i].revents);
+        continue;
+      }
+      if (slot == Slot::kRechannel) {
+        takeHelperChannel();
         continue;
       }
       Execution* e = find(id);
@@ -1130,7 +1169,8 @@ std::vector<pid_t> childrenOfSelf() {
 void Agent::channelLost() {
   channel_eof_ = false;
   if (detached_) return;
-  if (reattach_grace_ms_ <= 0 || !conf_ || in_ != out_ || !detach()) stop_ = true;
+  if (reattach_grace_ms_ <= 0 || !conf_ || (in_ != out_ && !reattach_by_helper_) || !detach())
+    stop_ = true;
 }
 
 bool Agent::detach() {
@@ -1159,6 +1199,8 @@ bool Agent::detach() {
     e->since_note_dropped = 0;
   }
   holding_ = true;
+  if (reattach_by_helper_) return detachForHelper();
+  if (reattach_in_place_) return detachInPlace();
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) return false;
   int keep = pair[0], spare = pair[1];
@@ -1181,6 +1223,61 @@ bool Agent::detach() {
   detached_ = true;
   detach_deadline_us_ = monotonicUs() + static_cast<uint64_t>(reattach_grace_ms_) * 1000;
   return true;
+}
+
+// No host process can take a socket from this one: listen for the helper the next supervisor
+// starts inside the sandbox (rechannel.h). The dead channel's numbers (stdio, for gVisor) are
+// pointed at /dev/null, so that no socket of an execution takes them.
+bool Agent::detachForHelper() {
+  if (!rechannel_) return false;  // the name could not be ours at start (serve())
+  UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  for (int fd : {in_, out_}) {
+    if (fd < 0) continue;
+    if (fd <= 2 && null) {
+      ::dup3(null.get(), fd, fd == 0 || fd == 1 ? 0 : O_CLOEXEC);
+    } else {
+      ::close(fd);
+    }
+    if (out_ == in_) break;
+  }
+  in_ = out_ = -1;
+  reader_ = proto::FrameReader();
+  detached_ = true;
+  detach_deadline_us_ = monotonicUs() + static_cast<uint64_t>(reattach_grace_ms_) * 1000;
+  return true;
+}
+
+// The channel is a VM's port (virtio-serial), which reads as closed while its host side is and
+// opens again when the next supervisor connects QEMU's side to a new socket: keep it, and wait.
+bool Agent::detachInPlace() {
+  reader_ = proto::FrameReader();  // a frame the dead supervisor sent half of is gone with it
+  awaiting_host_ = true;
+  detached_ = true;
+  detach_deadline_us_ = monotonicUs() + static_cast<uint64_t>(reattach_grace_ms_) * 1000;
+  return true;
+}
+
+void Agent::checkHostBack() {
+  pollfd p{in_, POLLIN, 0};
+  if (::poll(&p, 1, 0) < 0 || (p.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) return;
+  awaiting_host_ = false;
+  reader_ = proto::FrameReader();
+  channel_eof_ = false;
+}
+
+// A helper came with the next supervisor's channel; Reattach is the first frame on it. A
+// refused peer (not root) or a failed hand-over leaves the agent waiting for the next. While a
+// supervisor is attached nobody may offer one: such a connection is closed unread.
+void Agent::takeHelperChannel() {
+  if (in_ >= 0) {
+    UniqueFd refused(::accept4(rechannel_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    return;
+  }
+  auto channel = takeChannel(rechannel_.get());
+  if (!channel) return;
+  in_ = out_ = channel->release();
+  reader_ = proto::FrameReader();
+  channel_eof_ = false;
 }
 
 void Agent::keepForReplay(const std::string& frame) {
@@ -1244,7 +1341,9 @@ void Agent::handleReattach(uint32_t id, const std::string& payload) {
   // The new supervisor holds its end now: nobody else may take ours. /dev/null keeps its
   // number taken, so that no socket of ours (an execution's) lands there, where the next
   // supervisor would take it for a channel.
-  if (int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) {
+  if (!spare_end_) {
+    // A helper brought the channel (reattach_by_helper_): no fd of ours was on offer.
+  } else if (int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0) {
     ::dup3(null, kReattachFd, O_CLOEXEC);
     ::close(null);
     (void)spare_end_.release();
@@ -1383,8 +1482,7 @@ int run(const Options& options) {
     return 1;
   }
   if (options.announce_ready) announceReady();
-  Agent agent(options.channel_in, options.channel_out, options.reattach_grace_ms,
-              options.own_kernel, std::move(*sigfd));
+  Agent agent(options.channel_in, options.channel_out, options, std::move(*sigfd));
   return agent.serve();
 }
 

@@ -1,14 +1,22 @@
 // The agent when its supervisor dies: with a reattach grace it keeps executions running, holds
 // their frames (bounded), and hands them to the next supervisor, which takes the spare socket
-// the agent leaves on fd 3 (kReattachFd) with pidfd_getfd, as supervisor/sandbox/host does.
+// the agent leaves on fd 3 (kReattachFd) with pidfd_getfd, as supervisor/sandbox/host does, or
+// (--reattach-by-helper, gVisor) that a helper inside the sandbox brings it (agent/rechannel.h).
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstddef>
+#include <cstring>
 #include <thread>
 
 #include "agent/agent.h"
@@ -248,6 +256,172 @@ TEST_F(AgentReattach, NoSupervisorWithinTheGraceEndsEverything) {
   (void)agent.takeChannel();
   EXPECT_EQ(agent.waitExit(5000), 0);
   EXPECT_TRUE(processGone(static_cast<pid_t>(pid->pid)));
+}
+
+// Under gVisor no host process can take a socket from the agent: the next supervisor runs
+// `airlock-agent --rechannel` inside the sandbox (runsc exec) with the new channel as its stdin.
+// Here the helper joins the agent's network namespace (its abstract socket lives there), as a
+// process inside a gVisor sandbox shares its netstack; as `uid`.
+int runRechannelHelper(pid_t agent, int channel, uid_t uid, pid_t expect_pid = 0) {
+  const std::string binary = ::airlock::testing::agentBinary();
+  const std::string ns = "/proc/" + std::to_string(agent) + "/ns/net";
+  const std::string pid_arg = std::to_string(expect_pid != 0 ? expect_pid : agent);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0 || dup2(channel, 0) != 0) _exit(126);
+    if (uid != 0 && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0))
+      _exit(126);
+    execl(binary.c_str(), "airlock-agent", "--rechannel", "--agent-pid", pid_arg.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST_F(AgentReattach, AHelperInsideTheSandboxHandsTheWaitingAgentItsNextChannel) {
+  AgentProcess agent({"/usr/bin/unshare", "--net"},
+                     {"--reattach-grace-ms", "20000", "--reattach-by-helper"});
+  ASSERT_EQ(agent.configure(AgentProcess::defaultConfigure()).first.type, proto::MsgType::kOk);
+  agent.send(2, shell("for i in $(seq 1 30); do echo $i; sleep 0.05; done"));
+  std::string before;
+  while (numbers(before).size() < 3) {
+    auto o = agent.nextOutput(2);
+    ASSERT_TRUE(o);
+    before += o->data;
+  }
+  (void)agent.takeChannel();
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  // Positive control first: a helper that is not root is refused, and the agent waits on.
+  EXPECT_EQ(runRechannelHelper(agent.pid(), theirs.get(), 65534), 1)
+      << "a non-root helper's channel was taken (or the helper did not run)";
+  EXPECT_FALSE(processGone(agent.pid()));
+  ASSERT_EQ(runRechannelHelper(agent.pid(), theirs.get(), 0), 0);
+  theirs.reset();
+  agent.useChannel(std::move(ours));
+  agent.send(1, proto::Reattach{.keep_sessions = true});
+  auto answer = agent.nextFor(1);
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->first.type, proto::MsgType::kReattached);
+  auto r = proto::decodeReattached(answer->second);
+  ASSERT_TRUE(r) << r.error().message();
+  ASSERT_EQ(r->live.size(), 1u);
+  EXPECT_EQ(r->live[0].request_id, 2u);
+  agent.send(3, proto::Resume{});
+  auto rest = agent.collect(2);
+  ASSERT_TRUE(rest.exited);
+  auto seen = numbers(before), after = numbers(rest.out);
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(after.front(), seen.back() + 1) << "output was lost or repeated across the restart";
+  EXPECT_EQ(after.back(), 30);
+  // A second death and a second helper: the agent listens again each time.
+  (void)agent.takeChannel();
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  ours.reset(pair[0]);
+  theirs.reset(pair[1]);
+  ASSERT_EQ(runRechannelHelper(agent.pid(), theirs.get(), 0), 0);
+  agent.useChannel(std::move(ours));
+  agent.send(1, proto::Reattach{.keep_sessions = true});
+  answer = agent.nextFor(1);
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->first.type, proto::MsgType::kReattached);
+  shutdown(agent);
+}
+
+// With nobody waiting, the helper says so and fails, rather than hang the supervisor's adopt().
+TEST_F(AgentReattach, AHelperWithNoWaitingAgentFails) {
+  AgentProcess agent({"/usr/bin/unshare", "--net"},
+                     {"--reattach-grace-ms", "20000", "--reattach-by-helper"});
+  ASSERT_EQ(agent.configure(AgentProcess::defaultConfigure()).first.type, proto::MsgType::kOk);
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(runRechannelHelper(agent.pid(), theirs.get(), 0), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  // The agent still serves its supervisor, which is alive.
+  auto done = agent.run(5, shell("echo still"));
+  EXPECT_EQ(done.out, "still\n");
+  shutdown(agent);
+}
+
+// The abstract name the agent waits on, as sandbox code could try to take it.
+sockaddr_un rendezvous(socklen_t& len) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const char name[] = "airlock-agent.rechannel";
+  std::memcpy(addr.sun_path + 1, name, sizeof name - 1);
+  len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + sizeof name);
+  return addr;
+}
+
+// In a child: joins `netns` (or a new one when empty), drops to `uid`, binds the rendezvous
+// name and listens; with `hold_ms`, keeps it that long. Exit 0: bound; 10 + errno: bind failed.
+pid_t squat(const std::string& netns, uid_t uid, int hold_ms) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (netns.empty() ? unshare(CLONE_NEWNET) != 0 : [&] {
+          int fd = open(netns.c_str(), O_RDONLY | O_CLOEXEC);
+          return fd < 0 || setns(fd, CLONE_NEWNET) != 0;
+        }())
+      _exit(2);
+    if (uid != 0 && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) _exit(3);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    socklen_t len;
+    sockaddr_un addr = rendezvous(len);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) _exit(10 + errno);
+    if (listen(fd, 1) != 0) _exit(4);
+    if (hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+    _exit(0);
+  }
+  return pid;
+}
+
+int exitCode(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Sandbox code could bind the rendezvous name first and be handed the next supervisor's
+// channel: the agent takes the name at its start, before any code runs, and keeps it.
+TEST_F(AgentReattach, SandboxCodeCannotTakeTheNameTheAgentWaitsOn) {
+  // Positive control: where the name is free, the probe binds it.
+  ASSERT_EQ(exitCode(squat("", 65534, 0)), 0) << "the probe cannot bind the name at all";
+  AgentProcess agent({"/usr/bin/unshare", "--net"},
+                     {"--reattach-grace-ms", "20000", "--reattach-by-helper"});
+  ASSERT_EQ(agent.configure(AgentProcess::defaultConfigure()).first.type, proto::MsgType::kOk);
+  const std::string ns = "/proc/" + std::to_string(agent.pid()) + "/ns/net";
+  EXPECT_EQ(exitCode(squat(ns, 65534, 0)), 10 + EADDRINUSE) << "sandbox code took the name";
+  // While its supervisor is alive, a helper's offer is closed unread.
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  EXPECT_EQ(runRechannelHelper(agent.pid(), theirs.get(), 0), 1);
+  auto done = agent.run(5, shell("echo still mine"));
+  EXPECT_EQ(done.out, "still mine\n");
+  shutdown(agent);
+}
+
+// Whatever listens on the name must be the agent (root, the pid the supervisor names) before
+// the helper gives it anything.
+TEST_F(AgentReattach, AHelperGivesTheChannelToNoOneButTheAgent) {
+  // A listener of the sandbox user's in a namespace without an agent.
+  const pid_t fake = squat("", 65534, 3000);
+  std::this_thread::sleep_for(200ms);
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  EXPECT_EQ(runRechannelHelper(fake, theirs.get(), 0, 1), 1) << "handed to a non-root listener";
+  EXPECT_EQ(runRechannelHelper(fake, theirs.get(), 0, fake), 1) << "handed to a non-root listener";
+  kill(fake, SIGKILL);
+  exitCode(fake);
 }
 
 }  // namespace
