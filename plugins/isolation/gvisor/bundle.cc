@@ -299,7 +299,8 @@ Result<Layout> layoutFor(const BundleInputs& in) {
 
 Json specJson(const BundleInputs& in, const Layout& layout) {
   const airlock_sandbox_spec_v1& spec = *in.spec;
-  Json args = {kAgentPath, "--channel-stdio", "--announce-ready"};
+  // No host process can take a channel from the agent here: a helper brings the next (adopt()).
+  Json args = {kAgentPath, "--channel-stdio", "--announce-ready", "--reattach-by-helper"};
   for (const auto& a : in.agent_args) args.push_back(a);
   Json caps = Json::array();
   for (const char* c : kCapabilities) caps.push_back(c);

@@ -145,6 +145,10 @@ bool exitInfo(std::string_view m, MonitorRecord& out) {
 }  // namespace
 
 std::string podInitConfig(const std::string& endpoint) {
+  return "{\"trace_session\":" + traceSessionConfig(endpoint) + "}";
+}
+
+std::string traceSessionConfig(const std::string& endpoint) {
   const nlohmann::json ctx = {"time", "thread_id", "group_id", "credentials", "process_name"};
   nlohmann::json points = nlohmann::json::array();
   for (const char* p : {"syscall/execve/exit", "syscall/socket/exit", "syscall/connect/exit"})
@@ -152,10 +156,9 @@ std::string podInitConfig(const std::string& endpoint) {
   points.push_back({{"name", "syscall/execveat/exit"},
                     {"optional_fields", {"fd_path"}},
                     {"context_fields", ctx}});
-  return nlohmann::json{{"trace_session",
-                         {{"name", "Default"},
-                          {"points", points},
-                          {"sinks", {{{"name", "remote"}, {"config", {{"endpoint", endpoint}}}}}}}}}
+  return nlohmann::json{{"name", "Default"},
+                        {"points", points},
+                        {"sinks", {{{"name", "remote"}, {"config", {{"endpoint", endpoint}}}}}}}
       .dump();
 }
 

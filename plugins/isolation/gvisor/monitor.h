@@ -33,6 +33,9 @@ namespace airlock::isolation::gvisor {
 // The pod-init config: the points below, their context, the sink at `endpoint`. A sink that is
 // not listening makes runsc fail (ignore_setup_error stays off: never run unmonitored).
 std::string podInitConfig(const std::string& endpoint);
+// The same session alone, for `runsc trace create --force` on an adopted sandbox: its sink died
+// with the supervisor that listened.
+std::string traceSessionConfig(const std::string& endpoint);
 
 // gVisor's seccheck message types (pkg/sentry/seccheck/points/common.proto MessageType).
 enum class MessageType : uint16_t {

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -78,17 +79,18 @@ std::string statxCompatPath() {
 
 class Gvisor final : public sdk::IsolationPlugin {
  public:
-  // Only fds 0-2 reach a gVisor sandbox: a new supervisor could not hand a waiting agent a new
-  // channel, so sandboxes end with their supervisor.
+  // Only fds 0-2 reach a gVisor sandbox and the agent is the sentry's, not a host process: a
+  // new supervisor hands the waiting agent its channel through a helper it runs inside the
+  // sandbox (adopt()).
   // The gofer writes host files with the sandbox's own ids (no user namespace maps them).
   // start() keeps no state but the config (immutable) and waits ~200 ms for runsc: concurrent.
   // gVisor's netstack sends raw frames from the sentry: the supervisor links the namespace
   // first and enforces the network rules on the link.
   // The host's hooks see the sentry, not the sandbox's processes: gVisor's own monitoring
   // reports them (monitor.h).
-  static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_NO_REATTACH | AIRLOCK_ISOLATION_HOST_IDS |
-                                     AIRLOCK_ISOLATION_CONCURRENT | AIRLOCK_ISOLATION_OWN_NETSTACK |
-                                     AIRLOCK_ISOLATION_OWN_AUDIT;
+  static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_HOST_IDS | AIRLOCK_ISOLATION_CONCURRENT |
+                                     AIRLOCK_ISOLATION_OWN_NETSTACK | AIRLOCK_ISOLATION_OWN_AUDIT;
+  static constexpr bool kAdopts = true;
   // The sentry's own tasks and memory count in the sandbox's cgroup; measured with the ptrace
   // platform (runsc 2022-12): an idle sandbox is ~127 host tasks (the sentry's and gofer's
   // threads) and ~27 MiB. Each sandboxed task needs a host thread to trace it and a stub
@@ -208,6 +210,63 @@ class Gvisor final : public sdk::IsolationPlugin {
     if (out.struct_size >= offsetof(airlock_sandbox_v1, events_fd) + sizeof out.events_fd)
       out.events_fd = sb->monitor.eventsFd();
     out.handle = sb;
+  }
+
+  // The supervisor that started this sandbox died; its agent waits (--reattach-by-helper).
+  // Monitoring first, so that nothing the sandbox does on the new channel goes unrecorded: its
+  // sink died with the old supervisor, and `runsc trace create --force` points the sentry at a
+  // new one. Then `runsc exec` runs `airlock-agent --rechannel` inside with the far end of a new
+  // socket pair as its stdin, which it passes to the agent.
+  int adopt(const airlock_adopt_spec_v1& spec, airlock_sandbox_v1& out) override {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(spec.timeout_ms);
+    const std::string dir = std::string(spec.scratch_dir) + "/" + spec.sandbox_id;
+    const std::string state = dir + "/state";
+    // runsc's commands reach the sandbox through its control socket, an abstract one bound in
+    // the network namespace `runsc run` runs in.
+    UniqueFd netns(
+        ::open(("/proc/" + std::to_string(spec.pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns) throwError(sysError("open", "the sandbox's network namespace").error());
+    SpawnOptions so;
+    so.cgroup_v2_fd = spec.cgroup_v2_fd;
+    so.attach_cgroups = spec.attach_cgroups;
+    so.attach_ctx = spec.attach_ctx;
+    so.netns_fd = netns.get();
+    auto command = [&](std::initializer_list<std::string> args) {
+      std::vector<std::string> argv = {config_.runsc};
+      for (auto& f : globalFlags(config_, state, false, dir + "/overlay"))
+        argv.push_back(std::move(f));
+      argv.insert(argv.end(), args);
+      return argv;
+    };
+
+    auto sink = MonitorSink::listen(dir + "/monitor.sock");
+    if (!sink) throwError(sink.error());
+    const std::string session = dir + "/trace-session.json";
+    ::unlink(session.c_str());
+    if (auto r = writeTextFile(session, traceSessionConfig(dir + "/monitor.sock")); !r)
+      throwError(r.error());
+    so.argv = command({"trace", "create", "--force", "--config", session, spec.sandbox_id});
+    if (auto r = runToEnd(so, deadline, &*sink); !r)
+      throwError(Error("runsc trace create: " + r.error().message()));
+    if (!sink->connected())
+      throwError(Error("runsc trace create succeeded without connecting to the monitoring socket"));
+
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+      throwError(sysError("socketpair", "agent channel").error());
+    UniqueFd ours(pair[0]), theirs(pair[1]);
+    so.channel_fd = theirs.get();
+    so.channel_stdin_only = true;
+    so.argv = command({"exec", "--user", "0:0", spec.sandbox_id, kAgentPath, "--rechannel"});
+    if (auto r = runToEnd(so, deadline); !r)
+      throwError(Error("handing the agent a new channel (runsc exec): " + r.error().message()));
+    log(0, std::string("sandbox '") + spec.sandbox_id + "': adopted; runsc pid " +
+               std::to_string(spec.pid));
+    auto* sb = new Sandbox{dir, UniqueFd(), std::move(*sink)};
+    out.handle = sb;
+    out.events_fd = sb->monitor.eventsFd();
+    return ours.release();
   }
 
   void readEvents(airlock_sandbox_v1& sandbox,

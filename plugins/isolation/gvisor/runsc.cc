@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,9 +43,14 @@ Result<Monitor> spawn(const SpawnOptions& options) {
   int err[2];
   if (::pipe2(err, O_CLOEXEC) != 0) return sysError("pipe2", "runsc stderr");
   UniqueFd err_read(err[0]), err_write(err[1]);
+  UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!null) return sysError("open", "/dev/null");
+  const int stdin_fd = options.channel_fd >= 0 ? options.channel_fd : null.get();
+  const int stdout_fd =
+      options.channel_fd >= 0 && !options.channel_stdin_only ? stdin_fd : null.get();
   MonitorSpawn m;
   m.argv = options.argv;
-  m.fds = {{err_write.get(), 2}, {options.channel_fd, 0}, {options.channel_fd, 1}};
+  m.fds = {{err_write.get(), 2}, {stdin_fd, 0}, {stdout_fd, 1}};
   m.cgroup_v2_fd = options.cgroup_v2_fd;
   m.attach_cgroups = options.attach_cgroups;
   m.attach_ctx = options.attach_ctx;
@@ -86,6 +93,56 @@ Result<bool> awaitReady(int fd, std::chrono::steady_clock::time_point deadline, 
     }
     if (text.size() > 64 * 1024) text.erase(0, text.size() - 64 * 1024);
   }
+}
+
+Result<> runToEnd(const SpawnOptions& options, std::chrono::steady_clock::time_point deadline,
+                  MonitorSink* sink) {
+  auto child = spawn(options);
+  if (!child) return Unexpected(child.error());
+  std::string text;
+  Result<> outcome;
+  for (bool eof = false; !eof;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      outcome = fail("did not end in time");
+      break;
+    }
+    pollfd p[2] = {{child->stderr_read.get(), POLLIN, 0},
+                   {sink == nullptr || sink->connected() ? -1 : sink->listenFd(), POLLIN, 0}};
+    int n = ::poll(p, 2, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      outcome = sysError("poll", "runsc stderr");
+      break;
+    }
+    if ((p[1].revents & POLLIN) != 0) {
+      if (auto r = sink->accept(deadline); !r) {
+        outcome = Unexpected(std::move(r.error()));
+        break;
+      }
+    }
+    if ((p[0].revents & (POLLIN | POLLHUP)) == 0) continue;
+    char buf[4096];
+    ssize_t got = ::read(child->stderr_read.get(), buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      eof = true;
+      break;
+    }
+    if (text.size() < 64 * 1024) text.append(buf, static_cast<size_t>(got));
+  }
+  if (!outcome) ::kill(child->pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  text = cleanRunscText(text);
+  if (outcome && WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
+  std::string why =
+      !outcome ? outcome.error().message()
+               : "exited with status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status)
+                                                                          : 128 + WTERMSIG(status));
+  return fail(why + (text.empty() ? std::string() : ": " + text));
 }
 
 std::string cleanRunscText(const std::string& text) {

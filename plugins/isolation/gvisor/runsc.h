@@ -36,8 +36,13 @@ struct Monitor {
 
 struct SpawnOptions {
   std::vector<std::string> argv;  // runsc's full command line; argv[0] is the binary's path
-  int channel_fd = -1;            // becomes stdin and stdout
-  int cgroup_v2_fd = -1;          // the child joins it before exec, or -1
+  int channel_fd = -1;            // becomes stdin and stdout (-1: /dev/null)
+  // Stdin only; stdout is /dev/null. gVisor imports each host fd of a process's stdio as its
+  // own socket endpoint and shuts the host socket down when one is closed: a short-lived
+  // process (runsc exec) must hold the channel once, or its exit would end the channel for the
+  // process it handed it to.
+  bool channel_stdin_only = false;
+  int cgroup_v2_fd = -1;  // the child joins it before exec, or -1
   // v1 hierarchies, called with the child's pid while it waits (airlock_sandbox_spec_v1).
   int (*attach_cgroups)(void* ctx, pid_t pid, airlock_error_v1* err) = nullptr;
   void* attach_ctx = nullptr;
@@ -57,6 +62,12 @@ Result<Monitor> spawn(const SpawnOptions& options);
 // Meanwhile runsc connects to the monitoring sink and waits for its handshake: answered here.
 Result<bool> awaitReady(int stderr_fd, std::chrono::steady_clock::time_point deadline,
                         std::string& text, MonitorSink& sink);
+
+// Runs a short runsc command (exec, trace create) to its end, at most until `deadline` (then it
+// is killed): fails with its exit status and its cleaned stderr unless it exits 0. With a sink,
+// answers the monitoring handshake runsc makes meanwhile (trace create).
+Result<> runToEnd(const SpawnOptions& options, std::chrono::steady_clock::time_point deadline,
+                  MonitorSink* sink = nullptr);
 
 // runsc's stderr made readable: its log prefixes ("W1126 20:24:44.912559 23097 util.go:64] ")
 // dropped, repeated lines once, lines joined with "; ".
