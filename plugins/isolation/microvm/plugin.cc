@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -176,15 +177,29 @@ Result<View> viewOf(const airlock_sandbox_spec_v1& spec) {
   return v;
 }
 
+// The supervisor's reattach grace, which it gives every agent as "--reattach-grace-ms MS": the
+// guest's agent gets it in the go line.
+uint32_t reattachGraceMs(const airlock_sandbox_spec_v1& spec) {
+  if (spec.agent_argv == nullptr) return 0;
+  for (const char* const* a = spec.agent_argv; *a != nullptr && a[1] != nullptr; ++a) {
+    if (std::strcmp(*a, "--reattach-grace-ms") != 0) continue;
+    char* end = nullptr;
+    unsigned long ms = std::strtoul(a[1], &end, 10);
+    return end != a[1] && *end == '\0' && ms <= 24ul * 3600 * 1000 ? static_cast<uint32_t>(ms) : 0;
+  }
+  return 0;
+}
+
 class Microvm final : public sdk::IsolationPlugin {
  public:
-  // A new supervisor cannot hand a running guest a new channel: sandboxes end with theirs.
+  // A new supervisor reaches a running guest through QEMU's monitor (adopt()).
   // start() waits seconds for a boot: concurrent. The guest's kernel has its own network stack
   // and runs its own processes: the host's hooks see only QEMU.
   // A persistent workspace is the guest's disk, mounted by its kernel.
-  static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_NO_REATTACH | AIRLOCK_ISOLATION_CONCURRENT |
-                                     AIRLOCK_ISOLATION_OWN_NETSTACK | AIRLOCK_ISOLATION_OWN_AUDIT |
+  static constexpr uint32_t kFlags = AIRLOCK_ISOLATION_CONCURRENT | AIRLOCK_ISOLATION_OWN_NETSTACK |
+                                     AIRLOCK_ISOLATION_OWN_AUDIT |
                                      AIRLOCK_ISOLATION_WORKSPACE_IMAGE;
+  static constexpr bool kAdopts = true;
   // QEMU's threads (vCPUs, I/O, RCU) are the sandbox's only host tasks; the guest's processes
   // are bounded inside by RLIMIT_NPROC. (0 per process reads as the host's default of one: the
   // cgroup then allows 64 + limits.pids tasks, headroom QEMU never uses.)
@@ -225,6 +240,8 @@ class Microvm final : public sdk::IsolationPlugin {
     boot.share_file_bytes = config_.file_size_bytes;
     boot.tmp_bytes = spec.tmp_bytes;
     boot.console_log = *dir + "/console.log";
+    boot.qmp_socket = *dir + "/qmp.sock";
+    boot.reattach_grace_ms = reattachGraceMs(spec);
     boot.qemu_log = *dir + "/qemu.log";
     // QEMU needs no privilege once its files are open: it runs on as the sandbox's own host
     // root id, which owns nothing on the host.
@@ -307,6 +324,23 @@ class Microvm final : public sdk::IsolationPlugin {
     if (out.struct_size >= offsetof(airlock_sandbox_v1, events_fd) + sizeof out.events_fd)
       out.events_fd = sb->events.get();
     out.handle = sb;
+  }
+
+  // The supervisor that started this VM died; its agent keeps the port and waits. QEMU's
+  // monitor still listens in the sandbox's directory: through it the agent's port and the exec
+  // records' port get new sockets, whose other ends are the new supervisor's.
+  int adopt(const airlock_adopt_spec_v1& spec, airlock_sandbox_v1& out) override {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(spec.timeout_ms);
+    const std::string dir = std::string(spec.scratch_dir) + "/" + spec.sandbox_id;
+    auto ports = reconnectPorts(dir + "/qmp.sock", deadline);
+    if (!ports) throwError(Error("reconnecting the VM's ports: " + ports.error().message()));
+    log(0, std::string("sandbox '") + spec.sandbox_id + "': adopted; qemu pid " +
+               std::to_string(spec.pid));
+    auto* sb = new Sandbox{dir, std::move(ports->events), {}};
+    out.handle = sb;
+    out.events_fd = sb->events.get();
+    return ports->agent_channel.release();
   }
 
   void readEvents(airlock_sandbox_v1& sandbox,

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +65,41 @@ std::string qemuOptionValue(const std::string& value) {
     if (c == ',') out += ',';
   }
   return out;
+}
+
+Result<sockaddr_un> unixAddress(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path)
+    return fail("the monitor socket's path is longer than " +
+                    std::to_string(sizeof addr.sun_path - 1) + " bytes; use a shorter state_dir",
+                path);
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+// QEMU's monitor socket: bound by the plugin (as root, in the sandbox's private scratch
+// directory), inherited by QEMU, which accepts one client at a time.
+Result<UniqueFd> listenAt(const std::string& path) {
+  auto addr = unixAddress(path);
+  if (!addr) return Unexpected(addr.error());
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return sysError("socket", path);
+  ::unlink(path.c_str());
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0)
+    return sysError("bind", path);
+  if (::listen(fd.get(), 1) != 0) return sysError("listen", path);
+  return fd;
+}
+
+Result<UniqueFd> connectTo(const std::string& path) {
+  auto addr = unixAddress(path);
+  if (!addr) return Unexpected(addr.error());
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return sysError("socket", path);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0)
+    return sysError("connect", path);
+  return fd;
 }
 
 }  // namespace
@@ -150,7 +186,9 @@ std::vector<std::string> qemuArgv(const Boot& b) {
                                  {"status", kStatusFd},
                                  {"events", kEventsFd},
                                  {"qmp", kQmpFd}}) {
-      a.insert(a.end(), {"-chardev", std::string("socket,id=") + id + ",fd=" + std::to_string(fd)});
+      // The monitor listens: each supervisor in turn connects to it (reconnectPorts).
+      a.insert(a.end(), {"-chardev", std::string("socket,id=") + id + ",fd=" + std::to_string(fd) +
+                                         (fd == kQmpFd ? ",server=on,wait=off" : "")});
     }
     a.insert(a.end(), {"-mon", "chardev=qmp,mode=control"});
     a.insert(a.end(), {"-device", "virtio-serial-device", "-device",
@@ -214,10 +252,21 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, events) != 0)
     return sysError("socketpair", "events port");
   UniqueFd events_ours(events[0]), events_theirs(events[1]);
-  int qmp[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qmp) != 0)
-    return sysError("socketpair", "qmp");
-  UniqueFd qmp_ours(qmp[0]), qmp_theirs(qmp[1]);
+  UniqueFd qmp_ours, qmp_theirs;
+  if (boot.qmp_socket.empty()) {
+    int qmp[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qmp) != 0)
+      return sysError("socketpair", "qmp");
+    qmp_ours.reset(qmp[0]);
+    qmp_theirs.reset(qmp[1]);
+  } else {
+    auto listening = listenAt(boot.qmp_socket);
+    if (!listening) return Unexpected(listening.error());
+    qmp_theirs = std::move(*listening);
+    auto connected = connectTo(boot.qmp_socket);
+    if (!connected) return Unexpected(connected.error());
+    qmp_ours = std::move(*connected);
+  }
   UniqueFd incoming;
   if (!launch.restore_from.empty()) {
     incoming.reset(::open(launch.restore_from.c_str(), O_RDONLY | O_CLOEXEC));
@@ -297,7 +346,8 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
     char hex[2 * sizeof seed + 1];
     for (size_t i = 0; i < sizeof seed; ++i) std::snprintf(hex + 2 * i, 3, "%02x", seed[i]);
     std::string line = "go " + std::to_string(now.tv_sec) + " " + std::to_string(now.tv_nsec) +
-                       " " + boot.hostname + " " + hex;
+                       " " + boot.hostname + " " + hex + " " +
+                       std::to_string(boot.reattach_grace_ms);
     // Then each share's place, in device order: 'r' or 'w' and the path, in hex (a path may
     // hold any byte but NUL).
     for (const auto& s : boot.shares) {
@@ -379,6 +429,39 @@ Result<Running> bootVm(const Boot& boot, const Launch& launch) {
   }
   r.events = std::move(events_ours);
   return r;
+}
+
+Result<Reconnected> reconnectPorts(const std::string& qmp_socket,
+                                   std::chrono::steady_clock::time_point deadline) {
+  auto monitor = connectTo(qmp_socket);
+  if (!monitor) return Unexpected(monitor.error());
+  Qmp q(monitor->get());
+  if (auto r = q.handshake(deadline); !r) return Unexpected(r.error());
+  Reconnected out;
+  for (const char* port : {"agent", "events"}) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0)
+      return sysError("socketpair", std::string(port) + " port");
+    UniqueFd ours(pair[0]), theirs(pair[1]);
+    const std::string name = std::string("airlock-") + port;
+    if (auto r = q.execute(R"({"execute":"getfd","arguments":{"fdname":")" + name + R"("}})",
+                           deadline, theirs.get());
+        !r)
+      return Unexpected(
+          std::move(r.error()).wrap(std::string("qmp getfd for the ") + port + " port"));
+    // The supervisor's end of the agent's channel blocks like the one start() gets.
+    if (std::string_view(port) == "agent")
+      ::fcntl(ours.get(), F_SETFL, ::fcntl(ours.get(), F_GETFL) & ~O_NONBLOCK);
+    const std::string change =
+        R"({"execute":"chardev-change","arguments":{"id":")" + std::string(port) +
+        R"(","backend":{"type":"socket","data":{"addr":{"type":"fd","data":{"str":")" + name +
+        R"("}},"server":false}}}})";
+    if (auto r = q.execute(change, deadline); !r)
+      return Unexpected(
+          std::move(r.error()).wrap(std::string("qmp chardev-change for the ") + port + " port"));
+    (std::string_view(port) == "agent" ? out.agent_channel : out.events) = std::move(ours);
+  }
+  return out;
 }
 
 Result<double> probeBoot(const Boot& boot, std::chrono::milliseconds limit) {

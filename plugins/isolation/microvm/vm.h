@@ -45,6 +45,10 @@ struct Boot {
   // sandbox, after any snapshot), so sandboxes of one configuration share one snapshot.
   std::vector<Share> shares;
   std::string hostname = "sandbox";  // in the go line, not on the command line: per sandbox
+  uint32_t reattach_grace_ms = 0;    // the go line's too: the agent's wait for a new supervisor
+  // Where QEMU's monitor listens (a socket the plugin binds and QEMU inherits): per sandbox, so
+  // a supervisor that adopts the VM reaches the monitor the dead one used. "": a socket pair.
+  std::string qmp_socket;
   uint32_t uid = 1000, gid = 1000;
   uint64_t home_bytes = 256ull << 20, tmp_bytes = 256ull << 20;
   std::string console_log;  // the guest's serial console, capped
@@ -58,8 +62,8 @@ struct Boot {
   uint64_t share_file_bytes = 256ull << 20;
 };
 
-// The fds QEMU is started with: the ports' sockets, its monitor (QMP), and the snapshot it
-// resumes from.
+// The fds QEMU is started with: the ports' sockets, its monitor (QMP: a listening socket, so that
+// every supervisor in turn can connect), and the snapshot it resumes from.
 inline constexpr int kAgentFd = 3, kStatusFd = 4, kEventsFd = 5, kQmpFd = 6, kIncomingFd = 7;
 
 // QEMU's argv, booting `boot` (without -incoming).
@@ -102,6 +106,17 @@ Result<double> probeBoot(const Boot& boot, std::chrono::milliseconds limit);
 // The host's TSC frequency in kHz (/proc/cpuinfo), for tsc_early_khz: without it a TCG guest
 // calibrates against an emulated PIT and can hang or run its clock slow. 0 when unknown.
 unsigned long hostTscKhz();
+
+// For a supervisor that adopts the VM of one that died: connects to its monitor, passes it new
+// sockets for the agent's port and the exec records' port (QMP getfd, chardev-change; the guest
+// sees its host reopen the ports), and returns the supervisor's ends: the agent's channel and
+// the records, non-blocking.
+struct Reconnected {
+  UniqueFd agent_channel;
+  UniqueFd events;
+};
+Result<Reconnected> reconnectPorts(const std::string& qmp_socket,
+                                   std::chrono::steady_clock::time_point deadline);
 
 // The last `lines` lines of a file (the guest console), joined with "; ".
 std::string fileTail(const std::string& path, size_t lines);

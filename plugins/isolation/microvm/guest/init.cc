@@ -292,7 +292,7 @@ void ethernetUp() {
 }
 
 // The pause point. The host answers "paused" with
-//   go <unix seconds> <nanoseconds> <hostname> <64 hex digits of entropy>\n
+//   go <unix seconds> <nanoseconds> <hostname> <64 hex digits of entropy> <reattach grace ms>\n
 // A guest restored from a snapshot shares the snapshot's clock and random state with every
 // other guest restored from it: the time is set, and the entropy is mixed into the kernel's
 // pool and the CRNG reseeded at once, before the agent or any program of the sandbox runs.
@@ -303,9 +303,14 @@ struct Share {
   bool writable = false;
 };
 
-// Waits for the host's go line, "go SEC NSEC HOSTNAME SEED [SHARE...]": each share is 'r' or
-// 'w' and its place in hex. Sets the clock, entropy and hostname; returns the shares.
-std::vector<Share> awaitGo() {
+struct Go {
+  std::vector<Share> shares;
+  std::string reattach_grace_ms;  // digits: how long the agent waits for a supervisor that died
+};
+
+// Waits for the host's go line, "go SEC NSEC HOSTNAME SEED GRACE [SHARE...]": each share is 'r'
+// or 'w' and its place in hex. Sets the clock, entropy and hostname.
+Go awaitGo() {
   say("paused");
   std::string line;
   char c;
@@ -319,7 +324,8 @@ std::vector<Share> awaitGo() {
   }
   const std::vector<std::string> f = split(line, ' ');
   errno = 0;
-  if (f.size() < 5 || f[0] != "go" || f[4].size() != 64 ||
+  if (f.size() < 6 || f[0] != "go" || f[4].size() != 64 || f[5].empty() || f[5].size() > 8 ||
+      f[5].find_first_not_of("0123456789") != std::string::npos ||
       f[4].find_first_not_of("0123456789abcdef") != std::string::npos || f[3].empty() ||
       f[3].size() > 63 ||
       f[3].find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
@@ -345,7 +351,7 @@ std::vector<Share> awaitGo() {
   ::close(random);
   if (::sethostname(f[3].data(), f[3].size()) != 0) die("sethostname");
   std::vector<Share> shares;
-  for (size_t i = 5; i < f.size(); ++i) {
+  for (size_t i = 6; i < f.size(); ++i) {
     const std::string& hex = f[i];
     if (hex.size() < 3 || hex.size() % 2 != 1 || (hex[0] != 'r' && hex[0] != 'w') ||
         hex.find_first_not_of("0123456789abcdef", 1) != std::string::npos)
@@ -359,7 +365,7 @@ std::vector<Share> awaitGo() {
   if (shares.size() != std::strtoul(param("airlock.shares", "0").c_str(), nullptr, 10))
     die("the go line names " + std::to_string(shares.size()) + " shares, the command line " +
         param("airlock.shares", "0"));
-  return shares;
+  return {std::move(shares), f[5]};
 }
 
 // mkdir -p, as root, for a share's mount point.
@@ -498,8 +504,9 @@ int main() {
   if (!airlock::isolation::microvm::startExecWatch(events)) die("process events connector");
   ::close(events);
 
+  Go go = awaitGo();
   std::vector<std::pair<size_t, Share>> shares;
-  for (auto& s : awaitGo()) shares.emplace_back(shares.size(), std::move(s));
+  for (auto& s : go.shares) shares.emplace_back(shares.size(), std::move(s));
   mountShares(std::move(shares));
 
   // The agent's channel becomes fd 3.
@@ -519,8 +526,17 @@ int main() {
   if (null < 0) die("open /dev/null");
   if (::dup3(null, 0, 0) != 0 || ::dup3(null, 1, 0) != 1 || ::dup3(status_fd, 2, 0) != 2)
     die("dup3 stdio");
-  const char* argv[] = {"airlock-agent",    "--channel-fd", "3",
-                        "--announce-ready", "--own-kernel", nullptr};
+  // When the supervisor dies, the agent keeps the port: the next one connects QEMU's end of it
+  // to a new socket (QMP chardev-change), which the guest sees as the host reopening the port.
+  const char* argv[] = {"airlock-agent",
+                        "--channel-fd",
+                        "3",
+                        "--announce-ready",
+                        "--own-kernel",
+                        "--reattach-grace-ms",
+                        go.reattach_grace_ms.c_str(),
+                        "--reattach-in-place",
+                        nullptr};
   const char* envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", nullptr};
   ::syscall(SYS_execveat, agent, "", argv, envp, AT_EMPTY_PATH);
   die("exec airlock-agent");
