@@ -225,9 +225,8 @@ class ServeChaos : public ServeTest {
     ServeTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     if (testIsolation() != "namespaces")
-      GTEST_SKIP() << "kill -9 recovery needs adoption, which only the namespaces backend has "
-                      "(gVisor and microVM sandboxes end with their supervisor; ServeTest "
-                      "covers their reclaim)";
+      GTEST_SKIP() << "the chaos run is the namespaces backend's: crash recovery is the same "
+                      "code on every backend, and ServeTest covers each backend's adoption";
     before_fp_ = footprint();
   }
 

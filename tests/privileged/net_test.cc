@@ -790,14 +790,15 @@ TEST_F(SandboxNetworkTest, ReclaimKeepsAnAdoptedLinksFilterAndDropsTheDeadOnes) 
   ASSERT_TRUE(report) << report.error().message();
   const std::string table = nftTableText(kTable);
   EXPECT_EQ(table.find(linkFilterChain("tn-crash-f1")), std::string::npos)
-      << "a reclaimed sandbox's chain was left behind:\n" << table;
+      << "a reclaimed sandbox's chain was left behind:\n"
+      << table;
   EXPECT_NE(table.find("chain " + linkFilterChain("tn-crash-f2")), std::string::npos) << table;
   EXPECT_EQ(in(SOCK_STREAM).error, ECONNREFUSED) << "the adopted link went unfiltered";
   EXPECT_EQ(in(SOCK_DGRAM).error, 0);
 
   // Adopting it sets the profile's rules (here: none) on the chain; the API's replace them.
-  auto adopted = SandboxNetwork::adopt(host_, "crash-f2", linkFilterRules(audit::NetPolicy{
-                                                              .mode = audit::NetMode::kOpen}));
+  auto adopted = SandboxNetwork::adopt(
+      host_, "crash-f2", linkFilterRules(audit::NetPolicy{.mode = audit::NetMode::kOpen}));
   ASSERT_TRUE(adopted) << adopted.error().message();
   ASSERT_TRUE((*adopted)->filtered());
   EXPECT_EQ(in(SOCK_STREAM).error, 0);
