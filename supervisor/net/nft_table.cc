@@ -211,8 +211,8 @@ Result<> NftTable::replaceSandboxes(const std::vector<NftSandbox>& sandboxes) {
     commands += elements(sandbox, "add");
     // Its chain survived (above): the link goes through it again.
     if (sandbox.filter.empty() && surviving.contains(linkFilterChain(sandbox.link)))
-      commands += "add element inet " + table_ + " filters { \"" + sandbox.link +
-                  "\" : goto " + linkFilterChain(sandbox.link) + " }\n";
+      commands += "add element inet " + table_ + " filters { \"" + sandbox.link + "\" : goto " +
+                  linkFilterChain(sandbox.link) + " }\n";
   }
   return run(commands, "rebuilding the sandbox sets");
 }
@@ -240,8 +240,8 @@ std::string NftTable::elements(const NftSandbox& s, const char* verb) const {
   // Flushed: an adopted sandbox's chain may still hold the dead supervisor's rules.
   if (!s.filter.empty() && add)
     out += "add chain inet " + table_ + " " + linkFilterChain(s.link) + "\n" + "flush chain inet " +
-           table_ + " " + linkFilterChain(s.link) + "\n" + filterRules(s) +
-           head + "filters { \"" + s.link + "\" : goto " + linkFilterChain(s.link) + " }\n";
+           table_ + " " + linkFilterChain(s.link) + "\n" + filterRules(s) + head + "filters { \"" +
+           s.link + "\" : goto " + linkFilterChain(s.link) + " }\n";
   out += head + "links4 { \"" + s.link + "\" . " + s.sandbox_v4 + " }\n" + head + "sources4 { " +
          s.sandbox_v4 + " }\n";
   if (!s.sandbox_v6.empty())
