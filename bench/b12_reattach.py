@@ -11,6 +11,11 @@ run:
   empty         the same S sandboxes with no context: the adoption floor (reattach handshake,
                 cgroup, audit and journal work) that taking contexts over adds to.
 
+Each sandbox's adoption is also split in two (its sandbox.adopt log line): reaching its agent
+again (reattach_ms: the backend's hand-over of a new channel, the Reattach handshake) and taking
+its executions over (ms). --isolation runs it on gVisor or microVMs, whose hand-over is their own
+(runsc exec; QEMU's monitor).
+
 Run as root from the repository after building:  sudo bench/b12_reattach.py [--smoke]
 """
 
@@ -35,7 +40,7 @@ AIRLOCK = os.path.join(REPO, "build", "bin", "airlock")
 class Serve:
     """`airlock serve` on a state directory of its own, logging JSON lines."""
 
-    def __init__(self, sandboxes):
+    def __init__(self, sandboxes, isolation):
         self.dir = tempfile.mkdtemp(prefix="airlock-b12-")
         self.sock = os.path.join(self.dir, "airlock.sock")
         self.policy = os.path.join(self.dir, "policy.toml")
@@ -49,6 +54,8 @@ log_format = "json"
 [tenants.default]
 max_sandboxes = {sandboxes + 2}
 max_memory_mb = {(sandboxes + 2) * 2048}
+[profiles.default]
+isolation = "{isolation}"
 [profiles.default.limits]
 memory_mb = 2048
 """)
@@ -77,8 +84,8 @@ memory_mb = 2048
         self.proc.wait()
         self.log_offset = os.path.getsize(self.log_path)
 
-    def adopt_ms(self):
-        """The "ms" of the sandbox.adopt lines logged since the kill."""
+    def adopt_ms(self, field="ms"):
+        """A field of the sandbox.adopt lines logged since the kill."""
         out = []
         with open(self.log_path) as f:
             f.seek(self.log_offset)
@@ -88,7 +95,7 @@ memory_mb = 2048
                 except ValueError:
                     continue
                 if e.get("event") == "sandbox.adopt":
-                    out.append(float(e.get("ms", 0)))
+                    out.append(float(e.get(field, 0)))
         return out
 
     def stop(self):
@@ -98,8 +105,8 @@ memory_mb = 2048
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def measure(sandboxes, contexts):
-    serve = Serve(sandboxes)
+def measure(sandboxes, contexts, isolation):
+    serve = Serve(sandboxes, isolation)
     try:
         serve.start()
         c = service_bench.Client(serve.sock)
@@ -123,7 +130,7 @@ def measure(sandboxes, contexts):
             got = r["results"][0]["text/plain"] if r.get("results") else r
             assert r["status"] == "ok" and got == str(want) and not r["context_restarted"], r
         answered_ms = (time.perf_counter() - t0) * 1000
-        return healthz_ms, serve.adopt_ms(), answered_ms
+        return healthz_ms, serve.adopt_ms(), serve.adopt_ms("reattach_ms"), answered_ms
     finally:
         serve.stop()
 
@@ -133,16 +140,17 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="2 sandboxes x 2 contexts (CI)")
     ap.add_argument("--sandboxes", type=int, default=10)
     ap.add_argument("--contexts", type=int, default=10, help="per sandbox (at most 32)")
+    ap.add_argument("--isolation", default="namespaces", choices=["namespaces", "gvisor", "microvm"])
     args = ap.parse_args()
     if args.smoke:
         args.sandboxes, args.contexts = 2, 2
     if os.geteuid() != 0:
         sys.exit("b12_reattach.py: needs root (airlock serve)")
     total = args.sandboxes * args.contexts
-    print(f"B12 re-attach after kill -9: {args.sandboxes} sandboxes, {total} live contexts "
-          f"(machine: {os.uname().nodename}, {os.cpu_count()} CPUs)")
-    healthz, adopt, answered = measure(args.sandboxes, args.contexts)
-    e_healthz, e_adopt, _ = measure(args.sandboxes, 0)
+    print(f"B12 re-attach after kill -9 ({args.isolation}): {args.sandboxes} sandboxes, {total} "
+          f"live contexts (machine: {os.uname().nodename}, {os.cpu_count()} CPUs)")
+    healthz, adopt, reattach, answered = measure(args.sandboxes, args.contexts, args.isolation)
+    e_healthz, e_adopt, e_reattach, _ = measure(args.sandboxes, 0, args.isolation)
     print()
     service_bench.row("", "contexts", "empty", "ratio")
     service_bench.row("start to /healthz, ms", healthz, e_healthz, healthz / max(e_healthz, 1e-9))
@@ -152,6 +160,11 @@ def main():
     service_bench.row("take-over per sandbox, ms (max)", max(adopt or [0.0]),
                       max(e_adopt or [0.0]), "")
     service_bench.row("take-over per context, ms", sum(adopt) / max(total, 1), "", "")
+    mean = lambda v: sum(v) / max(len(v), 1)  # noqa: E731
+    service_bench.row("reaching the agent per sandbox, ms (mean)", mean(reattach), mean(e_reattach),
+                      "")
+    service_bench.row("reaching the agent per sandbox, ms (max)", max(reattach or [0.0]),
+                      max(e_reattach or [0.0]), "")
     service_bench.row(f"all {total} contexts answered, ms", answered, "", "")
     service_bench.row("  per context, ms", answered / max(total, 1), "", "")
 
