@@ -142,6 +142,16 @@ struct Execution {
   uint64_t since_note_dropped = 0;
 };
 
+// What the agent tells a supervisor it understands (Hello, Reattached). A build for tests can
+// be an agent as built before session keeping (AIRLOCK_AGENT_BEFORE_KEEP_SESSIONS): features 0,
+// Note and Resume unknown, and a Reattach always ends the executions. A supervisor upgraded
+// while such an agent runs must cope with it (tests/e2e/session_survival_test.cc).
+#ifdef AIRLOCK_AGENT_BEFORE_KEEP_SESSIONS
+constexpr uint32_t kFeatures = 0;
+#else
+constexpr uint32_t kFeatures = proto::kAgentFeatures;
+#endif
+
 // How often a detached agent whose channel is a VM's port looks whether its host reopened it.
 constexpr int kHostCheckMs = 20;
 
@@ -334,7 +344,7 @@ int Agent::serve() {
   proto::Hello hello;
   hello.agent_version = AIRLOCK_VERSION;
   hello.agent_pid = static_cast<uint32_t>(::getpid());
-  hello.features = proto::kAgentFeatures;
+  hello.features = kFeatures;
   if (!send(0, hello)) return 0;
 
   std::vector<pollfd> fds;
@@ -524,9 +534,11 @@ void Agent::handleFrame(const proto::FrameHeader& h, const std::string& payload)
       handleReattach(id, payload);
       return;
     case proto::MsgType::kNote:
+      if ((kFeatures & proto::kFeatureKeepSessions) == 0) break;
       handleNote(id, payload);
       return;
     case proto::MsgType::kResume:
+      if ((kFeatures & proto::kFeatureKeepSessions) == 0) break;
       handleResume(id);
       return;
     case proto::MsgType::kShutdown:
@@ -539,6 +551,9 @@ void Agent::handleFrame(const proto::FrameHeader& h, const std::string& payload)
                 std::string(proto::msgTypeName(h.type)) + " is sent by the agent, not to it");
       return;
   }
+  // Only an agent built without session keeping gets here (above).
+  sendError(id, EPROTO, "protocol",
+            std::string("unknown message type ") + proto::msgTypeName(h.type));
 }
 
 void Agent::handleConfigure(uint32_t id, const std::string& payload) {
@@ -1353,8 +1368,8 @@ void Agent::handleReattach(uint32_t id, const std::string& payload) {
   detached_ = false;
   proto::Reattached r;
   r.last_request_id = last_request_id_;
-  r.features = proto::kAgentFeatures;
-  if (m->keep_sessions) {
+  r.features = kFeatures;
+  if (m->keep_sessions && (kFeatures & proto::kFeatureKeepSessions) != 0) {
     for (auto& [rid, x] : kept_) {
       if (r.live.size() >= proto::kMaxListItems) break;
       if (Execution* e = find(rid)) x.note = e->note;

@@ -347,6 +347,10 @@ SResult<ContextInfo> Manager::startContext(const Caller& caller, const std::stri
   std::lock_guard lock(box.mu);
   if (box.contexts.count(id) != 0)
     return serviceError(ErrorCode::kConflict, "context '" + id + "' was created concurrently");
+  if (as_default && box.contexts_lost > 0) {
+    --box.contexts_lost;
+    ctx->replacesALostContext();
+  }
   box.contexts[id] = ctx;
   return ctx->info();
 }

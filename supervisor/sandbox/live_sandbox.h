@@ -84,6 +84,9 @@ struct LiveSandbox {
   std::map<std::string, std::shared_ptr<Command>> commands;
   std::map<std::string, std::shared_ptr<CodeContext>> contexts;
   int next_context = 1;
+  // Code contexts a supervisor restart lost (an agent from before session keeping ended their
+  // drivers): the next default contexts created say context_restarted on their first run.
+  size_t contexts_lost = 0;
   // Port links (docs/api.md, "Ports"): sha256 hex of a link's token → its port. They end with
   // the sandbox because they live in it.
   std::map<std::string, uint16_t> port_links;

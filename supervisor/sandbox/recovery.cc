@@ -156,7 +156,10 @@ void Manager::adoptExecutions(LiveSandbox& s) {
   // An agent built before kFeatureKeepSessions ended everything when its supervisor died: its
   // commands keep their ids with how they ended; its contexts start afresh (docs/api.md).
   for (const auto& ended : left.ended) {
-    if (ended.code_context) continue;
+    if (ended.code_context) {
+      ++s.contexts_lost;
+      continue;
+    }
     auto cmd = Command::endedByRestart(s.conn, ended);
     s.commands[cmd->info().command_id] = cmd;
   }

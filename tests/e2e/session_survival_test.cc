@@ -3,8 +3,11 @@
 // and holds their output; the next supervisor takes them over under the same ids, and a run
 // that was in flight finishes and can be fetched (docs/api.md, "When the supervisor dies").
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -144,6 +147,66 @@ TEST_F(ServeTest, KillNineKeepsContextsBackgroundCommandsAndTheRunInFlight) {
       http(serve->sock(), "GET", "/v1/sandboxes/survivor/contexts/python/runs/r1/events").status,
       404);
   ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/survivor").status, 204);
+  serve.reset();
+  EXPECT_EQ(settledHostResources(), before_);
+}
+
+// A supervisor upgraded while sandboxes run finds agents of the build before: an agent from
+// before session keeping (protocol features 0) ended its executions when its supervisor died.
+// The new supervisor adopts the sandbox without waiting for what will not come: the command
+// says how it ended, the context starts afresh and says so, and the log names why.
+TEST_F(ServeTest, AnAgentFromBeforeSessionKeepingEndsItsSessionsWithAClearStatus) {
+  if (testIsolation() != "namespaces")
+    GTEST_SKIP() << "swaps the agent through AIRLOCK_AGENT; the supervisor's side is the same "
+                    "code on every backend";
+  const std::string old_agent =
+      std::filesystem::path(agentBinary()).parent_path() / "airlock-agent-before-sessions";
+  ASSERT_EQ(access(old_agent.c_str(), X_OK), 0) << old_agent << " was not built";
+  const std::string log = dir_.file("serve.log");
+  setenv("AIRLOCK_AGENT", old_agent.c_str(), 1);
+  auto serve = std::make_unique<Serve>(dir_, "", log);
+  unsetenv("AIRLOCK_AGENT");  // the restart below is the upgraded supervisor, with today's agent
+  auto created =
+      http(serve->sock(), "POST", "/v1/sandboxes", R"({"name": "veteran", "language": "python"})");
+  ASSERT_EQ(created.status, 201) << created.body;
+  auto defined = http(serve->sock(), "POST", "/v1/sandboxes/veteran/code",
+                      R"({"code": "x = 41", "stream": false})");
+  ASSERT_EQ(Json::parse(defined.body)["status"], "ok") << defined.body;
+  auto bg = http(serve->sock(), "POST", "/v1/sandboxes/veteran/commands",
+                 R"({"cmd": "sleep 300", "background": true})");
+  ASSERT_EQ(bg.status, 201) << bg.body;
+  const std::string cid = Json::parse(bg.body)["command_id"];
+
+  serve->stop(SIGKILL);
+  const auto restart_began = std::chrono::steady_clock::now();
+  serve->start();
+  EXPECT_LT(std::chrono::steady_clock::now() - restart_began, std::chrono::seconds(10))
+      << "the restart waited for an old agent";
+  ASSERT_EQ(http(serve->sock(), "GET", "/v1/sandboxes/veteran").status, 200) << "not adopted";
+
+  // The command: ended, with how and why.
+  auto events = http(serve->sock(), "GET", "/v1/sandboxes/veteran/commands/" + cid + "/events");
+  ASSERT_EQ(events.status, 200) << events.body;
+  auto list = ndjson(events.body);
+  ASSERT_FALSE(list.empty()) << events.body;
+  EXPECT_EQ(list.back()["type"], "exit") << events.body;
+  EXPECT_EQ(list.back()["signal"], 9) << events.body;
+  EXPECT_EQ(list.back()["ended_by"], "supervisor_restart") << events.body;
+  // The context: afresh, and the run says so.
+  auto read_back = http(serve->sock(), "POST", "/v1/sandboxes/veteran/code",
+                        R"({"code": "x", "stream": false})");
+  ASSERT_EQ(read_back.status, 200) << read_back.body;
+  auto rb = Json::parse(read_back.body);
+  EXPECT_EQ(rb["context_restarted"], true) << read_back.body;
+  EXPECT_EQ(rb["status"], "error") << read_back.body;
+  EXPECT_NE(read_back.body.find("NameError"), std::string::npos) << read_back.body;
+  auto again = http(serve->sock(), "POST", "/v1/sandboxes/veteran/code",
+                    R"({"code": "x = 1\nx + 1", "stream": false})");
+  EXPECT_EQ(Json::parse(again.body)["status"], "ok") << again.body;
+  EXPECT_NE(readFile(log).find("sandbox.adopt_ended_sessions"), std::string::npos)
+      << "the log does not say why the sessions ended";
+
+  ASSERT_EQ(http(serve->sock(), "DELETE", "/v1/sandboxes/veteran").status, 204);
   serve.reset();
   EXPECT_EQ(settledHostResources(), before_);
 }

@@ -52,6 +52,12 @@ class CodeContext : public std::enable_shared_from_this<CodeContext> {
                                             const std::map<std::string, std::string>& env,
                                             std::chrono::milliseconds timeout);
   ContextInfo info() const;
+  // The next run says context_restarted: this context replaces one a restart lost (an agent
+  // from before session keeping ended its driver).
+  void replacesALostContext() {
+    std::lock_guard lock(mu_);
+    restarted_by_timeout_ = true;
+  }
 
  private:
   struct Run;
