@@ -166,6 +166,7 @@ Result<std::unique_ptr<SandboxAudit>> AuditEngine::attach(const AttachOptions& o
       m.parent_cgroup_id = parent_st.st_ino;
     }
   }
+  std::unique_lock reclaim(m.reclaim_mu);
   {
     std::lock_guard lock(m.mu);
     auto claimed = m.claimSlot();
@@ -173,7 +174,9 @@ Result<std::unique_ptr<SandboxAudit>> AuditEngine::attach(const AttachOptions& o
     state->slot = claimed->first;
     state->slot_lock = std::move(claimed->second);
   }
-  if (m.purgeStaleSlot(state->slot)) {
+  const bool purged = m.purgeStaleSlot(state->slot);
+  reclaim.unlock();
+  if (purged) {
     // Records of the dead owner's sandbox may still be in this process's ring (a reused reader
     // index): read them while the slot is not ours yet, so none is taken for this sandbox's.
     if (auto r = drain(); !r) return Unexpected(std::move(r.error()).wrap(ctx));

@@ -93,6 +93,11 @@ struct AuditEngine::Impl {
   std::thread reader;
   std::atomic<uint64_t> undecodable{0};
 
+  // A slot's claim and the purge of what a dead owner left in it run whole under this, and so
+  // does releaseDeadOwnersCgroup: otherwise a sandbox adopted on one thread can find its cgroup
+  // still registered to a dead owner's slot that another thread has just claimed but not yet
+  // purged, and take the stale entry for a live one (adoptions run in parallel).
+  std::mutex reclaim_mu;
   std::mutex mu;  // slots, used_slots, syscall counter state, the parent's attachment
   std::map<uint32_t, std::shared_ptr<SandboxAudit::State>> slots;
   std::vector<bool> used_slots = std::vector<bool>(AIRLOCK_MAX_SLOTS, false);

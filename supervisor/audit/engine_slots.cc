@@ -106,8 +106,11 @@ void AuditEngine::Impl::resetSlotState(uint32_t slot) {
 // killed with -9 whose sandbox the next one adopts). True when that slot was purged, so the
 // cgroup can be registered again; false when its owner is alive.
 Result<bool> AuditEngine::Impl::releaseDeadOwnersCgroup(uint64_t cgroup_id) {
+  std::lock_guard reclaim(reclaim_mu);
   airlock_cgroup_entry entry{};
-  if (!pinned() || bpf_map_lookup_elem(cgroupsFd(), &cgroup_id, &entry) != 0) return false;
+  if (!pinned()) return false;
+  // Gone since the caller found it: purged by the claim of its dead owner's slot.
+  if (bpf_map_lookup_elem(cgroupsFd(), &cgroup_id, &entry) != 0) return true;
   {
     std::lock_guard lock(mu);
     if (used_slots[entry.slot]) return false;  // ours
