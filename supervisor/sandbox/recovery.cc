@@ -5,6 +5,11 @@
 #include <signal.h>
 #include <sys/file.h>
 
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "airlock/unique_fd.h"
 #include "supervisor/log/log.h"
 #include "supervisor/sandbox/host/orphans.h"
@@ -52,6 +57,18 @@ void Manager::journal(const LiveSandbox& s) {
 }
 
 void Manager::adoptOrphans() {
+  // Reaching each agent again is the slow part where the backend does it (gVisor: two runsc
+  // starts, ~90 ms), and sandboxes are independent: they are reattached a few at a time, as
+  // concurrent creates are, then taken over one by one in journal order.
+  struct Orphan {
+    JournalRecord rec;
+    UniqueFd lock;
+    std::shared_ptr<LiveSandbox> s;
+    sandbox::AdoptOptions o;
+    Result<std::unique_ptr<sandbox::Sandbox>> box = fail("not reattached");
+    double reattach_ms = 0;
+  };
+  std::vector<std::unique_ptr<Orphan>> orphans;
   for (auto& rec : readJournals(options_.state_dir)) {
     if (!rec) {
       log::warn("sandbox.journal", {{"error", rec.error().message()}});
@@ -67,69 +84,93 @@ void Manager::adoptOrphans() {
                                         {"error", "profile '" + rec->profile + "' is gone"}});
       continue;
     }
+    auto orphan = std::make_unique<Orphan>();
+    orphan->rec = std::move(*rec);
+    orphan->lock = std::move(lock);
+    const JournalRecord& r = orphan->rec;
     auto s = std::make_shared<LiveSandbox>();
     s->profile = **prof;
     s->profile.env = sandbox::profileEnvironment(**prof, options_.policy.packages.port);
     // The backend the sandbox was made on (a create request may have chosen it).
-    if (!rec->isolation.empty()) s->profile.isolation = rec->isolation;
-    s->profile_name = rec->profile;
-    sandbox::AdoptOptions o;
-    o.id = rec->id;
+    if (!r.isolation.empty()) s->profile.isolation = r.isolation;
+    s->profile_name = r.profile;
+    sandbox::AdoptOptions& o = orphan->o;
+    o.id = r.id;
     o.profile = &s->profile;
     o.state_dir = options_.state_dir;
-    o.id_slot = rec->id_slot;
-    o.agent_pid = static_cast<pid_t>(rec->agent_pid);
-    o.agent_start_time = rec->agent_start_time;
-    o.workspace_image = rec->workspace_image;
+    o.id_slot = r.id_slot;
+    o.agent_pid = static_cast<pid_t>(r.agent_pid);
+    o.agent_start_time = r.agent_start_time;
+    o.workspace_image = r.workspace_image;
     o.audit = audit_;
-    o.tenant = rec->tenant;
+    o.tenant = r.tenant;
     o.network = network_;
     if (s->profile.packages.enabled()) {
       auto proxy = packageProxy();
       if (!proxy) {
-        log::warn(
-            "sandbox.not_adopted",
-            {{"sandbox", rec->id}, {"tenant", rec->tenant}, {"error", proxy.error().message()}});
+        log::warn("sandbox.not_adopted",
+                  {{"sandbox", r.id}, {"tenant", r.tenant}, {"error", proxy.error().message()}});
         continue;
       }
       o.packages = *proxy;
       o.package_port = options_.policy.packages.port;
     }
-    const auto reattach_started = Clock::now();
-    auto box = sandbox::Sandbox::adopt(registry_, o, std::move(lock));
+    orphan->s = std::move(s);
+    orphans.push_back(std::move(orphan));
+  }
+
+  std::atomic<size_t> next{0};
+  auto reattach = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < orphans.size();) {
+      Orphan& orphan = *orphans[i];
+      const auto started = Clock::now();
+      orphan.box = sandbox::Sandbox::adopt(registry_, orphan.o, std::move(orphan.lock));
+      orphan.reattach_ms = secondsSince(started) * 1000;
+    }
+  };
+  const size_t workers = std::min<size_t>(
+      orphans.size(), std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 8));
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < workers; ++i) threads.emplace_back(reattach);
+  reattach();
+  for (auto& t : threads) t.join();
+
+  for (auto& orphan : orphans) {
+    const JournalRecord& rec = orphan->rec;
+    auto& s = orphan->s;
+    auto& box = orphan->box;
     if (!box) {  // its lock is free again: reclaimOrphans removes it
       log::warn("sandbox.not_adopted",
-                {{"sandbox", rec->id}, {"tenant", rec->tenant}, {"error", box.error().message()}});
+                {{"sandbox", rec.id}, {"tenant", rec.tenant}, {"error", box.error().message()}});
       continue;
     }
     s->box = std::move(*box);
-    s->id = rec->id;
+    s->id = rec.id;
     auto conn = hub_->attach(s->box->agent().channelFd(), s->id);
     if (!conn) {
       log::warn("sandbox.not_adopted",
-                {{"sandbox", rec->id}, {"tenant", rec->tenant}, {"error", conn.error().message()}});
+                {{"sandbox", rec.id}, {"tenant", rec.tenant}, {"error", conn.error().message()}});
       (void)s->box->destroy();
       continue;
     }
     s->conn = *conn;
     s->conn->setAgentFeatures(s->box->agentFeatures());
-    s->name = rec->name;
-    s->tenant = rec->tenant;
-    s->language = rec->language;
-    s->env = rec->env;
-    s->metadata = rec->metadata;
-    s->persistent = rec->persistent;
-    s->workspace_image = rec->workspace_image;
-    for (const auto& [source, path, writable] : rec->mounts)
+    s->name = rec.name;
+    s->tenant = rec.tenant;
+    s->language = rec.language;
+    s->env = rec.env;
+    s->metadata = rec.metadata;
+    s->persistent = rec.persistent;
+    s->workspace_image = rec.workspace_image;
+    for (const auto& [source, path, writable] : rec.mounts)
       s->mounts.push_back({source, path, writable});
-    if (rec->network_rules) restoreNetworkRules(*s, *rec->network_rules);
-    s->created_at = rec->created_at;
+    if (rec.network_rules) restoreNetworkRules(*s, *rec.network_rules);
+    s->created_at = rec.created_at;
     s->last_active_at = nowMs();  // the downtime does not count as idleness
-    s->keep_alive_s = rec->keep_alive_s;
-    s->lifetime_s = rec->lifetime_s;
-    s->ends_at = rec->ends_at;
+    s->keep_alive_s = rec.keep_alive_s;
+    s->lifetime_s = rec.lifetime_s;
+    s->ends_at = rec.ends_at;
     s->adopted = true;
-    const double reattach_ms = secondsSince(reattach_started) * 1000;
     const auto adopt_started = Clock::now();
     adoptExecutions(*s);
     log::info("sandbox.adopt", {{"sandbox", s->id},
@@ -139,7 +180,7 @@ void Manager::adoptOrphans() {
                                 {"backend", s->profile.isolation},
                                 {"commands", s->commands.size()},
                                 {"contexts", s->contexts.size()},
-                                {"reattach_ms", reattach_ms},
+                                {"reattach_ms", orphan->reattach_ms},
                                 {"ms", secondsSince(adopt_started) * 1000}});
     metrics_.sandboxes_adopted++;
     std::lock_guard guard(mu_);
