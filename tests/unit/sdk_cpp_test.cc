@@ -270,6 +270,7 @@ TEST(SdkCode, EventsBecomeAnExecutionAndLiveCallbacks) {
   EXPECT_FALSE(ex->results[0].is_main_result);
   EXPECT_EQ(ex->status, RunStatus::kOk);
   EXPECT_EQ(ex->context_id, "python");
+  EXPECT_FALSE(ex->restart) << "a run of this supervisor's is no recovered run";
   ASSERT_TRUE(ex->review);
   EXPECT_EQ(ex->review->verdict, "allow");
   EXPECT_FALSE(ex->error);
@@ -325,6 +326,46 @@ TEST(SdkCode, RaisedErrorIsAnOutcomeAndTimeoutIsAnError) {
   EXPECT_EQ(slow.error().kind(), ErrorKind::kTimeout);
   EXPECT_NE(slow.error().message().find("keeps its state"), std::string::npos);
   EXPECT_EQ(live, "partial\n");
+}
+
+TEST(SdkCode, ARunTakenOverAfterARestartIsFetchedWithWhatWasHeld) {
+  OneSandbox fake;
+  fake.server.on("GET", "/v1/sandboxes/0123456789abcdef/contexts/python-2/runs/last/events",
+                 [](const RecordedRequest&, Responder& r) {
+                   r.beginChunked(200);
+                   r.chunk(R"({"type":"supervisor_restart","run_id":"r4","held_bytes":120,)"
+                           R"("dropped_bytes":7})"
+                           "\n");
+                   r.chunk(R"({"type":"stdout","data":"slept 42\n"})"
+                           "\n");
+                   r.chunk(R"({"type":"result","data":{"text/plain":"42"}})"
+                           "\n");
+                   r.chunk(R"({"type":"end","status":"ok","context_id":"python-2"})"
+                           "\n");
+                   r.endChunked();
+                 });
+  fake.server.json("GET", "/v1/sandboxes/0123456789abcdef/contexts/python/runs/r1/events", 404,
+                   {{"error", {{"code", "not_found"}, {"message", "no run r1 taken over"}}}});
+  auto sb = Sandbox::connect("web", to(fake.server));
+  ASSERT_TRUE(sb);
+  std::string live;
+  RunCodeOptions o;
+  o.on_stdout = [&](std::string_view s) { live += s; };
+  auto ex = sb->recoveredRun("python-2", "last", o);
+  ASSERT_TRUE(ex) << ex.error().message();
+  EXPECT_EQ(fake.server.last().method, "GET");
+  ASSERT_TRUE(ex->restart);
+  EXPECT_EQ(ex->restart->run_id, "r4");
+  EXPECT_EQ(ex->restart->held_bytes, 120u);
+  EXPECT_EQ(ex->restart->dropped_bytes, 7u);
+  EXPECT_EQ(live, "slept 42\n");
+  EXPECT_EQ(ex->stdout_text, "slept 42\n");
+  EXPECT_EQ(ex->text(), "42");
+  EXPECT_EQ(ex->context_id, "python-2");
+  // A run that was not taken over: a typed error.
+  auto none = sb->recoveredRun("python", "r1");
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().kind(), ErrorKind::kNotFound);
 }
 
 TEST(SdkCode, StreamWithoutEndIsAProtocolError) {

@@ -82,6 +82,10 @@ void onCodeEvent(const Json& ev, Execution& ex, const RunCodeOptions& o) {
         if (line.is_string()) e.traceback.push_back(line.get<std::string>());
     ex.error = e;
     if (o.on_error) o.on_error(e);
+  } else if (type == "supervisor_restart") {
+    ex.restart = RunRestart{fields::str(ev, "run_id"),
+                            static_cast<uint64_t>(fields::integer(ev, "held_bytes")),
+                            static_cast<uint64_t>(fields::integer(ev, "dropped_bytes"))};
   } else if (type == "end") {
     std::string status = fields::str(ev, "status");
     ex.status = status == "error"          ? RunStatus::kError

@@ -38,6 +38,15 @@ struct ExecutionError {
 
 enum class RunStatus { kOk, kError, kTimeout, kContextLost };
 
+// A run taken over from a supervisor that died (Sandbox::recoveredRun): its "supervisor_restart"
+// event. held_bytes: the output the agent kept for the next supervisor; dropped_bytes: what did
+// not fit and is lost.
+struct RunRestart {
+  std::string run_id;
+  uint64_t held_bytes = 0;
+  uint64_t dropped_bytes = 0;
+};
+
 struct Execution {
   RunStatus status = RunStatus::kOk;
   std::string stdout_text;
@@ -49,6 +58,7 @@ struct Execution {
   bool context_restarted = false;     // the interpreter was restarted (state is gone)
   std::optional<Review> review;       // the review chain's verdict, when the profile has one
   std::optional<AuditSummary> audit;  // what the run did; absent when the profile audits nothing
+  std::optional<RunRestart> restart;  // set by recoveredRun: the run outlived its supervisor
 
   // The last expression's value, when there was one.
   const DisplayData* mainResult() const {
