@@ -186,9 +186,11 @@ std::vector<std::string> qemuArgv(const Boot& b) {
                                  {"status", kStatusFd},
                                  {"events", kEventsFd},
                                  {"qmp", kQmpFd}}) {
-      // The monitor listens: each supervisor in turn connects to it (reconnectPorts).
-      a.insert(a.end(), {"-chardev", std::string("socket,id=") + id + ",fd=" + std::to_string(fd) +
-                                         (fd == kQmpFd ? ",server=on,wait=off" : "")});
+      // The monitor listens: each supervisor in turn connects to it (reconnectPorts). Without
+      // a path (a bare boot, B7's), it is one end of a socket pair.
+      a.insert(a.end(), {"-chardev",
+                         std::string("socket,id=") + id + ",fd=" + std::to_string(fd) +
+                             (fd == kQmpFd && !b.qmp_socket.empty() ? ",server=on,wait=off" : "")});
     }
     a.insert(a.end(), {"-mon", "chardev=qmp,mode=control"});
     a.insert(a.end(), {"-device", "virtio-serial-device", "-device",
