@@ -132,11 +132,14 @@ Result<UniqueFd> takeChannel(int listener) {
 
 int rechannelMain(int argc, char** argv) {
   long agent_pid = 1;
+  bool usable = argc == 2;
   if (argc == 4 && std::strcmp(argv[2], "--agent-pid") == 0) {
     char* end = nullptr;
     agent_pid = std::strtol(argv[3], &end, 10);
-    if (end == argv[3] || *end != '\0' || agent_pid <= 0) return 2;
-  } else if (argc != 2) {
+    usable = end != argv[3] && *end == '\0' && agent_pid > 0;
+  }
+  if (!usable) {
+    say("usage: airlock-agent --rechannel [--agent-pid N]  (N: a positive pid)\n");
     return 2;
   }
   sockaddr_un addr;
