@@ -151,7 +151,7 @@ Footprint footprint() {
         st.st_uid != static_cast<uid_t>(-1))
       f.process_slots.insert((st.st_uid - kIdBase) / kIdRangeSize);
   }
-  for (const auto& slot : heldLocks(kRunDir + "/idmap", ".lock"))
+  for (const auto& slot : heldLocks("/run/lock/airlock-idmap", ".lock"))
     f.leased_slots.insert(static_cast<uint32_t>(std::stoul(slot)));
   for (const auto& l : filesIn("/sys/class/net"))
     if (l.starts_with("al-")) f.links.insert(l);

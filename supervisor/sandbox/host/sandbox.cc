@@ -278,7 +278,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::create(plugin::Registry& plugins,
   if (!lock) return Unexpected(std::move(lock.error()).wrap(ctx("lock")));
   sb->lock_ = std::move(*lock);
 
-  auto lease = IdRangeLease::acquire(options.state_dir + "/idmap");
+  auto lease = IdRangeLease::acquire(kIdRangeLockDir);
   if (!lease) return Unexpected(std::move(lease.error()).wrap(ctx("uid range")));
   sb->lease_.emplace(std::move(*lease));
   lap("lock_and_uid_range");
@@ -471,7 +471,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::adopt(plugin::Registry& plugins,
   auto backend = plugins.isolation(profile.isolation, isolationConfigJson(profile));
   if (!backend) return Unexpected(std::move(backend.error()).wrap(ctx("isolation backend")));
   sb->backend_ = *backend;
-  auto lease = IdRangeLease::acquireSlot(options.state_dir + "/idmap", options.id_slot);
+  auto lease = IdRangeLease::acquireSlot(kIdRangeLockDir, options.id_slot);
   if (!lease) return Unexpected(std::move(lease.error()).wrap(ctx("uid range")));
   sb->lease_.emplace(std::move(*lease));
   auto cg = sys::SandboxCgroup::adopt(cgroupHost(), sb->id_);

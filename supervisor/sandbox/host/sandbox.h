@@ -55,6 +55,9 @@ Result<audit::NetPolicy> netPolicyFor(const policy::Network& network);
 // and the address ranges are host-wide names, so every airlock process on the host (whatever its
 // state dir) coordinates through lock files in one host-wide directory.
 inline constexpr const char* kNetworkLockDir = "/run/lock/airlock-network";
+// Sandbox uid ranges are host-wide too: two supervisors on one host (a fleet's nodes, `airlock
+// run` beside `airlock serve`), whatever their state dirs, must never hand out the same range.
+inline constexpr const char* kIdRangeLockDir = "/run/lock/airlock-idmap";
 net::NetworkOptions networkOptionsFor(const policy::Policy& policy);
 
 struct SandboxOptions {
