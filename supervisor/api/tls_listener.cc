@@ -78,6 +78,12 @@ Result<std::unique_ptr<ssl::context>> makeContext(const TlsOptions& o) {
     // A client without a certificate, or with one the CA did not sign, fails the handshake.
     ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert, ec);
     if (ec) return fail("TLS: cannot require client certificates: " + ec.message());
+    // A client that resumes a session (HAProxy does, to every fleet node) needs a session id
+    // context once peers are verified; without one OpenSSL fails the handshake ("session id
+    // context uninitialized"). Resumption keeps the verified certificate of the first one.
+    static constexpr unsigned char kSessionContext[] = "airlock-api";
+    if (SSL_CTX_set_session_id_context(native, kSessionContext, sizeof kSessionContext - 1) != 1)
+      return fail("TLS: cannot set the session id context");
   }
   return ctx;
 }
