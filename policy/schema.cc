@@ -133,6 +133,8 @@ const std::array kServerFields = {
     AIRLOCK_SERVER_FIELD("tls_cert", tls_cert),
     AIRLOCK_SERVER_FIELD("tls_key", tls_key),
     AIRLOCK_SERVER_FIELD("tls_client_ca", tls_client_ca),
+    AIRLOCK_SERVER_FIELD("node", node),
+    AIRLOCK_SERVER_FIELD("agent_check", agent_check),
     AIRLOCK_SERVER_FIELD("mcp_max_sessions_per_tenant", mcp_max_sessions_per_tenant),
     AIRLOCK_SERVER_FIELD("mcp_idle_timeout_s", mcp_idle_timeout_s),
     AIRLOCK_SERVER_FIELD("max_connections", max_connections),

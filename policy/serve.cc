@@ -44,9 +44,9 @@ uint32_t Server::socketModeBits() const {
   return bits;
 }
 
-Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp, bool tls) {
+Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp, bool tls, std::string_view key) {
   if (tcp.empty()) return std::nullopt;
-  const std::string head = "server.tcp = " + q(tcp) + ": ";
+  const std::string head = std::string(key) + " = " + q(tcp) + ": ";
   std::string_view host, port;
   if (tcp.front() == '[') {
     size_t close = tcp.find(']');
@@ -101,6 +101,13 @@ Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp, bool tls) {
   }
   endpoint.port = static_cast<uint16_t>(value);
   return endpoint;
+}
+
+bool validNodeName(std::string_view node) {
+  if (node.empty()) return true;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  return node.size() <= 63 && alnum(node.front()) && alnum(node.back()) &&
+         std::ranges::all_of(node, [&](char c) { return alnum(c) || c == '.' || c == '-'; });
 }
 
 bool Tenant::allowsProfile(std::string_view profile) const {

@@ -465,6 +465,14 @@ Check checkServer(const Server& s) {
                    "listener; set server.tcp (e.g. '0.0.0.0:8443') or remove the TLS keys"};
   }
   if (auto tcp = parseTcp(s.tcp, tls); !tcp) return Problem{"server.tcp", tcp.error().message()};
+  if (!validNodeName(s.node)) {
+    return Problem{"server.node", "server.node = " + q(s.node) +
+                                      ": use 1 to 63 of a-z 0-9 . - (no '_'), starting and "
+                                      "ending with a letter or digit, e.g. 'node-1'"};
+  }
+  // Any address: the agent-check answers only a weight (no TLS, no token).
+  if (auto agent = parseTcp(s.agent_check, true, "server.agent_check"); !agent)
+    return Problem{"server.agent_check", agent.error().message()};
   for (Check c : {
            range("server.max_connections", s.max_connections, 1, 65536),
            range("server.max_connections_per_client", s.max_connections_per_client, 1, 65536),

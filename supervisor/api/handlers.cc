@@ -69,8 +69,9 @@ struct QueryArgs {
   std::map<std::string, std::string> metadata;
 };
 
-// Parses the query string, accepting only the parameters `route` takes.
-SResult<QueryArgs> parseArgs(RouteId route, const std::string& raw) {
+// Parses the query string, accepting only the parameters `route` takes, and `node` on every
+// route: a fleet's proxy routes by it (docs/deploy.md), and it must name this node.
+SResult<QueryArgs> parseArgs(RouteId route, const std::string& raw, const std::string& node) {
   Query query;
   std::string error;
   if (!parseQuery(raw, query, error)) return serviceError(ErrorCode::kBadRequest, error);
@@ -92,6 +93,12 @@ SResult<QueryArgs> parseArgs(RouteId route, const std::string& raw) {
       args.mode = value;
     } else if (route == RouteId::kGetArchive && key == "format") {
       args.format = value;
+    } else if (key == "node") {
+      if (value != node)
+        return serviceError(
+            ErrorCode::kBadRequest,
+            "query parameter 'node': '" + value + "', but this is " +
+                (node.empty() ? "a supervisor without server.node" : "node '" + node + "'"));
     } else {
       return serviceError(ErrorCode::kBadRequest, "unknown query parameter '" + key + "'");
     }
@@ -235,7 +242,7 @@ std::string Dispatcher::handle(const Request& req, Exchange& ex, bool draining) 
     return label;
   }
 
-  auto args = parseArgs(id, req.query);
+  auto args = parseArgs(id, req.query, service_.node());
   if (!args) {
     sendError(ex, args.error());
     return label;

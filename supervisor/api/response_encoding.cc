@@ -138,6 +138,7 @@ Json encodeSandbox(const sandbox::SandboxInfo& s) {
   for (const auto& m : s.mounts)
     mounts.push_back({{"source", m.source}, {"path", m.path}, {"writable", m.writable}});
   return Json{{"id", s.id},
+              {"node", s.node.empty() ? Json(nullptr) : Json(s.node)},
               {"name", s.name},
               {"tenant", s.tenant},
               {"profile", s.profile},

@@ -197,7 +197,8 @@ struct Server::Impl {
             HandlerLimits{options.max_json_body, options.max_upload_bytes, options.stream_poll}),
         mcp(tokens,
             mcp::HttpTransportOptions{options.socket_path, options.mcp_max_sessions_per_tenant,
-                                      options.mcp_session_idle_timeout, options.max_json_body}),
+                                      options.mcp_session_idle_timeout, options.max_json_body,
+                                      options.node}),
         admission(AdmissionLimits{options.max_connections, options.max_connections_per_client,
                                   options.max_requests, options.max_requests_per_client}) {}
 
@@ -377,6 +378,7 @@ class Server::Impl::Connection : public std::enable_shared_from_this<Connection>
     auto start = Clock::now();
     server_.requestStarted();
     BufferedExchange ex(head.keep_alive && !server_.draining.load());
+    if (!server_.options.node.empty()) ex.setHeader("X-Airlock-Node", server_.options.node);
     std::string label = server_.dispatcher.handle(head.request, ex, server_.draining.load());
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     server_.metrics.observe(label, ex.status(), seconds);
@@ -439,6 +441,8 @@ class Server::Impl::Connection : public std::enable_shared_from_this<Connection>
     FdStream stream(socket_.native_handle(), server_.stop_fd.get(), server_.options.io_timeout);
     BlockingExchange ex(stream, buffer_, *parser_, head.keep_alive && !server_.draining.load(),
                         head.expect_continue);
+    // Which fleet node answered: a proxy's client (and the fleet test) can tell.
+    if (!server_.options.node.empty()) ex.setHeader("X-Airlock-Node", server_.options.node);
     std::string label;
     try {
       label = req.path == "/mcp" ? server_.mcp.handle(req, ex, server_.draining.load())

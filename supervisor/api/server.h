@@ -46,6 +46,9 @@ struct ServerOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;  // "": no client certificates
+  // A fleet node's name (policy server.node): every answer says it in X-Airlock-Node, and MCP
+  // session ids begin with it. "": a single host.
+  std::string node;
   // sha256 hex of a bearer token → its tenant. TCP requests must carry one; Unix socket
   // requests are tenant "default" unless they do.
   std::map<std::string, std::string> token_sha256_to_tenant;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "supervisor/api/agent_check.h"
 #include "supervisor/api/server.h"
 #include "supervisor/cli/cli.h"
 #include "supervisor/cli/default_policy.h"
@@ -48,6 +49,7 @@ api::ServerOptions serverOptionsFrom(const policy::Policy& pol) {
   o.tls_cert = pol.server.tls_cert;
   o.tls_key = pol.server.tls_key;
   o.tls_client_ca = pol.server.tls_client_ca;
+  o.node = pol.server.node;
   o.mcp_max_sessions_per_tenant = pol.server.mcp_max_sessions_per_tenant;
   o.mcp_session_idle_timeout = std::chrono::seconds(pol.server.mcp_idle_timeout_s);
   for (const auto& [name, tenant] : pol.tenants)
@@ -105,7 +107,7 @@ bool configureLog(const policy::Policy& pol, const std::string& level_flag,
 
 int serveCommand(const std::vector<std::string>& args) {
   po::options_description opts(kServeUsage);
-  std::string socket_path, policy_file, state_dir, log_level, log_format;
+  std::string socket_path, policy_file, state_dir, log_level, log_format, node;
   opts.add_options()("help,h", "this text")(
       "socket", po::value(&socket_path),
       "Unix socket to listen on (default: the policy's server.socket)")(
@@ -113,6 +115,9 @@ int serveCommand(const std::vector<std::string>& args) {
       "policy file (default: the installed policy.toml when it exists, else built-in)")(
       "state-dir", po::value(&state_dir)->default_value("/run/airlock"),
       "runtime state: sandbox locks, uid leases, scratch")(
+      "node", po::value(&node),
+      "this supervisor's name in a fleet behind one proxy: every sandbox id begins '<node>_' "
+      "(docs/deploy.md) (default: the policy's server.node)")(
       "log-level", po::value(&log_level),
       "lowest level logged to stderr: debug, info, warn or error (default: the policy's "
       "server.log_level, info)")(
@@ -143,6 +148,15 @@ int serveCommand(const std::vector<std::string>& args) {
     return sandbox::kExitAirlockError;
   }
   if (!configureLog(*pol, log_level, log_format)) return sandbox::kExitAirlockError;
+  if (vm.count("node")) {
+    if (node.empty() || !policy::validNodeName(node)) {
+      printError("serve: --node '" + node +
+                 "': use 1 to 63 of a-z 0-9 . - (no '_'), starting and ending with a letter or "
+                 "digit");
+      return sandbox::kExitAirlockError;
+    }
+    pol->server.node = node;
+  }
   for (const auto& r : policy::relaxations(*pol)) log::warn("policy.relaxation", {{"what", r}});
 
   // Signals are taken synchronously by this thread only: block them before any thread starts
@@ -160,6 +174,7 @@ int serveCommand(const std::vector<std::string>& args) {
   so.agent_path = plugin::defaultAgentPath();
   so.state_dir = state_dir;
   so.workspace_dir = pol->server.state_dir + "/workspaces";
+  so.node = pol->server.node;
   auto svc = sandbox::Manager::start(std::move(so));
   if (!svc) {
     printError("serve: " + svc.error().message());
@@ -173,12 +188,25 @@ int serveCommand(const std::vector<std::string>& args) {
     printError("serve: " + server.error().message());
     return sandbox::kExitAirlockError;
   }
+  // A fleet's proxy weighs this node by what it answers here (docs/deploy.md).
+  std::unique_ptr<api::AgentCheckListener> agent_check;
+  if (!pol->server.agent_check.empty()) {
+    auto started = api::AgentCheckListener::start(
+        pol->server.agent_check, [m = svc->get()] { return m->capacity().agentCheckLine(); });
+    if (!started) {
+      printError("serve: server.agent_check: " + started.error().message());
+      return sandbox::kExitAirlockError;
+    }
+    agent_check = std::move(*started);
+  }
   log::info("serve.start", {{"socket", "unix://" + server_opts.socket_path},
                             {"tcp", server_opts.tcp_listen.empty()
                                         ? std::string()
                                         : (server_opts.tls_cert.empty() ? "http://" : "https://") +
                                               server_opts.tcp_listen},
                             {"client_certificates", !server_opts.tls_client_ca.empty()},
+                            {"node", pol->server.node},
+                            {"agent_check", pol->server.agent_check},
                             {"policy", pol->source},
                             {"policy_sha256", pol->hash.substr(0, 12)},
                             {"version", AIRLOCK_VERSION}});
@@ -208,7 +236,7 @@ int serveCommand(const std::vector<std::string>& args) {
     log::info("serve.drain", {{"signal", sigabbrev_np(sig)}});
     break;
   }
-  (*svc)->drain();
+  (*svc)->drain();  // the agent-check now answers "drain": the proxy places nothing new here
   (*server)->drain(std::chrono::seconds(pol->server.drain_timeout_s));
   (*server)->stop();
   size_t n = (*svc)->sandboxCount();

@@ -259,7 +259,7 @@ void HttpTransport::post(const api::Request& req, api::Exchange& ex, const std::
                  " MCP sessions (server.mcp_max_sessions_per_tenant); end one with DELETE /mcp");
       return;
     }
-    std::string id = newSessionId();
+    std::string id = (options_.node.empty() ? "" : options_.node + "_") + newSessionId();
     session = std::make_shared<Session>(id, tenant, std::move(options));
     sessions_[id] = session;
   } else {

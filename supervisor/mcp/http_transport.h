@@ -33,6 +33,9 @@ struct HttpTransportOptions {
   size_t max_sessions_per_tenant = 16;
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(30)};
   size_t max_body = 8 << 20;  // largest JSON-RPC POST body
+  // A fleet node's name: session ids begin "<node>_", so a proxy routes a session's requests
+  // (Mcp-Session-Id) to the node that holds it. "": a single host.
+  std::string node;
 };
 
 class HttpTransport {

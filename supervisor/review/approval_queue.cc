@@ -79,7 +79,7 @@ Verdict ApprovalQueue::await(const Subject& subject, const Verdict& hold, Steady
   {
     std::lock_guard lock(mu_);
     do {
-      item.review_id = randomId();
+      item.review_id = id_prefix_ + randomId();
     } while (waiting_.contains(item.review_id));
     waiter->order = next_order_++;
     waiting_.emplace(item.review_id, waiter);

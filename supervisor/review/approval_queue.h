@@ -42,6 +42,8 @@ class ApprovalQueue {
   using SteadyTime = std::chrono::steady_clock::time_point;
 
   ApprovalQueue() = default;
+  // A fleet node begins every review id with "<node>_", so a proxy routes an approval to it.
+  explicit ApprovalQueue(std::string id_prefix) : id_prefix_(std::move(id_prefix)) {}
   ~ApprovalQueue();  // denies every waiter still parked (rule "cancelled")
   ApprovalQueue(const ApprovalQueue&) = delete;
   ApprovalQueue& operator=(const ApprovalQueue&) = delete;
@@ -74,6 +76,7 @@ class ApprovalQueue {
   };
   Result<> settle(const std::string& review_id, Outcome outcome, const std::string& reason);
 
+  const std::string id_prefix_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, std::shared_ptr<Waiter>> waiting_;

@@ -1,5 +1,10 @@
 // The manager: start and stop, the policy in force, finding a caller's sandboxes.
 #include "supervisor/sandbox/manager.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "airlock/whole_file.h"
 #include "supervisor/log/log.h"
 
 #include "supervisor/sandbox/host/orphans.h"
@@ -10,6 +15,7 @@ namespace airlock::sandbox {
 
 Manager::Manager(ManagerOptions options)
     : options_(std::move(options)),
+      approvals_(options_.node.empty() ? "" : options_.node + "_"),
       registry_(plugin::Registry::loadDirectory(options_.plugin_dir)),
       policy_(std::make_shared<const policy::Policy>(options_.policy)) {}
 
@@ -259,6 +265,7 @@ SResult<std::shared_ptr<plugin::Language>> Manager::language(const std::string& 
 SandboxInfo Manager::infoOf(const LiveSandbox& s) {
   SandboxInfo i;
   i.id = s.id;
+  i.node = options_.node;
   i.name = s.name;
   i.tenant = s.tenant;
   i.profile = s.profile.name;
@@ -297,8 +304,13 @@ SResult<std::shared_ptr<LiveSandbox>> Manager::find(const Caller& caller, const 
   std::lock_guard lock(mu_);
   auto it = sandboxes_.find(sb);
   if (it != sandboxes_.end() && it->second->tenant == caller.tenant) return it->second;
+  // A name, bare or as a fleet addresses it: "<node>_<name>" (the node's own prefix only).
+  std::string_view name = sb;
+  if (!options_.node.empty() && name.starts_with(options_.node + "_") && !sandboxes_.contains(sb))
+    name.remove_prefix(options_.node.size() + 1);
   for (const auto& [id, s] : sandboxes_)
-    if (!s->name.empty() && s->name == sb && s->tenant == caller.tenant) return s;
+    if (!s->name.empty() && (s->name == sb || s->name == name) && s->tenant == caller.tenant)
+      return s;
   // Another tenant's sandbox is "not found" too: ids must not leak across tenants.
   return serviceError(ErrorCode::kNotFound, "sandbox '" + sb + "' not found");
 }
@@ -315,10 +327,60 @@ SResult<std::shared_ptr<LiveSandbox>> Manager::findRunning(const Caller& caller,
 }
 
 Json Manager::health() {
+  if (!options_.node.empty()) {
+    const Capacity c = capacity();
+    return Json{{"status", c.draining ? "draining" : "ok"},
+                {"sandboxes", c.sandboxes},
+                {"draining", c.draining},
+                {"node", c.node},
+                {"capacity",
+                 {{"max_sandboxes", c.max_sandboxes},
+                  {"memory_available_mb", c.memory_available_mb},
+                  {"sandbox_memory_mb", c.sandbox_memory_mb},
+                  {"free", c.free}}}};
+  }
   std::lock_guard lock(mu_);
   return Json{{"status", draining_ ? "draining" : "ok"},
               {"sandboxes", sandboxes_.size()},
               {"draining", draining_}};
+}
+
+namespace {
+
+// MemAvailable: what the kernel could hand out now without swapping (page cache included).
+uint64_t memoryAvailableMb() {
+  auto text = readWholeFile("/proc/meminfo");
+  if (!text) return 0;
+  const auto at = text->find("MemAvailable:");
+  if (at == std::string::npos) return 0;
+  return std::strtoull(text->c_str() + at + 13, nullptr, 10) >> 10;  // kB
+}
+
+}  // namespace
+
+Capacity Manager::capacity() {
+  const auto pol = currentPolicy();
+  Capacity c;
+  c.node = options_.node;
+  c.max_sandboxes = pol->server.max_sandboxes;
+  {
+    std::lock_guard lock(mu_);
+    c.draining = draining_;
+    c.sandboxes = static_cast<uint32_t>(sandboxes_.size()) + static_cast<uint32_t>(reserved_);
+  }
+  c.memory_available_mb = memoryAvailableMb();
+  if (auto prof = pol->profile(pol->default_profile))
+    c.sandbox_memory_mb = (*prof)->limits.memory_mb;
+  const uint64_t by_count = c.max_sandboxes > c.sandboxes ? c.max_sandboxes - c.sandboxes : 0;
+  const uint64_t by_memory =
+      c.sandbox_memory_mb == 0 ? by_count : c.memory_available_mb / c.sandbox_memory_mb;
+  c.free = static_cast<uint32_t>(std::min(by_count, by_memory));
+  return c;
+}
+
+std::string Capacity::agentCheckLine() const {
+  if (draining || free == 0) return "drain\n";
+  return "up ready " + std::to_string(std::min<uint32_t>(free, 256) * 100) + "%\n";
 }
 
 }  // namespace airlock::sandbox

@@ -48,6 +48,10 @@ struct ManagerOptions {
   std::string state_dir = "/run/airlock";  // runtime state: locks, uid leases, scratch
   // Persistent workspace images (workspace_store.h); on disk: the policy's server.state_dir.
   std::string workspace_dir = "/var/lib/airlock/workspaces";
+  // This supervisor's name in a fleet (policy server.node or `serve --node`): set, it begins
+  // every sandbox id, port link and review id ("<node>_..."), so a proxy routes by id alone.
+  // Fixed at start: a reload does not rename a node.
+  std::string node;
 
   enum class Mode {
     // `airlock serve`: a thread reads every agent channel; the reaper and the warm pools run;
@@ -173,6 +177,8 @@ class Manager final : public Service {
                                       uint16_t port) override;
   SResult<PortLinkTarget> resolvePortLink(const std::string& token) override;
   Json health() override;
+  Capacity capacity() override;
+  const std::string& node() const override { return options_.node; }
   std::string metricsText() override;
 
  private:

@@ -79,6 +79,9 @@ SResult<std::string> Manager::createPortLink(const Caller& caller, const std::st
   if (!s) return std::unexpected(s.error());
   auto token = newLinkToken();
   if (!token) return token;
+  // A fleet's proxy routes /v1/ports/<token>/ by the node before the first '_' (base64url has
+  // '_' too, but a node name never does).
+  if (!options_.node.empty()) *token = options_.node + "_" + *token;
   std::lock_guard lock((*s)->mu);
   (*s)->port_links[policy::sha256Hex(*token)] = port;
   return token;

@@ -98,6 +98,7 @@ struct SandboxSpec {
 
 struct SandboxInfo {
   std::string id;
+  std::string node;  // the fleet node holding it (policy server.node); "" on a single host
   std::string name;
   std::string tenant;
   std::string profile;
@@ -119,6 +120,23 @@ struct SandboxInfo {
   // (the longest-running one).
   Json current_execution;
   int64_t review_denials = 0;  // executions the review chain refused since the sandbox started
+};
+
+// How much more a node can take, as a fleet's proxy weighs it (docs/deploy.md). `free` is the
+// number of sandboxes of the default profile that still fit: under server.max_sandboxes and in
+// the memory the kernel reports available.
+struct Capacity {
+  std::string node;
+  bool draining = false;
+  uint32_t max_sandboxes = 0;
+  uint32_t sandboxes = 0;  // live and being created
+  uint64_t memory_available_mb = 0;
+  uint64_t sandbox_memory_mb = 0;  // the default profile's limit: the unit of `free`
+  uint32_t free = 0;
+
+  // The agent-check answer HAProxy reads: "up ready P%" (P% of a server weight of 1 is `free`,
+  // capped at HAProxy's largest weight, 256), "drain" when full or draining.
+  std::string agentCheckLine() const;
 };
 
 // A persistent workspace: the files of `persistent: true` sandboxes of one name, kept on disk.
@@ -416,8 +434,14 @@ class Service {
   // The link `token` names; kNotFound when it names none (never made, or its sandbox ended).
   virtual SResult<PortLinkTarget> resolvePortLink(const std::string& token);
 
-  // {"status": "ok", "sandboxes": N, "draining": false}
+  // {"status": "ok", "sandboxes": N, "draining": false} (and "node", "capacity" in a fleet)
   virtual Json health() = 0;
+  virtual Capacity capacity() { return {}; }
+  // The fleet node name (policy server.node); "" on a single host.
+  virtual const std::string& node() const {
+    static const std::string none;
+    return none;
+  }
   // Prometheus text exposition of the service's own metrics (sandboxes, executions, ...);
   // the API layer appends its HTTP metrics.
   virtual std::string metricsText() = 0;

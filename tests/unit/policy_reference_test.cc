@@ -169,7 +169,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
   [[maybe_unused]] auto [z1, z2, z3] = TransferSettings{};
   [[maybe_unused]] auto [r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11] = Review{};
   [[maybe_unused]] auto [v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16, v17,
-                         v18, v19, v20, v21, v22, v23, v24] = Server{};
+                         v18, v19, v20, v21, v22, v23, v24, v25, v26] = Server{};
   [[maybe_unused]] auto [e1, e2, e3, e4, e5] = Tenant{};
   [[maybe_unused]] auto [y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11] = Policy{};
   // Profile: 22 members minus name, minus the 11 sub-tables, plus their 9 + 8 + 2 + 2 + 2 + 4 + 4
@@ -179,7 +179,7 @@ TEST(PolicyReference, StructFieldCountsMatchTheKeyTable) {
                                       2 + 2 + 3 + 1 + 5 + 12 + 6 + 6);
   EXPECT_EQ(packageSettingsKeys().size(), 6u);
   EXPECT_EQ(transferKeys().size(), 3u);
-  EXPECT_EQ(serverKeys().size(), 24u);
+  EXPECT_EQ(serverKeys().size(), 26u);
   EXPECT_EQ(auditKeys().size(), 12u);
   EXPECT_EQ(egressKeys().size(), 4u);
   EXPECT_EQ(tenantKeys().size(), 5u - 1);  // minus name
@@ -192,6 +192,8 @@ const std::map<std::string, std::string> kServerValues = {
     {"socket_mode", "\"0600\""},
     {"socket_group", "\"airlock\""},
     {"tcp", "\"127.0.0.1:9\""},
+    {"node", "\"node-7\""},
+    {"agent_check", "\"127.0.0.1:7\""},
     {"max_connections", "7"},
     {"max_json_body_kb", "7"},
     {"max_upload_mb", "7"},

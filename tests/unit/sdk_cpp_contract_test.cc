@@ -118,6 +118,7 @@ TEST(SdkContract, SandboxAnswer) {
   ASSERT_TRUE(sb) << sb.error().message();
   const Fields<SandboxInfo> fields = {
       {"id", [](auto& s) { return Json(s.id); }},
+      {"node", [](auto& s) { return s.node.empty() ? Json(nullptr) : Json(s.node); }},
       {"name", [](auto& s) { return Json(s.name); }},
       {"tenant", [](auto& s) { return Json(s.tenant); }},
       {"profile", [](auto& s) { return Json(s.profile); }},

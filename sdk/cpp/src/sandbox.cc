@@ -27,6 +27,7 @@ Result<SandboxInfo> infoFrom(const Json& doc) {
                     "the supervisor's sandbox has no id: " + doc.dump().substr(0, 200));
   SandboxInfo i;
   i.id = fields::str(doc, "id");
+  i.node = fields::str(doc, "node");
   i.name = fields::str(doc, "name");
   i.tenant = fields::str(doc, "tenant");
   i.profile = fields::str(doc, "profile");

@@ -38,6 +38,8 @@ export function parseMount(o: JsonObject): Mount {
 /** A sandbox as `GET /v1/sandboxes/{sb}` answers it. Durations in seconds. */
 export interface SandboxInfo {
   id: string;
+  /** The fleet node holding it, the prefix of its id (docs/deploy.md); null on a single host. */
+  node: string | null;
   /** E2B's name for `id`. */
   sandboxId: string;
   name: string | null;
@@ -129,6 +131,7 @@ export function parseSandboxInfo(o: JsonObject): SandboxInfo {
     profile: str(o, 'profile'),
     language: optStr(o, 'language'),
     isolation: optStr(o, 'isolation'),
+    node: optStr(o, 'node'),
     state: str(o, 'state'),
     metadata,
     persistent: o['persistent'] === true,

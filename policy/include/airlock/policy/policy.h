@@ -150,6 +150,15 @@ struct Server {
   // PEM CA bundle: when set, every TLS client must present a certificate it signed (on top of
   // the bearer token). "": no client certificates asked for.
   std::string tls_client_ca;
+  // This supervisor's name in a fleet behind one proxy (docs/deploy.md): 1 to 63 of a-z 0-9 . -
+  // (a Kubernetes node name fits). Set, it begins every sandbox id, port link and review id
+  // ("<node>_<16 hex>"), so a proxy routes a call by the id alone; "": a single host, ids as
+  // before. `airlock serve --node` wins over it.
+  std::string node;
+  // "ADDRESS:PORT": a plain TCP listener answering HAProxy's agent-check with this node's free
+  // capacity as a weight ("up ready 37%", "drain" when full). It reveals only that number, so
+  // any address may serve it without TLS; "": off.
+  std::string agent_check;
   // MCP's Streamable HTTP transport at /mcp: sessions open at once per tenant, and how long one
   // may go without a request before it and its sandboxes end.
   uint32_t mcp_max_sessions_per_tenant = 16;
@@ -192,7 +201,12 @@ struct TcpEndpoint {
 // what is wrong. Without `tls` only 127.0.0.1, [::1] and localhost are allowed
 // ("'0.0.0.0:80': ... needs TLS: set server.tls_cert and server.tls_key"); with it, any IP
 // address.
-Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp, bool tls = false);
+Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp, bool tls = false,
+                                            std::string_view key = "server.tcp");
+
+// A fleet node name (Server::node): "" or 1 to 63 of a-z 0-9 . -, starting and ending with a
+// letter or digit. Never '_', which separates it from the rest of an id.
+bool validNodeName(std::string_view node);
 
 // The supervisor's audit log and eBPF ring buffer ([audit]): one per process, for every profile.
 struct AuditSettings {

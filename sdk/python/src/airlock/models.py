@@ -125,6 +125,8 @@ class SandboxInfo:
     current_execution: dict[str, Any] | None = None
     # Executions refused since the sandbox started, by cause ({"review": 1}).
     recent_denials: dict[str, int] = field(default_factory=dict)
+    # The fleet node holding it, the prefix of its id (docs/deploy.md); None on a single host.
+    node: str | None = None
 
     @property
     def sandbox_id(self) -> str:
@@ -148,7 +150,8 @@ class SandboxInfo:
             contexts=_int(d, "contexts"), raw=d,
             current_execution=_opt_dict(d, "current_execution"),
             recent_denials={k: v for k, v in _dict(d, "recent_denials").items()
-                            if isinstance(v, int) and not isinstance(v, bool)})
+                            if isinstance(v, int) and not isinstance(v, bool)},
+            node=_opt_str(d, "node"))
 
 
 @dataclass

@@ -61,6 +61,7 @@ struct SandboxOptions {
 
 struct SandboxInfo {
   std::string id;
+  std::string node;  // the fleet node holding it (docs/deploy.md); "" on a single host
   std::string name;
   std::string tenant;
   std::string profile;
