@@ -26,6 +26,7 @@ Usage:
   airlock tools --format openai|anthropic|mcp      tool definitions for agent frameworks
   airlock audit tail|query [options]               read the audit log (execs, connections)
   airlock audit unload                             remove the host's pinned eBPF engine if unused
+  airlock fleet haproxy --nodes FILE --out FILE    HAProxy's configuration for a fleet of nodes
   airlock version
 
 Talking to a running `airlock serve` (found from AIRLOCK_URL, default
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
       {"exec", execCommand},   {"cmd", cmdCommand},       {"code", codeCommand},
       {"files", filesCommand}, {"review", reviewCommand}, {"mcp", mcpCommand},
       {"tools", toolsCommand}, {"audit", auditCommand},   {"top", topCommand},
+      {"fleet", fleetCommand},
   };
   if (auto it = kCommands.find(cmd); it != kCommands.end()) return it->second(args);
   if (cmd == "version" || cmd == "--version") {

@@ -30,7 +30,9 @@ int imageCommand(const std::vector<std::string>& args);   // airlock image (imag
 int imagePrepareCommand(const std::vector<std::string>& args);
 int toolsCommand(const std::vector<std::string>& args);  // airlock tools (tools_command.cc)
 int auditCommand(const std::vector<std::string>& args);  // airlock audit tail|query
-int topCommand(const std::vector<std::string>& args);    // airlock top (top_command.cc)
+int topCommand(const std::vector<std::string>& args);
+int fleetCommand(const std::vector<std::string>&
+                     args);  // airlock fleet haproxy    // airlock top (top_command.cc)
 
 // "airlock: <message>" on stderr.
 void printError(const std::string& message);
