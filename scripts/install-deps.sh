@@ -48,6 +48,8 @@ packages=(
   chromium
   # peers for side-by-side benchmarks
   bubblewrap firejail runsc hyperfine
+  # the fleet's proxy (docs/deploy.md): the simulated fleet test and benchmark run it
+  haproxy
 )
 
 # --runtime: these serve the test suite, the benchmarks and the optional gVisor/microVM backends
@@ -57,7 +59,8 @@ runtime_only=0
 [ "${1:-}" = --runtime ] && runtime_only=1
 if [ "$runtime_only" -eq 1 ]; then
   not_runtime=" clang-format libgtest-dev libgmock-dev openssl python3-httpx qemu-system-x86
-    linux-image-amd64 erofs-utils mmdebstrap skopeo umoci bubblewrap firejail runsc hyperfine "
+    linux-image-amd64 erofs-utils mmdebstrap skopeo umoci bubblewrap firejail runsc hyperfine
+    haproxy "
   kept=()
   for p in "${packages[@]}"; do
     [[ "$not_runtime" == *[[:space:]]"$p"[[:space:]]* ]] || kept+=("$p")
@@ -71,8 +74,19 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Debian's haproxy package would start its service on install; the tests run their own
+  # HAProxy and nothing may be left running. policy-rc.d (Debian's invoke-rc.d policy) says
+  # "no service starts" for this install only.
+  added_policy_rc=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    added_policy_rc=1
+  fi
+  rc=0
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" || rc=$?
+  [ "$added_policy_rc" -eq 0 ] || rm -f /usr/sbin/policy-rc.d
+  [ "$rc" -eq 0 ] || exit "$rc"
 fi
 # Node comes from the machine image (NodeSource 20) where present; Debian's nodejs otherwise.
 command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs
@@ -84,7 +98,7 @@ command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends npm
 root="$(cd "$(dirname "$0")/.." && pwd)"
 # Installed again when the lock file changed since (npm's own record of what it installed is
 # node_modules/.package-lock.json).
-for dir in sdk/typescript tests/mcp tests/ui; do
+for dir in sdk/typescript tests/mcp tests/ui deploy/kubernetes/validate; do
   lock="$root/$dir/package-lock.json"
   installed="$root/$dir/node_modules/.package-lock.json"
   [ -f "$lock" ] && { [ ! -f "$installed" ] || [ "$lock" -nt "$installed" ]; } &&
