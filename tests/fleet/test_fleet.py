@@ -70,6 +70,7 @@ class FleetTest(unittest.TestCase):
         self.names_route_through_their_node()
         self.lists_are_per_node()
         self.tenants_stay_apart()
+        self.ports_and_mcp_sessions_reach_their_node()
         self.a_dead_node_fails_fast_and_comes_back()
 
     def spread_by_capacity(self):
@@ -197,6 +198,44 @@ class FleetTest(unittest.TestCase):
         self.assertEqual(stranger.request("GET", f"/v1/sandboxes/{self.ids[0]}").status, 401)
         for i in mine:
             self.assertEqual(beta.request("DELETE", f"/v1/sandboxes/{i}").status, 204)
+
+    def ports_and_mcp_sessions_reach_their_node(self):
+        c = self.proxy()
+        # A server in a sandbox, reached through a port link: the token names the node.
+        sb = next(i for i in self.ids if node_of(i) == "n3")
+        a = c.request("POST", f"/v1/sandboxes/{sb}/commands",
+                      {"cmd": "cd /home/user && exec python3 -m http.server 8000 --bind 127.0.0.1",
+                       "background": True})
+        self.assertEqual(a.status, 201, a.body)
+        link = c.request("POST", f"/v1/sandboxes/{sb}/ports/8000/link").json()
+        self.assertTrue(link["path"].startswith("/v1/ports/n3_"), link)
+        deadline = time.monotonic() + 20
+        while True:
+            a = c.request("GET", link["path"] + "data.txt")
+            if a.status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        # The sandbox's own server answers (its bytes are relayed as they are, no node header):
+        # the file it serves is the one this sandbox holds.
+        self.assertEqual(a.status, 200, a.body)
+        self.assertTrue(a.body.startswith(f"sandbox {sb}\n"))
+        # An MCP session: opened where there is room, then routed by its id to that node.
+        mcp = {"Accept": "application/json, text/event-stream"}
+        a = c.request("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                       "params": {"protocolVersion": "2025-06-18",
+                                                  "capabilities": {},
+                                                  "clientInfo": {"name": "fleet", "version": "1"}}},
+                      headers=mcp)
+        self.assertEqual(a.status, 200, a.body)
+        session = a.headers["mcp-session-id"]
+        self.assertEqual(node_of(session), a.node)
+        mcp["Mcp-Session-Id"] = session
+        for k in range(4):
+            a = c.request("POST", "/mcp", {"jsonrpc": "2.0", "id": 2 + k, "method": "tools/list"},
+                          headers=mcp)
+            self.assertEqual((a.status, a.node), (200, node_of(session)), a.body)
+            self.assertIn("tools", a.json()["result"])
+        self.assertEqual(c.request("DELETE", "/mcp", headers=mcp).status, 204)
 
     def a_dead_node_fails_fast_and_comes_back(self):
         victim = self.fleet.nodes[1]  # n2
