@@ -97,6 +97,30 @@ TEST(SdkSandbox, ListFiltersByMetadata) {
   EXPECT_EQ(server.last().target, "/v1/sandboxes?metadata.user=u%201");
 }
 
+TEST(SdkSandbox, ListBehindAFleetProxyAsksEveryNode) {
+  FakeServer server;
+  // The proxy cannot merge the nodes' lists: it says so, and names the nodes at /v1/fleet.
+  server.on("GET", "/v1/sandboxes", [](const RecordedRequest& req, Responder& r) {
+    if (req.target.ends_with("node=n1"))
+      return r.json(200, {{"sandboxes", {sandboxDoc("00000000000000a1")}}});
+    if (req.target.ends_with("node=n2"))
+      return r.json(
+          200, {{"sandboxes", {sandboxDoc("00000000000000b1"), sandboxDoc("00000000000000b2")}}});
+    r.error(400, "bad_request",
+            "this fleet lists per node: add ?node=NAME (GET /v1/fleet names the nodes)");
+  });
+  server.json("GET", "/v1/fleet", 200, {{"nodes", {"n1", "n2"}}});
+  auto all = Sandbox::list({{"user", "u1"}}, to(server));
+  ASSERT_TRUE(all) << all.error().message();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[2].id, "00000000000000b2");
+  EXPECT_EQ(server.last().target, "/v1/sandboxes?metadata.user=u1&node=n2");
+  auto one = Sandbox::list({}, to(server), "n1");
+  ASSERT_TRUE(one) << one.error().message();
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ(server.last().target, "/v1/sandboxes?node=n1");
+}
+
 // POST /v1/sandboxes as the supervisor answers it: the requested mounts echoed with their
 // defaults filled (path /mnt/ROOT[/sub/dir], writable false); a path outside /mnt is a 400.
 void answerCreateWithMounts(const RecordedRequest& req, Responder& r) {

@@ -196,25 +196,45 @@ Result<Sandbox> Sandbox::connect(const std::string& id_or_name, const Connection
 }
 
 Result<std::vector<SandboxInfo>> Sandbox::list(const std::map<std::string, std::string>& metadata,
-                                               const ConnectionOptions& c) {
+                                               const ConnectionOptions& c,
+                                               const std::string& node) {
   auto http = open(c);
   if (!http) return Unexpected(http.error());
-  std::string target = "/v1/sandboxes";
-  char sep = '?';
-  for (const auto& [k, v] : metadata) {
-    target += sep + ("metadata." + percentEncode(k)) + "=" + percentEncode(v);
-    sep = '&';
-  }
-  auto doc = (*http)->call("GET", target);
-  if (!doc) return Unexpected(doc.error());
   std::vector<SandboxInfo> out;
-  auto it = doc->find("sandboxes");
-  if (it == doc->end() || !it->is_array())
-    return failWith(ErrorKind::kProtocol, "GET /v1/sandboxes: answer has no 'sandboxes' array");
-  for (const auto& sb : *it) {
-    auto info = infoFrom(sb);
-    if (!info) return Unexpected(info.error());
-    out.push_back(std::move(*info));
+  auto listNode = [&](const std::string& n) -> Result<void> {
+    std::string target = "/v1/sandboxes";
+    char sep = '?';
+    for (const auto& [k, v] : metadata) {
+      target += sep + ("metadata." + percentEncode(k)) + "=" + percentEncode(v);
+      sep = '&';
+    }
+    if (!n.empty()) target += sep + ("node=" + percentEncode(n));
+    auto doc = (*http)->call("GET", target);
+    if (!doc) return Unexpected(doc.error());
+    auto it = doc->find("sandboxes");
+    if (it == doc->end() || !it->is_array())
+      return failWith(ErrorKind::kProtocol, "GET /v1/sandboxes: answer has no 'sandboxes' array");
+    for (const auto& sb : *it) {
+      auto info = infoFrom(sb);
+      if (!info) return Unexpected(info.error());
+      out.push_back(std::move(*info));
+    }
+    return {};
+  };
+  auto listed = listNode(node);
+  if (listed) return out;
+  // A fleet's proxy cannot merge the nodes' lists and says so: ask each node it names.
+  if (!node.empty() || listed.error().kind() != ErrorKind::kBadRequest ||
+      listed.error().message().find("this fleet lists per node") == std::string::npos)
+    return Unexpected(listed.error());
+  auto fleet = (*http)->call("GET", "/v1/fleet");
+  if (!fleet) return Unexpected(fleet.error());
+  auto nodes = fleet->find("nodes");
+  if (nodes == fleet->end() || !nodes->is_array())
+    return failWith(ErrorKind::kProtocol, "GET /v1/fleet: answer has no 'nodes' array");
+  for (const auto& n : *nodes) {
+    if (!n.is_string()) continue;
+    if (auto r = listNode(n.get<std::string>()); !r) return Unexpected(r.error());
   }
   return out;
 }

@@ -368,6 +368,35 @@ class SandboxTest(FakeTestCase):
         self.assertEqual([s.id for s in found], [SANDBOX["id"]])
         self.assertEqual(self.fake.last().query, {"metadata.user": ["u 1"], "metadata.team": ["a&b"]})
 
+    def test_list_behind_a_fleet_proxy_asks_every_node(self) -> None:
+        # The proxy cannot merge lists: it says so, and names the nodes at /v1/fleet.
+        per_node = error_answer(400, "bad_request", "this fleet lists per node: add ?node=NAME "
+                                "(GET /v1/fleet names the nodes)")
+        lists = {"n1": [dict(SANDBOX, id="n1_00000000000000a1", node="n1")],
+                 "n2": [dict(SANDBOX, id="n2_00000000000000b2", node="n2"),
+                        dict(SANDBOX, id="n2_00000000000000b3", node="n2")]}
+
+        def sandboxes(request):
+            node = request.query.get("node", [None])[0]
+            return json_answer({"sandboxes": lists[node]}) if node else per_node
+
+        self.fake.route("GET", "/v1/sandboxes", sandboxes)
+        self.fake.route("GET", "/v1/fleet", json_answer({"nodes": ["n1", "n2"]}))
+        found = Sandbox.list(metadata={"user": "u1"}, url=self.fake.url)
+        self.assertEqual([(s.id, s.node) for s in found],
+                         [("n1_00000000000000a1", "n1"), ("n2_00000000000000b2", "n2"),
+                          ("n2_00000000000000b3", "n2")])
+        self.assertEqual(self.fake.last("GET", "/v1/sandboxes").query,
+                         {"metadata.user": ["u1"], "node": ["n2"]})
+        found = asyncio.run(airlock.AsyncSandbox.list(url=self.fake.url))
+        self.assertEqual(len(found), 3)
+        # One node, asked by name; and any other 400 is still an error.
+        self.assertEqual([s.id for s in Sandbox.list(node="n1", url=self.fake.url)],
+                         ["n1_00000000000000a1"])
+        self.fake.route("GET", "/v1/sandboxes", error_answer(400, "bad_request", "no"))
+        with self.assertRaises(airlock.InvalidRequestError):
+            Sandbox.list(url=self.fake.url)
+
     def test_names_are_quoted_in_paths(self) -> None:
         self.fake.route("GET", "/v1/sandboxes/a/b", json_answer(SANDBOX))
         with self.assertRaises(airlock.NotFoundError):

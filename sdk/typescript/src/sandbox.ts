@@ -63,6 +63,13 @@ export interface SandboxOptions extends ConnectionOptions {
 export interface ListOptions extends ConnectionOptions {
   /** Keep only sandboxes whose metadata has every given key and value. */
   metadata?: Record<string, string>;
+  /** One node of a fleet (docs/deploy.md); unset, behind a fleet's proxy, every node in turn. */
+  node?: string;
+}
+
+/** A fleet's proxy answers a list with this 400: it cannot merge the nodes' lists. */
+function listsPerNode(e: unknown): boolean {
+  return e instanceof InvalidRequestError && e.message.startsWith('this fleet lists per node');
 }
 
 // A cold start (no warm sandbox left) takes longer than an ordinary call.
@@ -137,11 +144,27 @@ export class Sandbox {
   /** The tenant's sandboxes, keeping those whose metadata has every given key and value. */
   static async list(options: ListOptions = {}): Promise<SandboxInfo[]> {
     const transport = new Transport(options);
-    try {
-      const query = Object.entries(options.metadata ?? {}).map(([k, v]): [string, string] => [`metadata.${k}`, v]);
-      return objects(await transport.json('GET', '/v1/sandboxes', undefined, { query }), 'sandboxes').map(
+    const queryFor = (node: string | undefined): [string, string][] => [
+      ...Object.entries(options.metadata ?? {}).map(([k, v]): [string, string] => [`metadata.${k}`, v]),
+      ...(node === undefined ? [] : [['node', node] as [string, string]]),
+    ];
+    const listOf = async (node: string | undefined) =>
+      objects(await transport.json('GET', '/v1/sandboxes', undefined, { query: queryFor(node) }), 'sandboxes').map(
         parseSandboxInfo,
       );
+    try {
+      try {
+        return await listOf(options.node);
+      } catch (e) {
+        // Behind a fleet's proxy: every node it names, in turn (a node that is down throws).
+        if (options.node !== undefined || !listsPerNode(e)) throw e;
+        const fleet = (await transport.json('GET', '/v1/fleet')) as JsonObject;
+        const listed = fleet['nodes'];
+        const nodes = Array.isArray(listed) ? listed.filter((n): n is string => typeof n === 'string') : [];
+        const all: SandboxInfo[] = [];
+        for (const n of nodes) all.push(...(await listOf(n)));
+        return all;
+      }
     } finally {
       transport.close();
     }

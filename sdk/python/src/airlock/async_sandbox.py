@@ -11,10 +11,10 @@ from typing import Any
 
 from airlock.code import AsyncCodeRunner, ErrorHandler, OutputHandler, ResultHandler
 from airlock.commands import AsyncCommands
-from airlock.errors import NotFoundError
+from airlock.errors import InvalidRequestError, NotFoundError
 from airlock.files import AsyncFiles
 from airlock.models import Context, Execution, Mount, SandboxInfo, SandboxMetrics
-from airlock.sandbox import create_body, keepalive_body, port_number
+from airlock.sandbox import create_body, keepalive_body, list_query, lists_per_node, port_number
 from airlock.transport import AsyncTransport, RetryPolicy, quote
 
 
@@ -65,14 +65,24 @@ class AsyncSandbox:
 
     @staticmethod
     async def list(metadata: Mapping[str, str] | None = None, *, url: str | None = None,
-                   token: str | None = None) -> builtins.list[SandboxInfo]:
+                   token: str | None = None, node: str | None = None
+                   ) -> builtins.list[SandboxInfo]:
+        """As Sandbox.list: behind a fleet's proxy, every node in turn; `node=` asks one."""
         transport = AsyncTransport(url, token)
         try:
-            query = [(f"metadata.{k}", v) for k, v in (metadata or {}).items()]
-            answer = await transport.json("GET", "/v1/sandboxes", query=query)
+            try:
+                answers = [await transport.json("GET", "/v1/sandboxes",
+                                                query=list_query(metadata, node))]
+            except InvalidRequestError as e:
+                if node is not None or not lists_per_node(e):
+                    raise
+                nodes = (await transport.json("GET", "/v1/fleet")).get("nodes", [])
+                answers = [await transport.json("GET", "/v1/sandboxes",
+                                                query=list_query(metadata, n))
+                           for n in nodes if isinstance(n, str)]
         finally:
             await transport.aclose()
-        return [SandboxInfo.from_json(s) for s in answer.get("sandboxes", [])
+        return [SandboxInfo.from_json(s) for a in answers for s in a.get("sandboxes", [])
                 if isinstance(s, dict)]
 
     @property

@@ -78,15 +78,25 @@ class Sandbox:
 
     @staticmethod
     def list(metadata: Mapping[str, str] | None = None, *, url: str | None = None,
-             token: str | None = None) -> builtins.list[SandboxInfo]:
-        """The tenant's sandboxes, keeping those whose metadata has every given key and value."""
+             token: str | None = None, node: str | None = None) -> builtins.list[SandboxInfo]:
+        """The tenant's sandboxes, keeping those whose metadata has every given key and value.
+
+        Behind a fleet's proxy (docs/deploy.md), which lists per node, every node it names is
+        asked in turn; `node=` asks one. A node that is down raises its error."""
         transport = Transport(url, token)
         try:
-            query = [(f"metadata.{k}", v) for k, v in (metadata or {}).items()]
-            answer = transport.json("GET", "/v1/sandboxes", query=query)
+            query = list_query(metadata, node)
+            try:
+                answers = [transport.json("GET", "/v1/sandboxes", query=query)]
+            except InvalidRequestError as e:
+                if node is not None or not lists_per_node(e):
+                    raise
+                nodes = transport.json("GET", "/v1/fleet").get("nodes", [])
+                answers = [transport.json("GET", "/v1/sandboxes", query=list_query(metadata, n))
+                           for n in nodes if isinstance(n, str)]
         finally:
             transport.close()
-        return [SandboxInfo.from_json(s) for s in answer.get("sandboxes", [])
+        return [SandboxInfo.from_json(s) for a in answers for s in a.get("sandboxes", [])
                 if isinstance(s, dict)]
 
     # ---- this sandbox ----
@@ -252,6 +262,16 @@ class Sandbox:
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, name={self.name!r}, profile={self._info.profile!r})"
+
+
+def list_query(metadata: Mapping[str, str] | None, node: str | None) -> list[tuple[str, str]]:
+    query = [(f"metadata.{k}", v) for k, v in (metadata or {}).items()]
+    return query + ([("node", node)] if node is not None else [])
+
+
+def lists_per_node(error: InvalidRequestError) -> bool:
+    """A fleet's proxy answers a list with this 400: it cannot merge the nodes' lists."""
+    return error.message.startswith("this fleet lists per node")
 
 
 def create_body(profile: str | None, language: str | None, name: str | None,

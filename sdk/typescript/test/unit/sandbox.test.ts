@@ -109,6 +109,27 @@ describe('Sandbox', () => {
     assert.deepEqual(info!.mounts, [{ source: 'hostdir:out', path: '/mnt/results', writable: true }]);
   });
 
+  it('lists every node in turn behind a fleet proxy, which lists per node', async () => {
+    const perNode = { code: 'bad_request', message: 'this fleet lists per node: add ?node=NAME (GET /v1/fleet names the nodes)' };
+    const lists: Record<string, unknown[]> = {
+      n1: [sandboxDoc({ id: 'n1_00000000000000a1', node: 'n1' })],
+      n2: [sandboxDoc({ id: 'n2_00000000000000b2', node: 'n2' })],
+    };
+    fake.on('GET', '/v1/sandboxes', (req, res) => {
+      const node = req.query.get('node');
+      if (node) sendJson(res, 200, { sandboxes: lists[node] });
+      else sendJson(res, 400, { error: perNode });
+    });
+    fake.on('GET', '/v1/fleet', (_req, res) => sendJson(res, 200, { nodes: ['n1', 'n2'] }));
+    const all = await Sandbox.list({ url: fake.url, metadata: { user: 'u1' } });
+    assert.deepEqual(all.map((s) => [s.id, s.node]), [['n1_00000000000000a1', 'n1'], ['n2_00000000000000b2', 'n2']]);
+    assert.equal(fake.last('GET', '/v1/sandboxes').query.get('metadata.user'), 'u1');
+    const one = await Sandbox.list({ url: fake.url, node: 'n2' });
+    assert.deepEqual(one.map((s) => s.id), ['n2_00000000000000b2']);
+    fake.on('GET', '/v1/sandboxes', (_req, res) => sendJson(res, 400, { error: { code: 'bad_request', message: 'no' } }));
+    await assert.rejects(Sandbox.list({ url: fake.url }), InvalidRequestError);
+  });
+
   it('connects by name, quoting it into the path', async () => {
     fake.on('GET', '/v1/sandboxes/a%2Fb', (_req, res) => sendJson(res, 200, sandboxDoc({ name: 'a/b' })));
     const sbx = await Sandbox.connect('a/b', { url: fake.url });

@@ -114,10 +114,11 @@ class Sandbox {
   // An existing sandbox by id or name; not owned (not destroyed with this object).
   static Result<Sandbox> connect(const std::string& id_or_name,
                                  const ConnectionOptions& connection = {});
-  // The caller's sandboxes whose metadata has every given key=value.
+  // The caller's sandboxes whose metadata has every given key=value. Behind a fleet's proxy,
+  // which lists per node (docs/deploy.md), every node it names in turn; `node` asks one.
   static Result<std::vector<SandboxInfo>> list(
       const std::map<std::string, std::string>& metadata = {},
-      const ConnectionOptions& connection = {});
+      const ConnectionOptions& connection = {}, const std::string& node = "");
 
   Sandbox(Sandbox&& other) noexcept;
   Sandbox& operator=(Sandbox&& other) noexcept;
