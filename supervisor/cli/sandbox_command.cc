@@ -169,10 +169,13 @@ int sandboxCreate(const std::vector<std::string>& args) {
 
 int sandboxList(const std::vector<std::string>& args) {
   std::vector<std::string> meta, positional;
+  std::string node;
   bool json = false;
   po::options_description opts("Usage: airlock sandbox ls [options]\n\nOptions");
   opts.add_options()("meta", po::value(&meta)->composing(),
                      "K=V: only sandboxes with this metadata (repeatable)")(
+      "node", po::value(&node),
+      "one node of a fleet (default behind a fleet's proxy: every node, docs/deploy.md)")(
       "json", po::bool_switch(&json), "print the answer as JSON");
   po::variables_map vm;
   if (auto exit = parseArgs("sandbox ls", args, opts, vm, positional)) return *exit;
@@ -186,7 +189,31 @@ int sandboxList(const std::vector<std::string>& args) {
   }
   auto c = connectClient();
   if (!c) return report(c.error().message()), kExitFailed;
-  return orFail(c->call("GET", target), [&](const Json& answer) {
+  auto onNode = [&](const std::string& n) {
+    return n.empty() ? target : target + sep + "node=" + percentEncode(n);
+  };
+  auto listed = c->call("GET", onNode(node));
+  // A fleet's proxy cannot merge the nodes' lists and says so: ask each node it names.
+  if (!listed && node.empty() &&
+      listed.error().message().find("this fleet lists per node") != std::string::npos) {
+    auto fleet = c->call("GET", "/v1/fleet");
+    listed = fleet;
+    if (fleet && fleet->contains("nodes") && (*fleet)["nodes"].is_array()) {
+      Json all = {{"sandboxes", Json::array()}};
+      listed = all;
+      for (const auto& n : (*fleet)["nodes"]) {
+        if (!n.is_string()) continue;
+        auto one = c->call("GET", onNode(n.get<std::string>()));
+        if (!one) {  // a node that is down fails the list: nothing is left out silently
+          listed = std::move(one);
+          break;
+        }
+        if (one->contains("sandboxes") && (*one)["sandboxes"].is_array())
+          for (auto& sb : (*one)["sandboxes"]) (*listed)["sandboxes"].push_back(std::move(sb));
+      }
+    }
+  }
+  return orFail(std::move(listed), [&](const Json& answer) {
     if (json) {
       std::cout << answer.dump(2) << "\n";
       return 0;

@@ -371,11 +371,15 @@ Capacity Manager::capacity() {
   c.memory_available_mb = memoryAvailableMb();
   if (auto prof = pol->profile(pol->default_profile))
     c.sandbox_memory_mb = (*prof)->limits.memory_mb;
-  const uint64_t by_count = c.max_sandboxes > c.sandboxes ? c.max_sandboxes - c.sandboxes : 0;
-  const uint64_t by_memory =
-      c.sandbox_memory_mb == 0 ? by_count : c.memory_available_mb / c.sandbox_memory_mb;
-  c.free = static_cast<uint32_t>(std::min(by_count, by_memory));
+  c.computeFree();
   return c;
+}
+
+void Capacity::computeFree() {
+  const uint64_t by_count = max_sandboxes > sandboxes ? max_sandboxes - sandboxes : 0;
+  const uint64_t by_memory =
+      sandbox_memory_mb == 0 ? by_count : memory_available_mb / sandbox_memory_mb;
+  free = static_cast<uint32_t>(std::min(by_count, by_memory));
 }
 
 std::string Capacity::agentCheckLine() const {

@@ -134,6 +134,9 @@ struct Capacity {
   uint64_t sandbox_memory_mb = 0;  // the default profile's limit: the unit of `free`
   uint32_t free = 0;
 
+  // `free` from the rest: what max_sandboxes leaves, and what the available memory holds at
+  // sandbox_memory_mb each, whichever is less.
+  void computeFree();
   // The agent-check answer HAProxy reads: "up ready P%" (P% of a server weight of 1 is `free`,
   // capped at HAProxy's largest weight, 256), "drain" when full or draining.
   std::string agentCheckLine() const;

@@ -12,13 +12,18 @@ unless AIRLOCK_TEST_REQUIRE_PRIVILEGED=1, where that is a failure.
 """
 
 import concurrent.futures
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "sdk", "python", "src"))
+import airlock  # noqa: E402  (the Python SDK, from the tree)
 import fleet_harness  # noqa: E402
 
 AIRLOCK = os.environ.get("AIRLOCK_BIN", "airlock")
@@ -173,6 +178,18 @@ class FleetTest(unittest.TestCase):
             self.assertEqual((a.status, a.node), (200, n.name), a.body)
             listed = sorted(s["id"] for s in a.json()["sandboxes"])
             self.assertEqual(listed, sorted(i for i in self.ids if node_of(i) == n.name))
+        # The clients list the whole fleet unchanged: they ask each node the proxy names.
+        env = dict(os.environ, AIRLOCK_URL=f"unix://{self.fleet.proxy_socket}",
+                   AIRLOCK_TOKEN=TOKENS["alpha"])
+        out = subprocess.run([AIRLOCK, "sandbox", "ls", "--json"], env=env, capture_output=True,
+                             text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(sorted(s["id"] for s in json.loads(out.stdout)["sandboxes"]),
+                         sorted(self.ids))
+        found = airlock.Sandbox.list(url=f"unix://{self.fleet.proxy_socket}",
+                                     token=TOKENS["alpha"])
+        self.assertEqual(sorted(s.id for s in found), sorted(self.ids))
+        self.assertEqual({s.node for s in found}, {"n1", "n2", "n3"})
 
     def tenants_stay_apart(self):
         beta = self.proxy("beta")

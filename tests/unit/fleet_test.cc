@@ -137,6 +137,22 @@ TEST(FleetHaproxy, RefusesCleartextToANodeOffLoopback) {
   EXPECT_EQ(plain->config.find(" ssl "), std::string::npos);
 }
 
+TEST(FleetCapacity, FreeIsTheLesserOfSlotsAndMemory) {
+  sandbox::Capacity c;
+  c.max_sandboxes = 40;
+  c.sandboxes = 10;
+  c.sandbox_memory_mb = 512;
+  c.memory_available_mb = 64 * 1024;  // room for 128 by memory: the 30 slots decide
+  c.computeFree();
+  EXPECT_EQ(c.free, 30u);
+  c.memory_available_mb = 5 * 1024 + 100;  // room for 10 by memory
+  c.computeFree();
+  EXPECT_EQ(c.free, 10u);
+  c.sandboxes = 45;  // over the maximum (a lowered max_sandboxes after a reload)
+  c.computeFree();
+  EXPECT_EQ(c.free, 0u);
+}
+
 TEST(FleetCapacity, AgentCheckLineIsFreeRoomAsAWeightOfOne) {
   sandbox::Capacity c;
   c.free = 37;
