@@ -64,6 +64,9 @@ int fleetCommand(const std::vector<std::string>& args) {
       "agent-port", po::value(&agent_port)->default_value(8444),
       "nodes' agent-check port (server.agent_check) unless their line says agent=PORT")(
       "admin-socket", po::value(&o.admin_socket), "HAProxy's runtime API socket (stats socket)")(
+      "user", po::value(&o.user),
+      "the user HAProxy drops to after binding, e.g. haproxy (Debian's package makes it)")(
+      "group", po::value(&o.group), "the group HAProxy drops to after binding, e.g. haproxy")(
       "check-interval-ms", po::value(&o.check_interval_ms)->default_value(250),
       "health check period: a dead node is out after two")(
       "agent-interval-ms", po::value(&o.agent_interval_ms)->default_value(1000),

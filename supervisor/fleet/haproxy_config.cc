@@ -152,6 +152,8 @@ Result<HaproxyConfig> renderHaproxy(const std::vector<Node>& nodes, const Haprox
     << " nodes): make it again rather than editing it (docs/deploy.md).\n"
     << "global\n"
     << "  log stderr format short local0 info\n";
+  if (!o.user.empty()) c << "  user " << o.user << "\n";
+  if (!o.group.empty()) c << "  group " << o.group << "\n";
   if (!o.admin_socket.empty())
     c << "  stats socket " << o.admin_socket << " mode 600 level admin\n";
   c << "\n"

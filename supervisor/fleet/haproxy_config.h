@@ -31,12 +31,16 @@ Result<std::vector<Node>> parseNodeList(std::string_view text, std::string_view 
                                         uint16_t default_agent_port);
 
 struct HaproxyOptions {
-  std::vector<std::string> listen;    // bind lines' arguments ("unix@/run/airlock/fleet.sock")
-  std::string map_path;               // absolute path of the map file, as HAProxy will read it
-  std::string ca_file;                // verify nodes' TLS with it; "": plain HTTP (loopback only)
-  std::string client_cert;            // PEM (cert + key) the proxy shows nodes; "": none
-  std::string verify_host;            // name every node's certificate must carry; "": the node's
-  std::string admin_socket;           // HAProxy's runtime API (stats socket); "": none
+  std::vector<std::string> listen;  // bind lines' arguments ("unix@/run/airlock/fleet.sock")
+  std::string map_path;             // absolute path of the map file, as HAProxy will read it
+  std::string ca_file;              // verify nodes' TLS with it; "": plain HTTP (loopback only)
+  std::string client_cert;          // PEM (cert + key) the proxy shows nodes; "": none
+  std::string verify_host;          // name every node's certificate must carry; "": the node's
+  std::string admin_socket;         // HAProxy's runtime API (stats socket); "": none
+  // The user and group HAProxy drops to once its sockets are bound (global user/group), e.g.
+  // Debian's "haproxy"; "": it keeps the user it was started as (a container's non-root user).
+  std::string user;
+  std::string group;
   uint32_t check_interval_ms = 250;   // health check period; a dead node is out in ~2 of them
   uint32_t agent_interval_ms = 1000;  // how often each node's free capacity is read
 };

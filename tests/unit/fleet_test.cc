@@ -89,6 +89,8 @@ fleet::HaproxyOptions tlsOptions() {
   o.ca_file = "/etc/airlock/ca.crt";
   o.client_cert = "/etc/airlock/proxy.pem";
   o.verify_host = "airlock-node";
+  o.user = "haproxy";
+  o.group = "haproxy";
   return o;
 }
 
@@ -103,6 +105,7 @@ TEST(FleetHaproxy, RoutesIdsThroughTheMapAndPlacesByAgentWeights) {
     EXPECT_NE(c.find(s), std::string::npos) << "missing: " << s << "\n" << c;
   };
   has("bind unix@/run/airlock/fleet.sock mode 660");
+  has("  user haproxy\n  group haproxy\n");
   // The node before the first '_' of an id, or the session's, looked up in the map.
   has("path,field(4,/),field(1,_)");
   has("req.hdr(mcp-session-id),field(1,_)");
