@@ -110,6 +110,10 @@ bool validNodeName(std::string_view node) {
          std::ranges::all_of(node, [&](char c) { return alnum(c) || c == '.' || c == '-'; });
 }
 
+std::string fleetIdPrefix(std::string_view node) {
+  return node.empty() ? std::string() : std::string(node) + "_";
+}
+
 bool Tenant::allowsProfile(std::string_view profile) const {
   return profiles.empty() || std::ranges::find(profiles, profile) != profiles.end();
 }

@@ -71,13 +71,18 @@ int fleetCommand(const std::vector<std::string>& args) {
       "health check period: a dead node is out after two")(
       "agent-interval-ms", po::value(&o.agent_interval_ms)->default_value(1000),
       "how often each node's free capacity is read");
-  po::positional_options_description pos;
-  pos.add("what", 1);
-  std::string what;
-  opts.add_options()("what", po::value(&what), "");
+  // The one subcommand, then its options.
+  const bool haproxy = !args.empty() && args.front() == "haproxy";
+  if (!haproxy && !wantsHelp(args)) {
+    printError("fleet: expected 'airlock fleet haproxy --nodes FILE --out FILE' (see --help)");
+    return sandbox::kExitAirlockError;
+  }
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+    po::store(po::command_line_parser(std::vector<std::string>(args.begin() + haproxy, args.end()))
+                  .options(opts)
+                  .run(),
+              vm);
     po::notify(vm);
   } catch (const po::error& e) {
     printError(std::string("fleet: ") + e.what());
@@ -86,10 +91,6 @@ int fleetCommand(const std::vector<std::string>& args) {
   if (vm.count("help")) {
     std::cout << opts << "\n";
     return 0;
-  }
-  if (what != "haproxy") {
-    printError("fleet: expected 'airlock fleet haproxy --nodes FILE --out FILE' (see --help)");
-    return sandbox::kExitAirlockError;
   }
   if (nodes_file.empty() || out.empty()) {
     printError("fleet haproxy: --nodes and --out are required");

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <charconv>
+#include <initializer_list>
 #include <set>
 #include <sstream>
 
@@ -120,6 +121,23 @@ Result<std::vector<Node>> parseNodeList(std::string_view text, std::string_view 
 
 Result<HaproxyConfig> renderHaproxy(const std::vector<Node>& nodes, const HaproxyOptions& o) {
   if (o.listen.empty()) return fail("no listen address for the proxy (--listen)");
+  // Each value becomes one HAProxy token (a path, a name) or one bind line: a space would split
+  // the token and a line break would start a directive of its own.
+  for (const auto& [option, value] : std::initializer_list<std::pair<const char*, std::string>>{
+           {"--map", o.map_path},
+           {"--ca", o.ca_file},
+           {"--client-cert", o.client_cert},
+           {"--verify-host", o.verify_host},
+           {"--admin-socket", o.admin_socket},
+           {"--user", o.user},
+           {"--group", o.group}}) {
+    if (value.find_first_of(" \t\r\n#") != std::string::npos)
+      return fail(std::string(option) + " '" + value +
+                  "': no spaces, tabs, line breaks or '#' (it is one HAProxy word)");
+  }
+  for (const auto& l : o.listen)
+    if (l.empty() || l.find_first_of("\r\n") != std::string::npos)
+      return fail("--listen '" + l + "': one bind line, not empty and without line breaks");
   if (o.map_path.empty() || o.map_path.front() != '/')
     return fail("the map file's path must be absolute (--map)", o.map_path);
   for (const auto& n : nodes)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "airlock/policy/policy.h"
 #include "supervisor/mcp/mcp_server.h"
 #include "supervisor/mcp/sandbox_tools.h"
 
@@ -259,7 +260,7 @@ void HttpTransport::post(const api::Request& req, api::Exchange& ex, const std::
                  " MCP sessions (server.mcp_max_sessions_per_tenant); end one with DELETE /mcp");
       return;
     }
-    std::string id = (options_.node.empty() ? "" : options_.node + "_") + newSessionId();
+    std::string id = policy::fleetIdPrefix(options_.node) + newSessionId();
     session = std::make_shared<Session>(id, tenant, std::move(options));
     sessions_[id] = session;
   } else {

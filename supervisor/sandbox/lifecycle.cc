@@ -214,7 +214,7 @@ SResult<std::shared_ptr<LiveSandbox>> Manager::startBox(const policy::Profile& p
     for (const auto& p : (*plugin)->image_paths) image_paths.push_back(p);
   }
   sandbox::SandboxOptions opts;
-  if (!options_.node.empty()) opts.id = options_.node + "_" + sandbox::newSandboxId();
+  if (!options_.node.empty()) opts.id = policy::fleetIdPrefix(options_.node) + newSandboxId();
   opts.profile = &s->profile;
   opts.mounts = sandbox::composeView(image_paths, profile.filesystem.readonly_paths);
   opts.agent_path = options_.agent_path;

@@ -15,7 +15,7 @@ namespace airlock::sandbox {
 
 Manager::Manager(ManagerOptions options)
     : options_(std::move(options)),
-      approvals_(options_.node.empty() ? "" : options_.node + "_"),
+      approvals_(policy::fleetIdPrefix(options_.node)),
       registry_(plugin::Registry::loadDirectory(options_.plugin_dir)),
       policy_(std::make_shared<const policy::Policy>(options_.policy)) {}
 
@@ -306,8 +306,9 @@ SResult<std::shared_ptr<LiveSandbox>> Manager::find(const Caller& caller, const 
   if (it != sandboxes_.end() && it->second->tenant == caller.tenant) return it->second;
   // A name, bare or as a fleet addresses it: "<node>_<name>" (the node's own prefix only).
   std::string_view name = sb;
-  if (!options_.node.empty() && name.starts_with(options_.node + "_") && !sandboxes_.contains(sb))
-    name.remove_prefix(options_.node.size() + 1);
+  if (const auto prefix = policy::fleetIdPrefix(options_.node);
+      !prefix.empty() && name.starts_with(prefix))
+    name.remove_prefix(prefix.size());
   for (const auto& [id, s] : sandboxes_)
     if (!s->name.empty() && (s->name == sb || s->name == name) && s->tenant == caller.tenant)
       return s;
@@ -327,22 +328,21 @@ SResult<std::shared_ptr<LiveSandbox>> Manager::findRunning(const Caller& caller,
 }
 
 Json Manager::health() {
-  if (!options_.node.empty()) {
-    const Capacity c = capacity();
-    return Json{{"status", c.draining ? "draining" : "ok"},
-                {"sandboxes", c.sandboxes},
-                {"draining", c.draining},
-                {"node", c.node},
-                {"capacity",
-                 {{"max_sandboxes", c.max_sandboxes},
-                  {"memory_available_mb", c.memory_available_mb},
-                  {"sandbox_memory_mb", c.sandbox_memory_mb},
-                  {"free", c.free}}}};
+  Json h;
+  {
+    std::lock_guard lock(mu_);
+    h = Json{{"status", draining_ ? "draining" : "ok"},
+             {"sandboxes", sandboxes_.size()},
+             {"draining", draining_}};
   }
-  std::lock_guard lock(mu_);
-  return Json{{"status", draining_ ? "draining" : "ok"},
-              {"sandboxes", sandboxes_.size()},
-              {"draining", draining_}};
+  if (options_.node.empty()) return h;
+  const Capacity c = capacity();
+  h["node"] = c.node;
+  h["capacity"] = {{"max_sandboxes", c.max_sandboxes},
+                   {"memory_available_mb", c.memory_available_mb},
+                   {"sandbox_memory_mb", c.sandbox_memory_mb},
+                   {"free", c.free}};
+  return h;
 }
 
 namespace {

@@ -81,7 +81,7 @@ SResult<std::string> Manager::createPortLink(const Caller& caller, const std::st
   if (!token) return token;
   // A fleet's proxy routes /v1/ports/<token>/ by the node before the first '_' (base64url has
   // '_' too, but a node name never does).
-  if (!options_.node.empty()) *token = options_.node + "_" + *token;
+  *token = policy::fleetIdPrefix(options_.node) + *token;
   std::lock_guard lock((*s)->mu);
   (*s)->port_links[policy::sha256Hex(*token)] = port;
   return token;

@@ -31,6 +31,16 @@ def run(*argv, check=True, **kw):
     return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
 
 
+def end(proc, timeout):
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class UnixHTTPConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout=120):
         super().__init__("fleet", timeout=timeout)
@@ -187,12 +197,7 @@ tmp_mb = 32
     def stop(self):
         if self.proc is None:
             return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end(self.proc, 120)  # the supervisor drains and destroys its sandboxes first
         self.proc = None
         self.log.close()
 
@@ -338,12 +343,7 @@ class Fleet:
 
     def close(self):
         if self.haproxy is not None:
-            self.haproxy.terminate()
-            try:
-                self.haproxy.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.haproxy.kill()
-                self.haproxy.wait()
+            end(self.haproxy, 10)
             self.haproxy = None
             self.haproxy_log.close()
         for n in self.nodes:

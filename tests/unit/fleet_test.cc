@@ -140,6 +140,27 @@ TEST(FleetHaproxy, RefusesCleartextToANodeOffLoopback) {
   EXPECT_EQ(plain->config.find(" ssl "), std::string::npos);
 }
 
+TEST(FleetHaproxy, RefusesOptionsThatWouldBreakTheConfiguration) {
+  auto nodes = fleet::parseNodeList("n1 10.0.0.11:8443\n", "f", 8444);
+  ASSERT_TRUE(nodes);
+  auto spaced = tlsOptions();
+  spaced.ca_file = "/etc/my ca.crt";
+  auto r = fleet::renderHaproxy(*nodes, spaced);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("--ca '/etc/my ca.crt': no spaces"), std::string::npos)
+      << r.error().message();
+  auto injected = tlsOptions();
+  injected.listen = {":8443\n  stats enable"};
+  r = fleet::renderHaproxy(*nodes, injected);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("--listen"), std::string::npos) << r.error().message();
+  auto relative = tlsOptions();
+  relative.map_path = "nodes.map";
+  r = fleet::renderHaproxy(*nodes, relative);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("must be absolute"), std::string::npos);
+}
+
 TEST(FleetCapacity, FreeIsTheLesserOfSlotsAndMemory) {
   sandbox::Capacity c;
   c.max_sandboxes = 40;

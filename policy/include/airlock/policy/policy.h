@@ -207,6 +207,8 @@ Result<std::optional<TcpEndpoint>> parseTcp(std::string_view tcp, bool tls = fal
 // A fleet node name (Server::node): "" or 1 to 63 of a-z 0-9 . -, starting and ending with a
 // letter or digit. Never '_', which separates it from the rest of an id.
 bool validNodeName(std::string_view node);
+// What every id a fleet node hands out begins with: "<node>_"; "" for "" (a single host).
+std::string fleetIdPrefix(std::string_view node);
 
 // The supervisor's audit log and eBPF ring buffer ([audit]): one per process, for every profile.
 struct AuditSettings {
